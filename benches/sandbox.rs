@@ -1,0 +1,303 @@
+//! Sandbox performance, each beside its baseline in the same group, on a generated repository
+//! of 2,000 Python files and 50 commits (cached under `target/rewardlab-bench/`):
+//!
+//! - tree set-up per commit: the zero-disk view and gix's linked worktree (add + remove) vs
+//!   `git worktree add` (+ `git worktree remove`) as subprocesses;
+//! - grep over the whole tree: the sandbox on a view (warm blob cache) and on a worktree vs
+//!   `grep -rn -E --include='*.py'` as a subprocess (seed 000's choice) and `rg` when installed;
+//! - 64 concurrent mixed calls (grep/glob/read over 8 commits) through `Sandbox::run_call`
+//!   under the global semaphore: batch time here, per-call p50/p99 and throughput printed.
+//!
+//! Targets: zero-disk set-up < 5 ms per commit; grep ≥ 2× faster than the `grep -rn` subprocess.
+
+use std::{
+    hint::black_box,
+    io::Write,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use rewardlab_sandbox::{
+    GlobArgs, GrepArgs, Limits, ObjectId, ReadArgs, RepoStore, Sandbox, StoreOptions, ToolCall, TreeKind,
+};
+
+/// Bump to regenerate the cached repository.
+const VERSION: &str = "sandbox-v1";
+const FILES: usize = 2000;
+const COMMITS: usize = 50;
+const GREPS: &[(&str, &str)] = &[("literal", "Content-Length"), ("regex", "class [A-Z][a-z]+(Adapter|Session)[0-9]+")];
+
+struct Fixture {
+    store_dir: PathBuf,
+    bare: PathBuf,
+    checkout: PathBuf,
+    scratch: PathBuf,
+    commits: Vec<String>,
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = git_cmd(dir).args(args).output().expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+fn git_cmd(dir: &Path) -> Command {
+    let mut c = Command::new("git");
+    c.current_dir(dir).env("GIT_CONFIG_GLOBAL", "/dev/null").env("GIT_CONFIG_NOSYSTEM", "1");
+    c
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+const WORDS: &[&str] = &[
+    "request", "response", "session", "adapter", "header", "cookie", "timeout", "retry", "proxy", "stream", "auth",
+    "cache",
+];
+
+fn python(rng: &mut Rng, salt: usize) -> String {
+    let mut s = format!("import {}\n\n", WORDS[rng.below(WORDS.len())]);
+    for i in 0..60 {
+        let w = WORDS[rng.below(WORDS.len())];
+        match rng.below(10) {
+            0 => s.push_str(&format!("class {}{}{i}:\n", w[..1].to_uppercase(), &w[1..])),
+            1 => s.push_str(&format!("def {w}_{i}(self, x):\n")),
+            2 => s.push_str(&format!("    # TODO: {w} {salt}\n")),
+            3 => s.push_str("    headers['Content-Length'] = str(len(body))\n"),
+            _ => s.push_str(&format!("    value_{i} = compute({w:?}, {}, {salt})\n", rng.below(1000))),
+        }
+    }
+    s
+}
+
+fn path_of(i: usize) -> String {
+    format!("src/pkg{:02}/sub{}/mod{:03}.py", i % 40, (i / 40) % 5, i)
+}
+
+/// Generates (once) a bare repository with `git fast-import` and a checkout for the baselines.
+fn fixture() -> Fixture {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/rewardlab-bench").join(VERSION);
+    let store_dir = base.join("store");
+    let bare = store_dir.join("bench__repo.git");
+    let checkout = base.join("checkout");
+    let scratch = base.join("scratch");
+    if !base.join("ready").exists() {
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&bare).expect("mkdir");
+        git(&bare, &["init", "-q", "--bare"]);
+        let mut rng = Rng(0x5eed_1234_5678_9abc);
+        let mut stream = Vec::new();
+        for c in 1..=COMMITS {
+            let msg = format!("commit {c}");
+            stream.extend_from_slice(
+                format!(
+                    "commit refs/heads/main\nmark :{c}\ncommitter B <b@x> {} +0000\ndata {}\n{msg}\n",
+                    1_700_000_000 + c,
+                    msg.len()
+                )
+                .as_bytes(),
+            );
+            if c > 1 {
+                stream.extend_from_slice(format!("from :{}\n", c - 1).as_bytes());
+            }
+            let touched: Vec<usize> =
+                if c == 1 { (0..FILES).collect() } else { (0..25).map(|_| rng.below(FILES)).collect() };
+            for i in touched {
+                let body = python(&mut rng, c);
+                stream.extend_from_slice(format!("M 100644 inline {}\ndata {}\n", path_of(i), body.len()).as_bytes());
+                stream.extend_from_slice(body.as_bytes());
+                stream.push(b'\n');
+            }
+            if c == 1 {
+                let readme = "# bench repo\n";
+                stream.extend_from_slice(
+                    format!("M 100644 inline README.md\ndata {}\n{readme}\n", readme.len()).as_bytes(),
+                );
+            }
+        }
+        let mut child =
+            git_cmd(&bare).args(["fast-import", "--quiet"]).stdin(Stdio::piped()).spawn().expect("fast-import");
+        child.stdin.take().expect("stdin").write_all(&stream).expect("stream");
+        assert!(child.wait().expect("fast-import").success());
+        git(&bare, &["symbolic-ref", "HEAD", "refs/heads/main"]);
+        git(&bare, &["worktree", "add", "-q", "--detach", checkout.to_str().expect("utf-8"), "main"]);
+        std::fs::write(base.join("ready"), "").expect("marker");
+    }
+    std::fs::create_dir_all(&scratch).expect("scratch");
+    let commits = git(&bare, &["rev-list", "--reverse", "main"]).lines().map(str::to_owned).collect::<Vec<_>>();
+    assert_eq!(commits.len(), COMMITS);
+    Fixture { store_dir, bare, checkout, scratch, commits }
+}
+
+fn has_rg() -> bool {
+    Command::new("rg").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+fn bench(c: &mut Criterion) {
+    let fx = fixture();
+    let options = StoreOptions { keep_recent_trees: 0, ..StoreOptions::default() };
+    let store = Arc::new(RepoStore::open_with(&fx.store_dir, options).expect("store"));
+    let repo = store.repo("bench/repo").expect("adopted");
+    let ids: Vec<ObjectId> = fx.commits.iter().map(|c| repo.resolve(c).expect("commit")).collect();
+    let files = git(&fx.bare, &["ls-tree", "-r", "--name-only", "main"]).lines().count();
+    println!("sandbox bench: {files} files, {} commits, store {}", ids.len(), fx.store_dir.display());
+
+    // Tree set-up per commit, cycling through all 50 commits.
+    let mut group = c.benchmark_group("sandbox_tree_setup");
+    group.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+    let mut next = 0usize;
+    group.bench_function("view (zero disk)", |b| {
+        b.iter(|| {
+            next += 1;
+            drop(black_box(repo.tree_at(ids[next % ids.len()], TreeKind::View).expect("view")))
+        })
+    });
+    group.bench_function("gix worktree (add + remove)", |b| {
+        b.iter(|| {
+            next += 1;
+            drop(black_box(repo.tree_at(ids[next % ids.len()], TreeKind::Worktree).expect("worktree")))
+        })
+    });
+    group.bench_function("baseline: git worktree add (+ remove), subprocess", |b| {
+        b.iter(|| {
+            next += 1;
+            let dir = fx.scratch.join(format!("wt-{next}"));
+            let dir = dir.to_str().expect("utf-8");
+            git(&fx.bare, &["worktree", "add", "-q", "--detach", dir, &fx.commits[next % fx.commits.len()]]);
+            git(&fx.bare, &["worktree", "remove", "--force", dir]);
+        })
+    });
+    group.finish();
+
+    // Grep over the whole tree at the last commit.
+    let limits = Limits::default();
+    let head = *ids.last().expect("commits");
+    let view = repo.tree_at(head, TreeKind::View).expect("view");
+    let worktree = repo.tree_at(head, TreeKind::Worktree).expect("worktree");
+    let rg = has_rg();
+    if !rg {
+        println!("sandbox bench: `rg` is not installed; the ripgrep baseline is skipped");
+    }
+    for (name, pattern) in GREPS {
+        let call = ToolCall::Grep(GrepArgs {
+            pattern: (*pattern).to_owned(),
+            path: Some("*.py".to_owned()),
+            case_sensitive: None,
+        });
+        let first = call.run(&view, &limits);
+        println!(
+            "sandbox bench: grep {name} {pattern:?}: {} matches shown, status {:?}",
+            first.entities.len(),
+            first.status
+        );
+        let mut group = c.benchmark_group(format!("sandbox_grep_{name}"));
+        group.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+        group.throughput(Throughput::Elements(files as u64));
+        group
+            .bench_function("sandbox grep, view (warm blob cache)", |b| b.iter(|| black_box(call.run(&view, &limits))));
+        group.bench_function("sandbox grep, worktree", |b| b.iter(|| black_box(call.run(&worktree, &limits))));
+        group.bench_function("baseline: grep -rn -E --include='*.py', subprocess", |b| {
+            b.iter(|| {
+                let out = Command::new("grep")
+                    .args(["-rn", "-E", "--include=*.py", pattern, "."])
+                    .current_dir(&fx.checkout)
+                    .output()
+                    .expect("grep runs");
+                black_box(out.stdout.len())
+            })
+        });
+        if rg {
+            group.bench_function("baseline: rg -n --type py, subprocess", |b| {
+                b.iter(|| {
+                    let out = Command::new("rg")
+                        .args(["-n", "--type", "py", pattern, "."])
+                        .current_dir(&fx.checkout)
+                        .output()
+                        .expect("rg");
+                    black_box(out.stdout.len())
+                })
+            });
+        }
+        group.finish();
+    }
+
+    // 64 concurrent mixed calls over 8 commits, through the async API and the semaphore.
+    let sandbox = Sandbox::new(store.clone(), limits.clone());
+    let trees: Vec<_> = ids.iter().rev().take(8).map(|id| repo.tree_at(*id, TreeKind::View).expect("view")).collect();
+    let mut rng = Rng(99);
+    let calls: Vec<(usize, ToolCall)> = (0..64)
+        .map(|i| {
+            let call = match i % 4 {
+                0 => ToolCall::Grep(GrepArgs {
+                    pattern: format!("def {}_[0-9]+", WORDS[rng.below(WORDS.len())]),
+                    path: Some(format!("src/pkg{:02}", rng.below(40))),
+                    case_sensitive: None,
+                }),
+                1 => ToolCall::Grep(GrepArgs {
+                    pattern: "TODO: retry".to_owned(),
+                    path: Some("*.py".to_owned()),
+                    case_sensitive: None,
+                }),
+                2 => ToolCall::Glob(GlobArgs { pattern: format!("src/pkg{:02}/**/*.py", rng.below(40)) }),
+                _ => ToolCall::Read(ReadArgs { path: path_of(rng.below(FILES)), start: Some(10), end: Some(40) }),
+            };
+            (i % trees.len(), call)
+        })
+        .collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread().build().expect("runtime");
+    let batch = |latencies: Option<&mut Vec<Duration>>| {
+        let timed = runtime.block_on(async {
+            let mut set = tokio::task::JoinSet::new();
+            for (t, call) in &calls {
+                let (sandbox, tree, call) = (sandbox.clone(), trees[*t].clone(), call.clone());
+                set.spawn(async move {
+                    let started = Instant::now();
+                    let result = sandbox.run_call(tree, call).await;
+                    assert!(!result.is_error(), "{}", result.output);
+                    started.elapsed()
+                });
+            }
+            set.join_all().await
+        });
+        if let Some(latencies) = latencies {
+            latencies.extend(timed);
+        }
+    };
+    let mut group = c.benchmark_group("sandbox_concurrent");
+    group.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+    group.throughput(Throughput::Elements(calls.len() as u64));
+    group.bench_function("64 mixed calls, 8 commits, view", |b| b.iter(|| batch(None)));
+    group.finish();
+    let mut latencies = Vec::new();
+    let started = Instant::now();
+    let rounds = 20;
+    for _ in 0..rounds {
+        batch(Some(&mut latencies));
+    }
+    let wall = started.elapsed();
+    latencies.sort();
+    let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+    println!(
+        "sandbox bench: 64 concurrent mixed calls × {rounds}: {:.0} calls/s, p50 {:.2} ms, p99 {:.2} ms (peak in flight {})",
+        latencies.len() as f64 / wall.as_secs_f64(),
+        pct(0.50).as_secs_f64() * 1e3,
+        pct(0.99).as_secs_f64() * 1e3,
+        sandbox.stats().peak_in_flight,
+    );
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

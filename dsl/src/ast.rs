@@ -1,0 +1,170 @@
+//! The syntax tree of a reward file, exactly as written: every node carries the
+//! byte [`Span`] it was parsed from. Names are not resolved here (see `hir`).
+
+use crate::span::Span;
+
+/// A parsed reward file: its statements in source order.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct File {
+    pub items: Vec<Item>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Item {
+    pub kind: ItemKind,
+    /// The whole statement, from its first token to the end of its expression.
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ItemKind {
+    /// `reward = EXPR`, `adv = EXPR`, `advantage = EXPR` (the checker rejects other names).
+    Def { name: Ident, value: Expr },
+    /// `let NAME = EXPR`.
+    Let { name: Ident, value: Expr },
+    /// `param NAME = NUMBER` (a leading `-` is allowed).
+    Param { name: Ident, value: f64, value_span: Span },
+    /// `check BOOL_EXPR`.
+    Check { cond: Expr },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ident {
+    pub name: String,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    Number(f64),
+    /// `true` or `false`.
+    Bool(bool),
+    /// A bare name: a feature (`c`), a param, a `let`, or `reward`/`adv`/`advantage`.
+    Name(Ident),
+    Unary { op: UnOp, expr: Box<Expr> },
+    Binary { op: BinOp, lhs: Box<Expr>, rhs: Box<Expr> },
+    /// `f(a, b)`. The callee may be dotted (`group.mean`, `batch.count`): its
+    /// `name` then holds the whole dotted text and its span covers it.
+    Call { callee: Ident, args: Vec<Expr> },
+    /// `x in [lo, hi]`, inclusive on both ends.
+    In { expr: Box<Expr>, lo: Box<Expr>, hi: Box<Expr> },
+    /// Stands where the parser could not make sense of the input; a
+    /// diagnostic was reported for it. The checker skips it silently.
+    Error,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    Neg,
+    Not,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    And,
+    Or,
+}
+
+impl BinOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Pow => "^",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::And => "&&",
+            BinOp::Or => "||",
+        }
+    }
+
+    /// Binding power, higher binds tighter. The documented precedence, lowest first:
+    /// `||` 1, `&&` 2, comparisons and `in` 3 (non-associative), `+ -` 4, `* /` 5,
+    /// unary `- !` 6, `^` 7 (right-associative, so `-x^2` is `-(x^2)` and
+    /// `2^-1` is `2^(-1)`).
+    pub fn precedence(self) -> u8 {
+        match self {
+            BinOp::Or => 1,
+            BinOp::And => 2,
+            BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne => 3,
+            BinOp::Add | BinOp::Sub => 4,
+            BinOp::Mul | BinOp::Div => 5,
+            BinOp::Pow => 7,
+        }
+    }
+}
+
+/// Precedence of unary `-` and `!` (see [`BinOp::precedence`]).
+pub const UNARY_PRECEDENCE: u8 = 6;
+/// Precedence of `x in [lo, hi]`, the same as the comparisons.
+pub const IN_PRECEDENCE: u8 = 3;
+
+impl File {
+    /// The same tree with every span zeroed, so that trees parsed from
+    /// differently formatted texts compare equal (`parse(print(ast)) == ast`).
+    pub fn without_spans(&self) -> File {
+        File { items: self.items.iter().map(Item::without_spans).collect() }
+    }
+}
+
+impl Item {
+    pub fn without_spans(&self) -> Item {
+        let kind = match &self.kind {
+            ItemKind::Def { name, value } => ItemKind::Def { name: name.without_span(), value: value.without_spans() },
+            ItemKind::Let { name, value } => ItemKind::Let { name: name.without_span(), value: value.without_spans() },
+            ItemKind::Param { name, value, .. } => {
+                ItemKind::Param { name: name.without_span(), value: *value, value_span: Span::default() }
+            }
+            ItemKind::Check { cond } => ItemKind::Check { cond: cond.without_spans() },
+        };
+        Item { kind, span: Span::default() }
+    }
+}
+
+impl Ident {
+    pub fn without_span(&self) -> Ident {
+        Ident { name: self.name.clone(), span: Span::default() }
+    }
+}
+
+impl Expr {
+    pub fn without_spans(&self) -> Expr {
+        let b = |e: &Expr| Box::new(e.without_spans());
+        let kind = match &self.kind {
+            ExprKind::Number(n) => ExprKind::Number(*n),
+            ExprKind::Bool(v) => ExprKind::Bool(*v),
+            ExprKind::Name(i) => ExprKind::Name(i.without_span()),
+            ExprKind::Unary { op, expr } => ExprKind::Unary { op: *op, expr: b(expr) },
+            ExprKind::Binary { op, lhs, rhs } => ExprKind::Binary { op: *op, lhs: b(lhs), rhs: b(rhs) },
+            ExprKind::Call { callee, args } => {
+                ExprKind::Call { callee: callee.without_span(), args: args.iter().map(Expr::without_spans).collect() }
+            }
+            ExprKind::In { expr, lo, hi } => ExprKind::In { expr: b(expr), lo: b(lo), hi: b(hi) },
+            ExprKind::Error => ExprKind::Error,
+        };
+        Expr { kind, span: Span::default() }
+    }
+}

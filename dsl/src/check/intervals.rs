@@ -1,0 +1,306 @@
+//! Interval analysis: a sound over-approximation of every value an expression
+//! can take, given the declared feature ranges, the params' current values and
+//! the range of group sizes.
+//!
+//! "Sound" is over the reals: every finite result of evaluating the expression
+//! on inputs inside their ranges lies inside the computed interval. A NaN
+//! (`0 / 0`, `sqrt(-1)`) lies in no interval; the lints flag the operations
+//! that can produce one. Bools are `[0, 1]`, or a point when decided.
+
+use crate::ast::{BinOp, UnOp};
+use crate::hir::{Expr, Func, ReduceOp, Scope};
+use crate::interp::ops::{sigmoid, sign};
+use crate::interval::Interval;
+
+/// What the leaves of an expression range over.
+#[derive(Clone, Debug)]
+pub(crate) struct Env<'a> {
+    /// By feature id.
+    pub features: &'a [Interval],
+    /// Current param values, by param id.
+    pub params: &'a [f64],
+    /// Intervals of the definitions an expression may refer to, by the ids it uses.
+    pub defs: &'a [Interval],
+    /// The group sizes `group.count()` ranges over.
+    pub group_size: Interval,
+}
+
+/// The interval of `expr` under `env`.
+pub(crate) fn eval(expr: &Expr, env: &Env<'_>) -> Interval {
+    match expr {
+        Expr::Number(x) => Interval::point(*x),
+        Expr::Bool(b) => Interval::point(f64::from(u8::from(*b))),
+        Expr::Feature(id) => env.features.get(*id).copied().unwrap_or(Interval::REAL),
+        Expr::Param(id) => env.params.get(*id).map_or(Interval::REAL, |v| Interval::point(*v)),
+        Expr::Def(id) => env.defs.get(*id).copied().unwrap_or(Interval::REAL),
+        Expr::Unary(UnOp::Neg, x) => neg(eval(x, env)),
+        Expr::Unary(UnOp::Not, x) => not(eval(x, env)),
+        Expr::Binary(op, a, b) => binary(*op, eval(a, env), eval(b, env)),
+        Expr::Call(func, args) => {
+            let args: Vec<Interval> = args.iter().map(|a| eval(a, env)).collect();
+            call(*func, &args)
+        }
+        Expr::In(x, lo, hi) => within(eval(x, env), eval(lo, env), eval(hi, env)),
+        Expr::Reduce(scope, op, arg) => {
+            let arg = arg.as_ref().map_or(Interval::REAL, |a| eval(a, env));
+            reduce(*scope, *op, arg, env.group_size)
+        }
+    }
+}
+
+/// Builds an interval from two ends, mapping a NaN end (an `inf - inf` or
+/// `0 * inf` the formulas could not rule out) to the unbounded side.
+fn make(lo: f64, hi: f64) -> Interval {
+    let lo = if lo.is_nan() { f64::NEG_INFINITY } else { lo };
+    let hi = if hi.is_nan() { f64::INFINITY } else { hi };
+    if lo > hi { Interval::REAL } else { Interval { lo, hi } }
+}
+
+const BOOL: Interval = Interval::UNIT;
+const TRUE: Interval = Interval { lo: 1.0, hi: 1.0 };
+const FALSE: Interval = Interval { lo: 0.0, hi: 0.0 };
+
+fn truth(always: bool, never: bool) -> Interval {
+    if always {
+        TRUE
+    } else if never {
+        FALSE
+    } else {
+        BOOL
+    }
+}
+
+pub(crate) fn neg(a: Interval) -> Interval {
+    make(-a.hi, -a.lo)
+}
+
+fn not(a: Interval) -> Interval {
+    truth(a.hi == 0.0, a.lo == 1.0)
+}
+
+pub(crate) fn add(a: Interval, b: Interval) -> Interval {
+    make(a.lo + b.lo, a.hi + b.hi)
+}
+
+pub(crate) fn sub(a: Interval, b: Interval) -> Interval {
+    add(a, neg(b))
+}
+
+/// The product of two ends, where `0 * inf` is 0: the ends stand for finite
+/// values, and 0 times any finite value is 0.
+fn mul_end(x: f64, y: f64) -> f64 {
+    if x == 0.0 || y == 0.0 { 0.0 } else { x * y }
+}
+
+pub(crate) fn mul(a: Interval, b: Interval) -> Interval {
+    let p = [mul_end(a.lo, b.lo), mul_end(a.lo, b.hi), mul_end(a.hi, b.lo), mul_end(a.hi, b.hi)];
+    make(p.iter().copied().fold(f64::INFINITY, f64::min), p.iter().copied().fold(f64::NEG_INFINITY, f64::max))
+}
+
+pub(crate) fn div(a: Interval, b: Interval) -> Interval {
+    if b.contains(0.0) {
+        // Dividing by a value that may be 0 (or come arbitrarily close to it) is unbounded.
+        return Interval::REAL;
+    }
+    mul(a, make(1.0 / b.hi, 1.0 / b.lo))
+}
+
+/// `a ^ b`, as `f64::powf` computes it.
+pub(crate) fn pow(a: Interval, b: Interval) -> Interval {
+    if b.is_point() && b.lo == b.lo.trunc() && b.lo.is_finite() {
+        let n = b.lo;
+        if n == 0.0 {
+            // `powf(x, 0)` is 1 for every x, NaN included.
+            return TRUE;
+        }
+        if n < 0.0 {
+            return div(TRUE, pow(a, Interval::point(-n)));
+        }
+        let odd = n % 2.0 == 1.0;
+        let (pl, ph) = (a.lo.powf(n), a.hi.powf(n));
+        return if odd {
+            make(pl, ph)
+        } else if a.contains(0.0) {
+            make(0.0, pl.max(ph))
+        } else if a.lo > 0.0 {
+            make(pl, ph)
+        } else {
+            make(ph, pl)
+        };
+    }
+    if a.lo < 0.0 {
+        // A negative base with a non-integer exponent is NaN, and with an
+        // integer one of unknown parity its sign is unknown.
+        return Interval::REAL;
+    }
+    // For x >= 0, x^y is monotone in each argument separately, so its extremes
+    // over the box are at the corners (powf(0, y < 0) is +inf, which is sound).
+    let corners = [a.lo.powf(b.lo), a.lo.powf(b.hi), a.hi.powf(b.lo), a.hi.powf(b.hi)];
+    if corners.iter().any(|c| c.is_nan()) {
+        return Interval::REAL;
+    }
+    make(
+        corners.iter().copied().fold(f64::INFINITY, f64::min),
+        corners.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    )
+}
+
+fn compare(op: BinOp, a: Interval, b: Interval) -> Interval {
+    match op {
+        BinOp::Lt => truth(a.hi < b.lo, a.lo >= b.hi),
+        BinOp::Le => truth(a.hi <= b.lo, a.lo > b.hi),
+        BinOp::Gt => truth(a.lo > b.hi, a.hi <= b.lo),
+        BinOp::Ge => truth(a.lo >= b.hi, a.hi < b.lo),
+        BinOp::Eq => truth(a.is_point() && b.is_point() && a.lo == b.lo, a.hi < b.lo || b.hi < a.lo),
+        BinOp::Ne => truth(a.hi < b.lo || b.hi < a.lo, a.is_point() && b.is_point() && a.lo == b.lo),
+        _ => BOOL,
+    }
+}
+
+pub(crate) fn binary(op: BinOp, a: Interval, b: Interval) -> Interval {
+    match op {
+        BinOp::Add => add(a, b),
+        BinOp::Sub => sub(a, b),
+        BinOp::Mul => mul(a, b),
+        BinOp::Div => div(a, b),
+        BinOp::Pow => pow(a, b),
+        BinOp::And => truth(a.lo == 1.0 && b.lo == 1.0, a.hi == 0.0 || b.hi == 0.0),
+        BinOp::Or => truth(a.lo == 1.0 || b.lo == 1.0, a.hi == 0.0 && b.hi == 0.0),
+        BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne => compare(op, a, b),
+    }
+}
+
+/// `x in [lo, hi]`.
+fn within(x: Interval, lo: Interval, hi: Interval) -> Interval {
+    truth(x.lo >= lo.hi && x.hi <= hi.lo, x.hi < lo.lo || x.lo > hi.hi || lo.lo > hi.hi)
+}
+
+fn monotone(a: Interval, f: impl Fn(f64) -> f64) -> Interval {
+    make(f(a.lo), f(a.hi))
+}
+
+pub(crate) fn call(func: Func, args: &[Interval]) -> Interval {
+    let arg = |i: usize| args.get(i).copied().unwrap_or(Interval::REAL);
+    match func {
+        Func::Min => args.iter().copied().reduce(|a, b| make(a.lo.min(b.lo), a.hi.min(b.hi))).unwrap_or(Interval::REAL),
+        Func::Max => args.iter().copied().reduce(|a, b| make(a.lo.max(b.lo), a.hi.max(b.hi))).unwrap_or(Interval::REAL),
+        Func::Clip => {
+            let (x, lo, hi) = (arg(0), arg(1), arg(2));
+            // Whether a backend clamps below first or above first only matters
+            // when lo > hi; the hull of both orders is sound for either.
+            let low_first = make(x.lo.max(lo.lo).min(hi.lo), x.hi.max(lo.hi).min(hi.hi));
+            let high_first = make(x.lo.min(hi.lo).max(lo.lo), x.hi.min(hi.hi).max(lo.hi));
+            low_first.hull(high_first)
+        }
+        Func::Sqrt => {
+            let x = arg(0);
+            make(x.lo.max(0.0).sqrt(), x.hi.max(0.0).sqrt())
+        }
+        Func::Exp => monotone(arg(0), f64::exp),
+        Func::Log => {
+            let x = arg(0);
+            // log(0) = -inf and log(< 0) is NaN: the lower end is -inf as soon as 0 is in reach.
+            make(x.lo.max(0.0).ln(), x.hi.max(0.0).ln())
+        }
+        Func::Abs => {
+            let x = arg(0);
+            if x.contains(0.0) {
+                make(0.0, x.lo.abs().max(x.hi.abs()))
+            } else {
+                make(x.lo.abs().min(x.hi.abs()), x.lo.abs().max(x.hi.abs()))
+            }
+        }
+        Func::Sign => {
+            // `sign` is non-decreasing, so its ends are the signs of the ends.
+            monotone(arg(0), sign)
+        }
+        Func::Sigmoid => monotone(arg(0), sigmoid),
+        Func::Tanh => monotone(arg(0), f64::tanh),
+        Func::Mask => {
+            let b = arg(0);
+            make(b.lo.clamp(0.0, 1.0), b.hi.clamp(0.0, 1.0))
+        }
+        Func::If => {
+            let (b, x, y) = (arg(0), arg(1), arg(2));
+            if b.lo == 1.0 {
+                x
+            } else if b.hi == 0.0 {
+                y
+            } else {
+                x.hull(y)
+            }
+        }
+    }
+}
+
+pub(crate) fn reduce(scope: Scope, op: ReduceOp, x: Interval, group_size: Interval) -> Interval {
+    // A batch holds at least one group, so it has at least as many rollouts
+    // as the smallest group and no upper bound.
+    let count = match scope {
+        Scope::Group => group_size,
+        Scope::Batch => make(group_size.lo.max(1.0), f64::INFINITY),
+    };
+    match op {
+        ReduceOp::Mean | ReduceOp::Max | ReduceOp::Min => x,
+        ReduceOp::Sum => mul(x, count),
+        // The population standard deviation of values in [lo, hi] is at most
+        // half the width (half the values at each end).
+        ReduceOp::Std => make(0.0, (x.hi - x.lo) / 2.0),
+        ReduceOp::Count => count,
+        ReduceOp::Rank => make(1.0, count.hi),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iv(lo: f64, hi: f64) -> Interval {
+        Interval::new(lo, hi)
+    }
+
+    #[test]
+    fn division_by_a_range_containing_zero_is_unbounded() {
+        assert_eq!(div(iv(0.0, 1.0), iv(0.0, 2.0)), Interval::REAL);
+        assert_eq!(div(iv(1.0, 2.0), iv(1.0, 4.0)), iv(0.25, 2.0));
+        assert_eq!(div(iv(-1.0, 1.0), iv(1e-4, f64::INFINITY)), iv(-1e4, 1e4));
+    }
+
+    #[test]
+    fn products_treat_zero_times_infinity_as_zero() {
+        assert_eq!(mul(iv(0.0, 1.0), iv(0.0, f64::INFINITY)), iv(0.0, f64::INFINITY));
+        assert_eq!(mul(iv(-2.0, 3.0), iv(-1.0, 4.0)), iv(-8.0, 12.0));
+    }
+
+    #[test]
+    fn powers_handle_negative_bases_and_fractional_exponents() {
+        assert_eq!(pow(iv(-2.0, 3.0), Interval::point(2.0)), iv(0.0, 9.0));
+        assert_eq!(pow(iv(-2.0, -1.0), Interval::point(2.0)), iv(1.0, 4.0));
+        assert_eq!(pow(iv(-2.0, 3.0), Interval::point(3.0)), iv(-8.0, 27.0));
+        assert_eq!(pow(iv(-2.0, 3.0), Interval::point(0.5)), Interval::REAL);
+        assert_eq!(pow(iv(0.0, 4.0), Interval::point(0.5)), iv(0.0, 2.0));
+        assert_eq!(pow(iv(0.0, 4.0), Interval::point(-1.0)), Interval::REAL);
+        assert_eq!(pow(iv(1.0, 4.0), iv(-1.0, 2.0)), iv(0.25, 16.0));
+        assert_eq!(pow(iv(-5.0, 5.0), Interval::point(0.0)), TRUE);
+    }
+
+    #[test]
+    fn reductions_follow_their_arguments() {
+        let g = iv(2.0, f64::INFINITY);
+        assert_eq!(reduce(Scope::Group, ReduceOp::Std, iv(0.0, 1.0), g), iv(0.0, 0.5));
+        assert_eq!(reduce(Scope::Group, ReduceOp::Sum, iv(0.0, 1.0), iv(2.0, 8.0)), iv(0.0, 8.0));
+        assert_eq!(reduce(Scope::Group, ReduceOp::Rank, iv(0.0, 1.0), iv(2.0, 8.0)), iv(1.0, 8.0));
+        assert_eq!(sub(reduce(Scope::Group, ReduceOp::Count, Interval::REAL, g), TRUE), iv(1.0, f64::INFINITY));
+    }
+
+    #[test]
+    fn comparisons_decide_when_ranges_are_apart() {
+        assert_eq!(compare(BinOp::Gt, iv(1.0, 2.0), iv(0.0, 0.5)), TRUE);
+        assert_eq!(compare(BinOp::Gt, iv(0.0, 2.0), iv(0.0, 0.5)), BOOL);
+        assert_eq!(compare(BinOp::Le, iv(0.0, 2.0), iv(2.0, 3.0)), TRUE);
+        assert_eq!(within(iv(0.0, 1.0), Interval::point(0.0), Interval::point(1.0)), TRUE);
+        assert_eq!(within(iv(2.0, 3.0), Interval::point(0.0), Interval::point(1.0)), FALSE);
+        assert_eq!(call(Func::Sign, &[iv(0.0, 3.0)]), iv(0.0, 1.0));
+        assert_eq!(call(Func::Log, &[iv(0.0, 1.0)]), iv(f64::NEG_INFINITY, 0.0));
+    }
+}

@@ -1,0 +1,271 @@
+//! The checker: names, types, layering, cycles, intervals, lints, lowering to
+//! HIR, and the verification of `check` statements.
+//!
+//! [`check`] runs, in order: gathering names ([`scope`]), the reference graph
+//! with its cycles and dependency order ([`order`]), resolution and type
+//! checking of every expression ([`lower`]), layering, and then — only on a
+//! file free of errors — interval analysis ([`intervals`]) and the lints
+//! ([`lints`]). [`verify`] proves or property-tests the file's `check`
+//! statements on a checked program.
+
+pub(crate) mod intervals;
+mod lints;
+mod lower;
+mod order;
+mod scope;
+mod suggest;
+pub(crate) mod verify;
+
+#[cfg(test)]
+mod tests;
+
+pub use verify::{CheckOutcome, VerifyError, VerifyOptions, verify};
+
+use crate::ast;
+use crate::diag::Diagnostic;
+use crate::hir::{self, DefKind, Layer, Program};
+use crate::interval::Interval;
+use crate::schema::{FeatureSchema, Type};
+use crate::span::{SourceFile, Span};
+use lower::{Lowerer, TExpr, type_mismatch};
+use scope::Scope;
+
+/// Options of checking.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckOptions {
+    /// The range of `group.count()`: the group sizes the program will see.
+    pub group_size: Interval,
+    /// Run the lints (warnings). Errors are always reported.
+    pub lints: bool,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        CheckOptions { group_size: Interval::new(2.0, f64::INFINITY), lints: true }
+    }
+}
+
+/// Checks a parsed file against a schema. The program is `None` when any error was found.
+///
+/// Diagnostics come sorted by position, errors before warnings at the same place.
+pub fn check(file: &ast::File, schema: &FeatureSchema, options: &CheckOptions) -> (Option<Program>, Vec<Diagnostic>) {
+    let mut diags = Vec::new();
+    let program = check_into(file, schema, options, &mut diags);
+    sort(&mut diags);
+    (program, diags)
+}
+
+/// Parses and checks a source text. On success, the program with the
+/// warnings; otherwise every diagnostic (parse errors, check errors, warnings).
+///
+/// The program's check texts are taken verbatim from the source.
+pub fn compile_source(
+    source: &SourceFile,
+    schema: &FeatureSchema,
+    options: &CheckOptions,
+) -> Result<(Program, Vec<Diagnostic>), Vec<Diagnostic>> {
+    let (file, mut diags) = crate::parser::parse(source.text());
+    let parse_failed = diags.iter().any(Diagnostic::is_error);
+    let (program, more) = check(&file, schema, options);
+    // A statement the parser could not read may have been the `reward` line:
+    // "no `reward`" would then only repeat the parse error.
+    diags.extend(more.into_iter().filter(|d| !(parse_failed && d.code == "missing-reward")));
+    sort(&mut diags);
+    match program {
+        Some(mut program) if !parse_failed => {
+            for (check, item) in program.checks.iter_mut().zip(file.items.iter().filter_map(check_cond)) {
+                if let Some(text) = source.text().get(item.span.range()) {
+                    check.text = text.to_string();
+                }
+            }
+            Ok((program, diags))
+        }
+        _ => Err(diags),
+    }
+}
+
+fn check_cond(item: &ast::Item) -> Option<&ast::Expr> {
+    match &item.kind {
+        ast::ItemKind::Check { cond } => Some(cond),
+        _ => None,
+    }
+}
+
+fn sort(diags: &mut [Diagnostic]) {
+    diags.sort_by(|a, b| a.span.start.cmp(&b.span.start).then(b.severity.cmp(&a.severity)).then(a.code.cmp(b.code)));
+}
+
+/// Everything the passes after lowering look at, indexed by slot.
+#[derive(Debug)]
+pub(crate) struct Checked<'s, 'a> {
+    pub scope: &'s Scope<'a>,
+    pub options: &'s CheckOptions,
+    pub bodies: Vec<TExpr>,
+    pub layers: Vec<Layer>,
+    /// Direct reads of each slot.
+    pub deps: Vec<Vec<(usize, Span)>>,
+    pub checks: Vec<TExpr>,
+    pub check_deps: Vec<Vec<(usize, Span)>>,
+    pub features: Vec<crate::schema::FeatureRef>,
+    pub feature_intervals: Vec<Interval>,
+    pub param_values: Vec<f64>,
+    /// Filled in dependency order.
+    pub intervals: Vec<Interval>,
+}
+
+impl Checked<'_, '_> {
+    pub fn env(&self) -> intervals::Env<'_> {
+        intervals::Env {
+            features: &self.feature_intervals,
+            params: &self.param_values,
+            defs: &self.intervals,
+            group_size: self.options.group_size,
+        }
+    }
+
+    /// The interval of a subexpression of a slot body or check.
+    pub fn interval(&self, e: &TExpr) -> Interval {
+        intervals::eval(&e.to_hir(&|s| s), &self.env())
+    }
+
+    pub fn decl(&self, feature: usize) -> Option<&crate::schema::FeatureDecl> {
+        self.scope.schema.get(&self.features[feature].name)
+    }
+}
+
+fn check_into(
+    file: &ast::File,
+    schema: &FeatureSchema,
+    options: &CheckOptions,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<Program> {
+    let scope = Scope::collect(file, schema, diags);
+    let n = scope.slots.len();
+    let deps: Vec<_> = scope.slots.iter().map(|s| order::references(&s.value, &scope)).collect();
+    let layers = order::layers(&scope, &deps);
+    // `reward` reading the advantage layer is usually also a cycle (the
+    // default `adv` reads `reward`): the layering error explains it better.
+    let layering = order::check_layering(&scope, &deps, &layers);
+    let skip_cycles_through = if layering.is_some() { scope.reward } else { None };
+    let on_cycle = order::cycles(&scope, &deps, skip_cycles_through, diags);
+    diags.extend(layering);
+    let order = order::dependency_order(&deps);
+
+    let mut lowerer = Lowerer::new(&scope);
+    let mut bodies: Vec<Option<TExpr>> = vec![None; n];
+    for &slot in &order {
+        let body = lowerer.lower(&scope.slots[slot].value);
+        let s = &scope.slots[slot];
+        let mut ty = if on_cycle[slot] { None } else { body.ty };
+        if s.kind != DefKind::Let && ty == Some(Type::Bool) {
+            lowerer.diags.push(
+                type_mismatch(body.span, Type::Number, &format!("`{}`", s.name)).with_help(format!(
+                    "`{}` must be a number; `mask(b)` is 1 where `b` holds and 0 elsewhere",
+                    s.name
+                )),
+            );
+            // Reported once here, not again wherever it is read.
+            ty = None;
+        }
+        lowerer.slot_types[slot] = ty;
+        bodies[slot] = Some(body);
+    }
+    let checks: Vec<TExpr> = scope
+        .checks
+        .iter()
+        .map(|c| {
+            let t = lowerer.lower(&c.cond);
+            lowerer.expect(&t, Type::Bool, "`check`");
+            t
+        })
+        .collect();
+    let check_deps: Vec<_> = scope.checks.iter().map(|c| order::references(&c.cond, &scope)).collect();
+    let poisoned = lowerer.poisoned;
+    let features = std::mem::take(&mut lowerer.features);
+    diags.append(&mut lowerer.diags);
+
+    if poisoned || diags.iter().any(Diagnostic::is_error) {
+        return None;
+    }
+
+    let feature_intervals = features.iter().map(|f| schema.get(&f.name).map_or(Interval::REAL, |d| d.range)).collect();
+    let mut checked = Checked {
+        scope: &scope,
+        options,
+        bodies: bodies.into_iter().map(|b| b.expect("every slot is lowered")).collect(),
+        layers,
+        deps,
+        checks,
+        check_deps,
+        features,
+        feature_intervals,
+        param_values: scope.params.iter().map(|p| p.value).collect(),
+        intervals: vec![Interval::REAL; n],
+    };
+    for &slot in &order {
+        checked.intervals[slot] = checked.interval(&checked.bodies[slot]);
+    }
+    for (c, item) in checked.checks.iter().zip(&scope.checks) {
+        let iv = checked.interval(c);
+        if iv.hi == 0.0 {
+            diags.push(
+                Diagnostic::error("check-always-false", item.span, "this check can never hold").with_help(
+                    "interval analysis over the declared feature ranges shows its condition is always false",
+                ),
+            );
+        }
+    }
+    if diags.iter().any(Diagnostic::is_error) {
+        return None;
+    }
+    let program = build_program(&checked, &order);
+    if options.lints {
+        diags.extend(lints::run(&checked, &program));
+    }
+    Some(program)
+}
+
+fn build_program(checked: &Checked<'_, '_>, order: &[usize]) -> Program {
+    let scope = checked.scope;
+    let mut def_of = vec![0; order.len()];
+    for (id, &slot) in order.iter().enumerate() {
+        def_of[slot] = id;
+    }
+    let rename = |s: usize| def_of[s];
+    let defs = order
+        .iter()
+        .map(|&slot| {
+            let s = &scope.slots[slot];
+            let body = &checked.bodies[slot];
+            hir::Def {
+                name: s.name.clone(),
+                kind: s.kind,
+                layer: checked.layers[slot],
+                expr: body.to_hir(&rename),
+                ty: body.ty.unwrap_or(Type::Number),
+                interval: checked.intervals[slot],
+                span: s.span,
+                explicit: s.explicit,
+            }
+        })
+        .collect();
+    let checks = checked
+        .checks
+        .iter()
+        .zip(&scope.checks)
+        .map(|(c, item)| hir::Check {
+            expr: c.to_hir(&rename),
+            span: item.span,
+            text: crate::printer::print_expr(&item.cond),
+        })
+        .collect();
+    Program {
+        params: scope.params.clone(),
+        features: checked.features.clone(),
+        defs,
+        reward: def_of[scope.reward.expect("a program without errors has a reward")],
+        adv: def_of[scope.adv],
+        advantage: def_of[scope.advantage],
+        checks,
+    }
+}

@@ -1,0 +1,351 @@
+//! Running a compiled program over a table: passes over blocks of whole
+//! groups, elementwise stages over chunks of rows held in a small register
+//! file, batch stages between passes.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rayon::prelude::*;
+
+use super::CompiledProgram;
+use super::kernels;
+use super::plan::{Loc, StagePlan, Step};
+use crate::hir::ReduceOp;
+use crate::interp::ops;
+use crate::ir::{ColumnId, Elementwise, GroupValueId, Op, Source, Stage};
+use crate::table::FeatureTable;
+
+/// Rows per chunk of an elementwise stage: a register is a buffer this long,
+/// so a stage's whole register file (a few dozen buffers of 2 KiB) stays in L1.
+pub(crate) const CHUNK: usize = 256;
+/// Rows per block of whole groups, the unit of parallel work: its columns
+/// (8 KiB each) stay in L1/L2 from the stage that writes them to the group
+/// reduction and the stage that read them back.
+pub(crate) const BLOCK: usize = 1024;
+
+/// Whole groups, at most [`BLOCK`] rows unless one group is larger.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Block {
+    pub rows: Range<usize>,
+    pub groups: Range<usize>,
+}
+
+pub(crate) fn blocks(table: &FeatureTable) -> Vec<Block> {
+    let offsets = table.group_offsets();
+    let mut out = Vec::new();
+    let mut g = 0;
+    while g < table.groups() {
+        let start = g;
+        g += 1;
+        while g < table.groups() && offsets[g + 1] - offsets[start] <= BLOCK {
+            g += 1;
+        }
+        out.push(Block { rows: offsets[start]..offsets[g], groups: start..g });
+    }
+    out
+}
+
+/// What a run produced.
+pub(crate) struct Run {
+    /// Every materialised column, the outputs among them.
+    pub columns: Vec<Vec<f64>>,
+    /// Some output value is NaN or infinite. Checked block by block while the
+    /// block's outputs are still in cache, not in a pass of its own.
+    pub non_finite: bool,
+}
+
+/// Evaluates every stage.
+pub(crate) fn run(program: &CompiledProgram, table: &FeatureTable, features: &[Option<&[f64]>]) -> Run {
+    let ir = &program.ir;
+    let o = ir.outputs;
+    let is_output = |c: ColumnId| c == o.reward || c == o.adv || c == o.advantage;
+    let non_finite = AtomicBool::new(false);
+    let mut columns: Vec<Vec<f64>> = vec![Vec::new(); ir.columns.len()];
+    let mut group_values: Vec<Vec<f64>> = vec![Vec::new(); ir.group_values];
+    let mut batch_values: Vec<f64> = vec![0.0; ir.batch_values];
+    let params: Vec<f64> = ir.params.iter().map(|(_, v)| *v).collect();
+    let blocks = blocks(table);
+    for step in &program.steps {
+        match step {
+            Step::Batch(s) => {
+                let source = |arg: &Source| -> &[f64] {
+                    match *arg {
+                        Source::Feature(f) => features[f].expect("reached features are resolved"),
+                        Source::Column(c) => &columns[c],
+                        Source::None => &[],
+                    }
+                };
+                match &ir.stages[*s] {
+                    Stage::BatchReduce { op, arg, out } => {
+                        batch_values[*out] = match op {
+                            ReduceOp::Count => table.rows() as f64,
+                            op => ops::reduce(*op, source(arg)),
+                        };
+                    }
+                    Stage::BatchRank { arg, out } => {
+                        let mut ranks = vec![0.0; table.rows()];
+                        ops::rank_into(source(arg), &mut ranks);
+                        if is_output(*out) && !all_finite(&ranks) {
+                            non_finite.store(true, Ordering::Relaxed);
+                        }
+                        columns[*out] = ranks;
+                    }
+                    _ => unreachable!("only batch stages are batch steps"),
+                }
+            }
+            Step::Blocks { stages, columns: written, group_values: written_groups } => {
+                let mut col_slot = vec![None; ir.columns.len()];
+                let mut fresh_cols: Vec<Vec<f64>> = Vec::with_capacity(written.len());
+                for (slot, &c) in written.iter().enumerate() {
+                    col_slot[c] = Some(slot);
+                    fresh_cols.push(vec![0.0; table.rows()]);
+                }
+                let mut group_slot = vec![None; ir.group_values];
+                let mut fresh_groups: Vec<Vec<f64>> = Vec::with_capacity(written_groups.len());
+                for (slot, &g) in written_groups.iter().enumerate() {
+                    group_slot[g] = Some(slot);
+                    fresh_groups.push(vec![0.0; table.groups()]);
+                }
+                let mut outs: Vec<BlockOut<'_>> = blocks
+                    .iter()
+                    .map(|_| BlockOut { cols: Vec::with_capacity(written.len()), groups: Vec::new() })
+                    .collect();
+                for col in fresh_cols.iter_mut() {
+                    let mut rest: &mut [f64] = col;
+                    for (out, block) in outs.iter_mut().zip(&blocks) {
+                        let (head, tail) = std::mem::take(&mut rest).split_at_mut(block.rows.len());
+                        out.cols.push(head);
+                        rest = tail;
+                    }
+                }
+                for vals in fresh_groups.iter_mut() {
+                    let mut rest: &mut [f64] = vals;
+                    for (out, block) in outs.iter_mut().zip(&blocks) {
+                        let (head, tail) = std::mem::take(&mut rest).split_at_mut(block.groups.len());
+                        out.groups.push(head);
+                        rest = tail;
+                    }
+                }
+                let env = Env {
+                    program,
+                    features,
+                    columns: &columns,
+                    col_slot: &col_slot,
+                    group_values: &group_values,
+                    group_slot: &group_slot,
+                    batch_values: &batch_values,
+                    params: &params,
+                    offsets: table.group_offsets(),
+                };
+                let output_slots: Vec<usize> = (0..written.len()).filter(|&i| is_output(written[i])).collect();
+                outs.into_par_iter().zip(blocks.par_iter()).for_each_init(
+                    || env.register_files(stages),
+                    |regs, (mut out, block)| {
+                        env.run_block(stages, regs, &mut out, block);
+                        if output_slots.iter().any(|&slot| !all_finite(out.cols[slot])) {
+                            non_finite.store(true, Ordering::Relaxed);
+                        }
+                    },
+                );
+                for (&c, col) in written.iter().zip(fresh_cols) {
+                    columns[c] = col;
+                }
+                for (&g, vals) in written_groups.iter().zip(fresh_groups) {
+                    group_values[g] = vals;
+                }
+            }
+        }
+    }
+    Run { columns, non_finite: non_finite.into_inner() }
+}
+
+fn all_finite(values: &[f64]) -> bool {
+    // `fold` rather than `all`: no early exit, so the loop vectorises.
+    values.iter().fold(true, |ok, x| ok & x.is_finite())
+}
+
+/// A block's share of the columns and group values the current pass writes.
+struct BlockOut<'a> {
+    /// Block-local rows, by slot.
+    cols: Vec<&'a mut [f64]>,
+    /// Block-local groups, by slot.
+    groups: Vec<&'a mut [f64]>,
+}
+
+/// Everything a block reads.
+struct Env<'a> {
+    program: &'a CompiledProgram,
+    features: &'a [Option<&'a [f64]>],
+    /// Columns finished by earlier passes.
+    columns: &'a [Vec<f64>],
+    /// Column → slot in [`BlockOut::cols`] for the columns this pass writes.
+    col_slot: &'a [Option<usize>],
+    group_values: &'a [Vec<f64>],
+    group_slot: &'a [Option<usize>],
+    batch_values: &'a [f64],
+    params: &'a [f64],
+    offsets: &'a [usize],
+}
+
+type RegFile = Vec<Vec<f64>>;
+
+impl Env<'_> {
+    /// One register file per elementwise stage of the pass, uniform registers
+    /// filled once here.
+    fn register_files(&self, stages: &[usize]) -> Vec<RegFile> {
+        stages
+            .iter()
+            .map(|&s| {
+                let (Stage::Elementwise(stage), Some(plan)) = (&self.program.ir.stages[s], &self.program.plans[s])
+                else {
+                    return Vec::new();
+                };
+                let mut regs = vec![vec![0.0; CHUNK]; plan.buffers];
+                for &r in &plan.uniform {
+                    let value = match stage.ops[r] {
+                        Op::Const(x) => x,
+                        Op::Param(p) => self.params[p],
+                        Op::Batch(b) => self.batch_values[b],
+                        op => unreachable!("{op:?} is not uniform"),
+                    };
+                    if let Loc::Buf(b) = plan.locs[r] {
+                        regs[b].fill(value);
+                    }
+                }
+                regs
+            })
+            .collect()
+    }
+
+    fn run_block(&self, stages: &[usize], regs: &mut [RegFile], out: &mut BlockOut<'_>, block: &Block) {
+        for (i, &s) in stages.iter().enumerate() {
+            match &self.program.ir.stages[s] {
+                Stage::Elementwise(stage) => {
+                    let plan = self.program.plans[s].as_ref().expect("elementwise stages have plans");
+                    let mut start = block.rows.start;
+                    while start < block.rows.end {
+                        let rows = start..(start + CHUNK).min(block.rows.end);
+                        self.elementwise(stage, plan, &mut regs[i], out, block, rows.clone());
+                        start = rows.end;
+                    }
+                }
+                Stage::GroupReduce { op, arg, out: gv } => {
+                    let slot = self.group_slot[*gv].expect("written by this pass");
+                    for g in block.groups.clone() {
+                        let rows = self.offsets[g]..self.offsets[g + 1];
+                        let value = match op {
+                            ReduceOp::Count => rows.len() as f64,
+                            op => ops::reduce(*op, self.source(arg, out, block, rows)),
+                        };
+                        out.groups[slot][g - block.groups.start] = value;
+                    }
+                }
+                Stage::GroupRank { arg, out: col } => {
+                    let slot = self.col_slot[*col].expect("written by this pass");
+                    let dst = std::mem::take(&mut out.cols[slot]);
+                    for g in block.groups.clone() {
+                        let rows = self.offsets[g]..self.offsets[g + 1];
+                        let local = rows.start - block.rows.start..rows.end - block.rows.start;
+                        ops::rank_into(self.source(arg, out, block, rows), &mut dst[local]);
+                    }
+                    out.cols[slot] = dst;
+                }
+                Stage::BatchReduce { .. } | Stage::BatchRank { .. } => {
+                    unreachable!("batch stages are their own step")
+                }
+            }
+        }
+    }
+
+    /// A reduction's argument over some rows of the block.
+    fn source<'s>(&'s self, arg: &Source, out: &'s BlockOut<'_>, block: &Block, rows: Range<usize>) -> &'s [f64] {
+        match *arg {
+            Source::Feature(f) => &self.features[f].expect("reached features are resolved")[rows],
+            Source::Column(c) => self.column(c, out, block, rows),
+            Source::None => &[],
+        }
+    }
+
+    fn column<'s>(&'s self, c: ColumnId, out: &'s BlockOut<'_>, block: &Block, rows: Range<usize>) -> &'s [f64] {
+        match self.col_slot[c] {
+            Some(slot) => &out.cols[slot][rows.start - block.rows.start..rows.end - block.rows.start],
+            None => &self.columns[c][rows],
+        }
+    }
+
+    fn group_value(&self, gv: GroupValueId, out: &BlockOut<'_>, block: &Block, g: usize) -> f64 {
+        match self.group_slot[gv] {
+            Some(slot) => out.groups[slot][g - block.groups.start],
+            None => self.group_values[gv][g],
+        }
+    }
+
+    /// One elementwise stage over one chunk of rows.
+    fn elementwise(
+        &self,
+        stage: &Elementwise,
+        plan: &StagePlan,
+        regs: &mut RegFile,
+        out: &mut BlockOut<'_>,
+        block: &Block,
+        rows: Range<usize>,
+    ) {
+        let n = rows.len();
+        for (r, op) in stage.ops.iter().enumerate() {
+            let Loc::Buf(b) = plan.locs[r] else { continue };
+            if op.is_uniform() {
+                continue;
+            }
+            let mut dst = std::mem::take(&mut regs[b]);
+            let d = &mut dst[..n];
+            let arg = |a: usize| -> &[f64] {
+                match plan.locs[a] {
+                    Loc::Feature(f) => &self.features[f].expect("reached features are resolved")[rows.clone()],
+                    Loc::Column(c) => self.column(c, out, block, rows.clone()),
+                    Loc::Buf(b) => &regs[b][..n],
+                }
+            };
+            match *op {
+                Op::Group(gv) => {
+                    let mut g = block.groups.start;
+                    let mut i = rows.start;
+                    while i < rows.end {
+                        while self.offsets[g + 1] <= i {
+                            g += 1;
+                        }
+                        let end = self.offsets[g + 1].min(rows.end);
+                        d[i - rows.start..end - rows.start].fill(self.group_value(gv, out, block, g));
+                        i = end;
+                    }
+                }
+                Op::Unary(u, a) => kernels::unary(u, d, arg(a)),
+                Op::Binary(o, a, b) => kernels::binary(o, d, arg(a), arg(b)),
+                Op::Min(a, b) => kernels::min(d, arg(a), arg(b)),
+                Op::Max(a, b) => kernels::max(d, arg(a), arg(b)),
+                Op::Func(f, a) => kernels::func(f, d, arg(a)),
+                Op::Select(c, x, y) => kernels::select(d, arg(c), arg(x), arg(y)),
+                Op::In(x, lo, hi) => kernels::in_range(d, arg(x), arg(lo), arg(hi)),
+                Op::Const(_) | Op::Param(_) | Op::Batch(_) | Op::Feature(_) | Op::Column(_) => {
+                    unreachable!("loads are in place or uniform")
+                }
+            }
+            regs[b] = dst;
+        }
+        let local = rows.start - block.rows.start..rows.end - block.rows.start;
+        for &(r, c) in &stage.stores {
+            let slot = self.col_slot[c].expect("written by this pass");
+            let values: Vec<f64>;
+            let src: &[f64] = match plan.locs[r] {
+                Loc::Feature(f) => &self.features[f].expect("reached features are resolved")[rows.clone()],
+                Loc::Buf(b) => &regs[b][..n],
+                Loc::Column(c) => {
+                    // Never produced by lowering (a stage stores only values of
+                    // its own level); copied out to keep the borrows apart.
+                    values = self.column(c, out, block, rows.clone()).to_vec();
+                    &values
+                }
+            };
+            out.cols[slot][local.clone()].copy_from_slice(src);
+        }
+    }
+}

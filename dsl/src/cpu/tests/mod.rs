@@ -1,0 +1,172 @@
+//! The compiled backend against the interpreter: hand-written programs, the
+//! IR's text form, errors, params, and (in `differential`) random programs.
+
+mod differential;
+
+use expect_test::expect;
+
+use super::*;
+use crate::ast::BinOp;
+use crate::eval::{EvalError, EvalOptions, NonFinite};
+use crate::hir::{Expr, Func, Layer, ReduceOp, Scope};
+use crate::interp::testkit::*;
+
+fn same_bits(a: &Outputs, b: &Outputs) -> bool {
+    let eq = |x: &[f64], y: &[f64]| x.len() == y.len() && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits());
+    eq(&a.reward, &b.reward) && eq(&a.adv, &b.adv) && eq(&a.advantage, &b.advantage)
+}
+
+/// Groups of mixed sizes, large enough for several blocks and chunks.
+fn big_table(rows_per_group: impl Fn(usize) -> usize, groups: usize) -> FeatureTable {
+    let sizes: Vec<usize> = (0..groups).map(rows_per_group).collect();
+    let n: usize = sizes.iter().sum();
+    let fb: Vec<f64> = (0..n).map(|i| ((i * 7919) % 13) as f64 / 12.0).collect();
+    let c: Vec<f64> = (0..n).map(|i| ((i * 104_729) % 17) as f64 / 2.0).collect();
+    table(&sizes, &[("Fb(file)", &fb), ("c", &c)])
+}
+
+#[test]
+fn codegrep_v3_matches_the_interpreter_bit_for_bit() {
+    let p = codegrep_v3();
+    let t = big_table(|g| 1 + g % 11, 700);
+    let want = interp::eval(&p, &t, &EvalOptions::default()).expect("finite");
+    let got = CompiledProgram::new(&p).eval(&t, &EvalOptions::default()).expect("finite");
+    assert!(same_bits(&got, &want));
+}
+
+#[test]
+fn ir_of_codegrep_v3() {
+    let ir = CompiledProgram::new(&codegrep_v3()).ir().to_string();
+    expect![[r#"
+        feature f0 = Fb(file)
+        feature f1 = c
+        stage 0: elementwise
+          r0 = feature f0
+          r1 = feature f1
+          r2 = const 0
+          r3 = gt r1 r2
+          r4 = mask r3
+          r5 = mul r0 r4
+          store c0:reward = r5
+        stage 1: group g0 = mean(c0:reward)
+        stage 2: group g1 = std(c0:reward)
+        stage 3: elementwise
+          r0 = column c0
+          r1 = group g0
+          r2 = sub r0 r1
+          r3 = group g1
+          r4 = const 0.0001
+          r5 = add r3 r4
+          r6 = div r2 r5
+          r7 = feature f1
+          r8 = const 4
+          r9 = div r7 r8
+          r10 = const 1
+          r11 = min r9 r10
+          r12 = sqrt r11
+          r13 = mul r6 r12
+          store c1:adv = r6
+          store c2:advantage = r13
+        outputs reward = c0:reward, adv = c1:adv, advantage = c2:advantage
+    "#]]
+    .assert_eq(&ir);
+}
+
+/// A program that uses a batch reduction between group reductions, a rank,
+/// `count`, an advantage-layer let, params and foldable constants.
+fn layered() -> crate::hir::Program {
+    let mut b = Builder::default();
+    let fb = b.feature("Fb(file)");
+    let c = b.feature("c");
+    let w = b.param("w", 0.5);
+    let score =
+        b.let_("score", Layer::Reward, bin(BinOp::Add, bin(BinOp::Mul, w, fb), bin(BinOp::Mul, num(2.0), num(0.25))));
+    let r = b.reward(bin(BinOp::Div, score, call(Func::Max, vec![num(1.0), bin(BinOp::Div, c.clone(), num(4.0))])));
+    let centred = b.let_("centred", Layer::Advantage, bin(BinOp::Sub, r.clone(), group(ReduceOp::Mean, r)));
+    let a = b.adv(bin(
+        BinOp::Add,
+        bin(BinOp::Div, centred.clone(), bin(BinOp::Add, batch(ReduceOp::Std, centred), num(1e-3))),
+        bin(BinOp::Div, group(ReduceOp::Rank, c), Expr::Reduce(Scope::Group, ReduceOp::Count, None)),
+    ));
+    b.advantage(bin(BinOp::Sub, a.clone(), batch(ReduceOp::Mean, a)));
+    b.build()
+}
+
+#[test]
+fn layered_program_matches_and_folds() {
+    let p = layered();
+    let t = big_table(|g| 1 + g % 9, 900);
+    let want = interp::eval(&p, &t, &EvalOptions::default()).expect("finite");
+    let compiled = CompiledProgram::new(&p);
+    let got = compiled.eval(&t, &EvalOptions::default()).expect("finite");
+    assert!(same_bits(&got, &want));
+    let ir = compiled.ir().to_string();
+    // `2 * 0.25` is folded; the param is not.
+    assert!(ir.contains("const 0.5") && ir.contains("param p0"), "{ir}");
+    assert!(ir.contains(": batch b0 = std(") && ir.contains(": group c"), "{ir}");
+}
+
+#[test]
+fn set_param_takes_effect_without_recompiling() {
+    let mut p = layered();
+    let mut compiled = CompiledProgram::new(&p);
+    assert!(compiled.set_param("w", 0.9));
+    assert!(!compiled.set_param("nope", 1.0));
+    assert!(p.set_param("w", 0.9));
+    let t = big_table(|_| 8, 50);
+    let want = interp::eval(&p, &t, &EvalOptions::default()).expect("finite");
+    assert!(same_bits(&compiled.eval(&t, &EvalOptions::default()).expect("finite"), &want));
+}
+
+#[test]
+fn errors_match_the_interpreter() {
+    let p = codegrep_v3();
+    let compiled = CompiledProgram::new(&p);
+    let missing = table(&[2], &[("c", &[1.0, 2.0])]);
+    assert_eq!(
+        compiled.eval(&missing, &EvalOptions::default()),
+        Err(EvalError::MissingFeature { key: "Fb(file)".into() })
+    );
+    let t = big_table(|g| 8 + (g == 3) as usize, 5);
+    let options = EvalOptions { group_size: Some(8), ..EvalOptions::default() };
+    assert_eq!(compiled.eval(&t, &options), interp::eval(&p, &t, &options));
+    assert!(matches!(compiled.eval(&t, &options), Err(EvalError::GroupSize { got: 9, .. })));
+
+    // Without the epsilon, a group with no spread divides 0 by 0.
+    let mut b = Builder::default();
+    let c = b.feature("c");
+    let adv = |r: Expr| {
+        bin(BinOp::Div, bin(BinOp::Sub, r.clone(), group(ReduceOp::Mean, r.clone())), group(ReduceOp::Std, r))
+    };
+    let p = b.finish(c, Some(&adv), None);
+    let t = table(&[3, 2, 2], &[("c", &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 6.0])]);
+    let got = CompiledProgram::new(&p).eval(&t, &EvalOptions::default());
+    assert_eq!(format!("{got:?}"), format!("{:?}", interp::eval(&p, &t, &EvalOptions::default())));
+    assert!(matches!(&got, Err(EvalError::NonFinite { def, row: 5, .. }) if def == "adv"), "{got:?}");
+    let allow = EvalOptions { non_finite: NonFinite::Allow, ..EvalOptions::default() };
+    assert!(CompiledProgram::new(&p).eval(&t, &allow).expect("allowed").adv[6].is_nan());
+}
+
+#[test]
+fn results_do_not_depend_on_the_thread_count() {
+    let p = layered();
+    let t = big_table(|g| 1 + g % 13, 3000);
+    let compiled = CompiledProgram::new(&p);
+    let run = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("thread pool");
+        pool.install(|| compiled.eval(&t, &EvalOptions::default()).expect("finite"))
+    };
+    let one = run(1);
+    assert!(same_bits(&one, &run(2)));
+    assert!(same_bits(&one, &run(4)));
+}
+
+#[test]
+fn empty_table_gives_empty_outputs() {
+    let t = FeatureTable::new(Vec::<(String, usize)>::new()).expect("no groups");
+    let mut t = t;
+    t.add_column("Fb(file)", vec![]).expect("empty column");
+    t.add_column("c", vec![]).expect("empty column");
+    let out = CompiledProgram::new(&layered()).eval(&t, &EvalOptions::default()).expect("nothing to fail");
+    assert_eq!(out, Outputs::default());
+}

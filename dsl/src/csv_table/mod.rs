@@ -1,0 +1,267 @@
+//! Feature tables from CSV, and the outputs written back beside them.
+//!
+//! The header names features exactly as a reward file writes them
+//! (`group,Fb(file),Fb(lr),c,T`); a key with arguments contains a comma
+//! (`Fb(file, 1)`) and arrives quoted, as every CSV writer quotes it. A
+//! `group` column is required. Rows of one group need not be adjacent: the
+//! table orders groups by first appearance and keeps each group's rows in
+//! input order, and [`CsvFeatures::order`] remembers the permutation so that
+//! [`write_outputs`] writes rows back in input order. Values are numbers
+//! (`true`/`false` read as 1/0); an empty or malformed cell is an error with
+//! its line, never a silent zero.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::table::{FeatureTable, Outputs, TableError};
+
+/// The name of the column that says which group (prompt) a rollout belongs to.
+pub const GROUP_COLUMN: &str = "group";
+/// The columns [`write_outputs`] appends.
+pub const OUTPUT_COLUMNS: [&str; 3] = ["reward", "adv", "advantage"];
+
+/// A features CSV read into a table, with what it takes to write it back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CsvFeatures {
+    /// Groups in order of first appearance, each group's rows in input order.
+    pub table: FeatureTable,
+    /// Table row `i` is input row `order[i]` (0-based, header excluded).
+    pub order: Vec<usize>,
+    headers: Vec<String>,
+    /// Every input record as read, in input order.
+    records: Vec<Vec<String>>,
+}
+
+/// Why a features CSV could not be read or written. Line numbers are 1-based
+/// and count the header.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CsvError {
+    #[error("{}: {source}", path.display())]
+    File {
+        path: PathBuf,
+        #[source]
+        source: Box<CsvError>,
+    },
+    #[error("{}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("line {line}: {source}")]
+    Csv {
+        line: u64,
+        #[source]
+        source: csv::Error,
+    },
+    #[error(
+        "line 1: no `group` column (the header names features as a reward file does: `group,Fb(file),c,...`)"
+    )]
+    NoGroupColumn,
+    #[error("line 1: column `{column}` appears twice")]
+    DuplicateColumn { column: String },
+    #[error("line 1: no column `{column}`")]
+    MissingColumn { column: String },
+    #[error("line {line}: {got} fields, the header has {expected}")]
+    FieldCount {
+        line: u64,
+        expected: usize,
+        got: usize,
+    },
+    #[error("line {line}: `{column}` is {value:?}, not a number")]
+    BadNumber {
+        line: u64,
+        column: String,
+        value: String,
+    },
+    #[error("line {line}: the group name is empty")]
+    EmptyGroup { line: u64 },
+    #[error("{got} output rows for a table of {want} rows")]
+    OutputLength { got: usize, want: usize },
+    #[error("writing the output: {0}")]
+    Write(#[from] std::io::Error),
+    #[error(transparent)]
+    Table(#[from] TableError),
+}
+
+/// Reads a features CSV. With `columns`, only those are parsed as numbers
+/// (each must be in the header; other columns are kept as text, for the
+/// writer); without, every column but `group` is.
+pub fn read_features(input: impl Read, columns: Option<&[&str]>) -> Result<CsvFeatures, CsvError> {
+    let mut reader = csv::ReaderBuilder::new()
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(input);
+    let headers: Vec<String> = reader
+        .headers()
+        .map_err(|source| CsvError::Csv { line: 1, source })?
+        .iter()
+        .map(str::to_string)
+        .collect();
+    let mut seen = HashMap::new();
+    for (i, h) in headers.iter().enumerate() {
+        if seen.insert(h.as_str(), i).is_some() {
+            return Err(CsvError::DuplicateColumn { column: h.clone() });
+        }
+    }
+    let group_col = *seen.get(GROUP_COLUMN).ok_or(CsvError::NoGroupColumn)?;
+    let numeric: Vec<usize> = match columns {
+        Some(keys) => keys
+            .iter()
+            .map(|k| {
+                seen.get(k).copied().ok_or_else(|| CsvError::MissingColumn {
+                    column: k.to_string(),
+                })
+            })
+            .collect::<Result<_, _>>()?,
+        None => (0..headers.len()).filter(|&i| i != group_col).collect(),
+    };
+
+    let mut records = Vec::new();
+    let mut values: Vec<Vec<f64>> = vec![Vec::new(); numeric.len()];
+    let mut group_of_row = Vec::new();
+    let mut group_index: HashMap<String, usize> = HashMap::new();
+    let mut group_names: Vec<String> = Vec::new();
+    let mut record = csv::StringRecord::new();
+    loop {
+        let more = reader.read_record(&mut record).map_err(|source| {
+            let line = source.position().map_or(0, |p| p.line());
+            CsvError::Csv { line, source }
+        })?;
+        if !more {
+            break;
+        }
+        let line = record.position().map_or(0, |p| p.line());
+        if record.len() != headers.len() {
+            return Err(CsvError::FieldCount {
+                line,
+                expected: headers.len(),
+                got: record.len(),
+            });
+        }
+        let group = &record[group_col];
+        if group.is_empty() {
+            return Err(CsvError::EmptyGroup { line });
+        }
+        let next = group_names.len();
+        let g = *group_index.entry(group.to_string()).or_insert_with(|| {
+            group_names.push(group.to_string());
+            next
+        });
+        group_of_row.push(g);
+        for (column, &i) in values.iter_mut().zip(&numeric) {
+            let text = &record[i];
+            let value = parse_number(text).ok_or_else(|| CsvError::BadNumber {
+                line,
+                column: headers[i].clone(),
+                value: text.to_string(),
+            })?;
+            column.push(value);
+        }
+        records.push(record.iter().map(str::to_string).collect());
+    }
+
+    // Stable reorder: groups by first appearance, rows in input order within.
+    let mut sizes = vec![0; group_names.len()];
+    for &g in &group_of_row {
+        sizes[g] += 1;
+    }
+    let mut next_row = Vec::with_capacity(sizes.len());
+    let mut acc = 0;
+    for &size in &sizes {
+        next_row.push(acc);
+        acc += size;
+    }
+    let mut order = vec![0; group_of_row.len()];
+    for (input_row, &g) in group_of_row.iter().enumerate() {
+        order[next_row[g]] = input_row;
+        next_row[g] += 1;
+    }
+    let mut table = FeatureTable::new(group_names.into_iter().zip(sizes))?;
+    for (column, &i) in values.into_iter().zip(&numeric) {
+        table.add_column(
+            headers[i].clone(),
+            order.iter().map(|&r| column[r]).collect(),
+        )?;
+    }
+    Ok(CsvFeatures {
+        table,
+        order,
+        headers,
+        records,
+    })
+}
+
+/// [`read_features`] from a file; errors name the file.
+pub fn read_features_file(path: &Path, columns: Option<&[&str]>) -> Result<CsvFeatures, CsvError> {
+    let file = std::fs::File::open(path).map_err(|source| CsvError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    read_features(std::io::BufReader::new(file), columns).map_err(|source| CsvError::File {
+        path: path.to_path_buf(),
+        source: Box::new(source),
+    })
+}
+
+/// Writes the input columns and `reward,adv,advantage`, rows in input order.
+/// `outputs` are in table order (as evaluation returns them). Input columns
+/// named like an output are replaced, so an output file can be re-evaluated.
+pub fn write_outputs(
+    output: impl Write,
+    features: &CsvFeatures,
+    outputs: &Outputs,
+) -> Result<(), CsvError> {
+    let rows = features.order.len();
+    for got in [
+        outputs.reward.len(),
+        outputs.adv.len(),
+        outputs.advantage.len(),
+    ] {
+        if got != rows {
+            return Err(CsvError::OutputLength { got, want: rows });
+        }
+    }
+    let kept: Vec<usize> = (0..features.headers.len())
+        .filter(|&i| !OUTPUT_COLUMNS.contains(&features.headers[i].as_str()))
+        .collect();
+    let mut table_row = vec![0; rows];
+    for (t, &input) in features.order.iter().enumerate() {
+        table_row[input] = t;
+    }
+    let mut writer = csv::Writer::from_writer(output);
+    let csv_err = |e: csv::Error| match e.into_kind() {
+        csv::ErrorKind::Io(io) => CsvError::Write(io),
+        other => CsvError::Write(std::io::Error::other(format!("{other:?}"))),
+    };
+    let header = kept
+        .iter()
+        .map(|&i| features.headers[i].as_str())
+        .chain(OUTPUT_COLUMNS);
+    writer.write_record(header).map_err(csv_err)?;
+    for (input, record) in features.records.iter().enumerate() {
+        let t = table_row[input];
+        let values =
+            [outputs.reward[t], outputs.adv[t], outputs.advantage[t]].map(|v| v.to_string());
+        let fields = kept
+            .iter()
+            .map(|&i| record[i].as_str())
+            .chain(values.iter().map(String::as_str));
+        writer.write_record(fields).map_err(csv_err)?;
+    }
+    writer.flush()?;
+    Ok(())
+}
+
+fn parse_number(text: &str) -> Option<f64> {
+    match text {
+        "true" => Some(1.0),
+        "false" => Some(0.0),
+        _ => text.parse().ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,206 @@
+//! The checked program: names resolved, types known, definitions in dependency
+//! order, every definition with its layer and interval. Produced by the
+//! checker; consumed by the interpreter, the CPU compiler and the CUDA codegen.
+
+use crate::ast::{BinOp, UnOp};
+use crate::interval::Interval;
+use crate::schema::{FeatureRef, Type};
+use crate::span::Span;
+
+/// Index into [`Program::defs`].
+pub type DefId = usize;
+/// Index into [`Program::params`].
+pub type ParamId = usize;
+/// Index into [`Program::features`].
+pub type FeatureId = usize;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Program {
+    /// `param` declarations with their current values (a study may override them).
+    pub params: Vec<Param>,
+    /// The feature columns the program reads, each once.
+    pub features: Vec<FeatureRef>,
+    /// `let`s and the definitions `reward`, `adv`, `advantage`, in dependency
+    /// order: an [`Expr::Def`] only refers to an earlier entry. Lets that
+    /// nothing uses are kept (they may be used by checks).
+    pub defs: Vec<Def>,
+    pub reward: DefId,
+    pub adv: DefId,
+    pub advantage: DefId,
+    pub checks: Vec<Check>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    pub name: String,
+    pub value: f64,
+    pub span: Span,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DefKind {
+    Let,
+    Reward,
+    Adv,
+    Advantage,
+}
+
+/// Which layer a definition lives in. The reward layer sees one rollout's
+/// features; the advantage layer also sees `reward` and group/batch reductions of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Layer {
+    Reward,
+    Advantage,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Def {
+    pub name: String,
+    pub kind: DefKind,
+    pub layer: Layer,
+    pub expr: Expr,
+    pub ty: Type,
+    /// The range interval analysis proved for every value of this definition.
+    pub interval: Interval,
+    /// Where it was defined; for a synthesised default (`adv`, `advantage`
+    /// left out of the file) the span of the `reward` definition.
+    pub span: Span,
+    /// False when the definition is the language's default, not written by the user.
+    pub explicit: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Check {
+    pub expr: Expr,
+    pub span: Span,
+    /// The condition's source text, for messages.
+    pub text: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Func {
+    Min,
+    Max,
+    Clip,
+    Sqrt,
+    Exp,
+    Log,
+    Abs,
+    Sign,
+    Sigmoid,
+    Tanh,
+    /// `mask(bool)`: 1 or 0.
+    Mask,
+    /// `if(bool, then, else)`.
+    If,
+}
+
+impl Func {
+    pub fn name(self) -> &'static str {
+        match self {
+            Func::Min => "min",
+            Func::Max => "max",
+            Func::Clip => "clip",
+            Func::Sqrt => "sqrt",
+            Func::Exp => "exp",
+            Func::Log => "log",
+            Func::Abs => "abs",
+            Func::Sign => "sign",
+            Func::Sigmoid => "sigmoid",
+            Func::Tanh => "tanh",
+            Func::Mask => "mask",
+            Func::If => "if",
+        }
+    }
+
+    pub const ALL: [Func; 12] = [
+        Func::Min,
+        Func::Max,
+        Func::Clip,
+        Func::Sqrt,
+        Func::Exp,
+        Func::Log,
+        Func::Abs,
+        Func::Sign,
+        Func::Sigmoid,
+        Func::Tanh,
+        Func::Mask,
+        Func::If,
+    ];
+}
+
+/// Over which rollouts a reduction runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// The rollouts that share a prompt; the result is broadcast back to each.
+    Group,
+    /// Every rollout of the step (or of the evaluated file).
+    Batch,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    Mean,
+    /// Population standard deviation.
+    Std,
+    Sum,
+    Max,
+    Min,
+    /// Takes no argument.
+    Count,
+    /// 1 for the lowest to G for the highest, ties share their average rank (group only).
+    Rank,
+}
+
+impl ReduceOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Mean => "mean",
+            ReduceOp::Std => "std",
+            ReduceOp::Sum => "sum",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+            ReduceOp::Count => "count",
+            ReduceOp::Rank => "rank",
+        }
+    }
+}
+
+/// A resolved, typed expression. Bools are computed as 1.0/0.0 by the backends.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    Number(f64),
+    Bool(bool),
+    Feature(FeatureId),
+    Param(ParamId),
+    Def(DefId),
+    Unary(UnOp, Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    Call(Func, Vec<Expr>),
+    /// `x in [lo, hi]`.
+    In(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// `group.op(x)` / `batch.op(x)`; the argument is `None` only for `count`.
+    Reduce(Scope, ReduceOp, Option<Box<Expr>>),
+}
+
+impl Program {
+    pub fn def(&self, id: DefId) -> &Def {
+        &self.defs[id]
+    }
+
+    pub fn param_id(&self, name: &str) -> Option<ParamId> {
+        self.params.iter().position(|p| p.name == name)
+    }
+
+    /// Overrides a `param`'s value (a study's override). Returns false when the
+    /// program declares no such param.
+    pub fn set_param(&mut self, name: &str, value: f64) -> bool {
+        match self.param_id(name) {
+            Some(id) => {
+                self.params[id].value = value;
+                true
+            }
+            None => false,
+        }
+    }
+}

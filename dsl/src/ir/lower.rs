@@ -1,0 +1,446 @@
+//! Lowering a checked [`Program`] to stages: inline definitions into one
+//! hash-consed DAG, fold constants, level the nodes by reduction depth, and
+//! cut the DAG into stages (see the parent module).
+
+use std::collections::HashMap;
+
+use super::{Elementwise, IrProgram, Op, Outputs, Reg, Source, Stage};
+use crate::ast::{BinOp, UnOp};
+use crate::hir::{DefId, Expr, FeatureId, Func, ParamId, Program, ReduceOp, Scope};
+use crate::interp::ops;
+
+/// Compiles a program to stages. Only what `reward`, `adv` and `advantage`
+/// depend on is compiled (checks are the checker's business).
+pub fn lower(program: &Program) -> IrProgram {
+    let mut dag = Dag {
+        program,
+        nodes: Vec::new(),
+        ids: HashMap::new(),
+        defs: vec![None; program.defs.len()],
+        names: HashMap::new(),
+    };
+    let reward = dag.def(program.reward);
+    let adv = dag.def(program.adv);
+    let advantage = dag.def(program.advantage);
+    Scheduler::new(&dag, [reward, adv, advantage]).run()
+}
+
+type NodeId = usize;
+
+/// A DAG node. Constants are keyed by their bits so that hashing is exact
+/// (`0.0` and `-0.0` stay apart; a NaN constant equals itself).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Node {
+    Const(u64),
+    Param(ParamId),
+    Feature(FeatureId),
+    Unary(UnOp, NodeId),
+    Binary(BinOp, NodeId, NodeId),
+    Min(NodeId, NodeId),
+    Max(NodeId, NodeId),
+    Func(Func, NodeId),
+    Select(NodeId, NodeId, NodeId),
+    In(NodeId, NodeId, NodeId),
+    Reduce(Scope, ReduceOp, Option<NodeId>),
+}
+
+impl Node {
+    fn children(&self) -> impl Iterator<Item = NodeId> {
+        let (n, ids) = match *self {
+            Node::Const(_) | Node::Param(_) | Node::Feature(_) | Node::Reduce(_, _, None) => {
+                (0, [0; 3])
+            }
+            Node::Unary(_, a) | Node::Func(_, a) | Node::Reduce(_, _, Some(a)) => (1, [a, 0, 0]),
+            Node::Binary(_, a, b) | Node::Min(a, b) | Node::Max(a, b) => (2, [a, b, 0]),
+            Node::Select(a, b, c) | Node::In(a, b, c) => (3, [a, b, c]),
+        };
+        ids.into_iter().take(n)
+    }
+}
+
+struct Dag<'p> {
+    program: &'p Program,
+    nodes: Vec<Node>,
+    ids: HashMap<Node, NodeId>,
+    defs: Vec<Option<NodeId>>,
+    /// The first definition whose value a node is, for readable column names.
+    names: HashMap<NodeId, String>,
+}
+
+impl Dag<'_> {
+    fn def(&mut self, id: DefId) -> NodeId {
+        if let Some(node) = self.defs[id] {
+            return node;
+        }
+        let def = self.program.def(id);
+        let node = self.expr(&def.expr);
+        self.defs[id] = Some(node);
+        self.names.entry(node).or_insert_with(|| def.name.clone());
+        node
+    }
+
+    fn constant(&self, node: NodeId) -> Option<f64> {
+        match self.nodes[node] {
+            Node::Const(bits) => Some(f64::from_bits(bits)),
+            _ => None,
+        }
+    }
+
+    fn num(&mut self, x: f64) -> NodeId {
+        self.intern(Node::Const(x.to_bits()))
+    }
+
+    /// Interns a node, folding it when every operand is a constant. Folding
+    /// computes with `ops`, exactly as the interpreter would at run time.
+    fn intern(&mut self, node: Node) -> NodeId {
+        let c = |n: NodeId| self.constant(n);
+        let folded = match node {
+            Node::Unary(op, a) => c(a).map(|a| ops::unary(op, a)),
+            Node::Binary(op, a, b) => c(a).zip(c(b)).map(|(a, b)| ops::binary(op, a, b)),
+            Node::Min(a, b) => c(a).zip(c(b)).map(|(a, b)| ops::min(a, b)),
+            Node::Max(a, b) => c(a).zip(c(b)).map(|(a, b)| ops::max(a, b)),
+            Node::Func(f, a) => c(a).map(|a| ops::func1(f, a)),
+            Node::In(x, lo, hi) => match (c(x), c(lo), c(hi)) {
+                (Some(x), Some(lo), Some(hi)) => Some(ops::in_range(x, lo, hi)),
+                _ => None,
+            },
+            // A constant condition picks its branch (the other is dead).
+            Node::Select(b, x, y) => {
+                if let Some(b) = c(b) {
+                    return if ops::truthy(b) { x } else { y };
+                }
+                None
+            }
+            _ => None,
+        };
+        let node = match folded {
+            Some(x) => Node::Const(x.to_bits()),
+            None => node,
+        };
+        if let Some(&id) = self.ids.get(&node) {
+            return id;
+        }
+        self.nodes.push(node);
+        self.ids.insert(node, self.nodes.len() - 1);
+        self.nodes.len() - 1
+    }
+
+    fn expr(&mut self, expr: &Expr) -> NodeId {
+        match expr {
+            Expr::Number(x) => self.num(*x),
+            Expr::Bool(b) => self.num(ops::from_bool(*b)),
+            Expr::Param(p) => self.intern(Node::Param(*p)),
+            Expr::Feature(f) => self.intern(Node::Feature(*f)),
+            Expr::Def(d) => self.def(*d),
+            Expr::Unary(op, a) => {
+                let a = self.expr(a);
+                self.intern(Node::Unary(*op, a))
+            }
+            Expr::Binary(op, a, b) => {
+                let (a, b) = (self.expr(a), self.expr(b));
+                self.intern(Node::Binary(*op, a, b))
+            }
+            Expr::In(x, lo, hi) => {
+                let (x, lo, hi) = (self.expr(x), self.expr(lo), self.expr(hi));
+                self.intern(Node::In(x, lo, hi))
+            }
+            Expr::Call(f, args) => {
+                let args: Vec<NodeId> = args.iter().map(|a| self.expr(a)).collect();
+                self.call(*f, &args)
+            }
+            Expr::Reduce(scope, op, arg) => {
+                let arg = arg.as_ref().map(|a| self.expr(a));
+                self.intern(Node::Reduce(*scope, *op, arg))
+            }
+        }
+    }
+
+    fn call(&mut self, f: Func, args: &[NodeId]) -> NodeId {
+        match (f, args) {
+            // Folded left, as `ops::call` folds.
+            (Func::Min, [first, rest @ ..]) => rest
+                .iter()
+                .fold(*first, |a, &b| self.intern(Node::Min(a, b))),
+            (Func::Max, [first, rest @ ..]) => rest
+                .iter()
+                .fold(*first, |a, &b| self.intern(Node::Max(a, b))),
+            (Func::Clip, [x, lo, hi]) => {
+                let low = self.intern(Node::Max(*x, *lo));
+                self.intern(Node::Min(low, *hi))
+            }
+            (Func::If, [b, x, y]) => self.intern(Node::Select(*b, *x, *y)),
+            (f, [x]) => self.intern(Node::Func(f, *x)),
+            (f, args) => panic!(
+                "{}() with {} arguments reached lowering; the checker rejects it",
+                f.name(),
+                args.len()
+            ),
+        }
+    }
+}
+
+/// Cuts the leveled DAG into stages.
+struct Scheduler<'d, 'p> {
+    dag: &'d Dag<'p>,
+    outputs: [NodeId; 3],
+    live: Vec<bool>,
+    level: Vec<usize>,
+    /// The column a node is materialised in (and rank nodes, which are columns).
+    column: Vec<Option<usize>>,
+    columns: Vec<String>,
+    group_value: HashMap<NodeId, usize>,
+    batch_value: HashMap<NodeId, usize>,
+}
+
+impl<'d, 'p> Scheduler<'d, 'p> {
+    fn new(dag: &'d Dag<'p>, outputs: [NodeId; 3]) -> Scheduler<'d, 'p> {
+        let n = dag.nodes.len();
+        let mut live = vec![false; n];
+        let mut stack: Vec<NodeId> = outputs.to_vec();
+        while let Some(id) = stack.pop() {
+            if !live[id] {
+                live[id] = true;
+                stack.extend(dag.nodes[id].children());
+            }
+        }
+        // Children are interned before parents, so ids are a topological order.
+        let mut level = vec![0; n];
+        for id in 0..n {
+            level[id] = match dag.nodes[id] {
+                Node::Reduce(_, _, arg) => arg.map_or(0, |a| level[a]) + 1,
+                node => node.children().map(|c| level[c]).max().unwrap_or(0),
+            };
+        }
+        Scheduler {
+            dag,
+            outputs,
+            live,
+            level,
+            column: vec![None; n],
+            columns: Vec::new(),
+            group_value: HashMap::new(),
+            batch_value: HashMap::new(),
+        }
+    }
+
+    fn materialise(&mut self, id: NodeId) -> usize {
+        if let Some(c) = self.column[id] {
+            return c;
+        }
+        let name = self
+            .dag
+            .names
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| format!("t{}", self.columns.len()));
+        self.columns.push(name);
+        self.column[id] = Some(self.columns.len() - 1);
+        self.columns.len() - 1
+    }
+
+    fn run(mut self) -> IrProgram {
+        let dag = self.dag;
+        let nodes = &dag.nodes;
+        // Which nodes must be columns: the outputs, reduction arguments that
+        // are not features, and every rank. A value of a lower level that a
+        // later stage needs is read from its column when it has one and
+        // recomputed otherwise: a few ops per row are cheaper than writing and
+        // reading back a full-length column.
+        for o in self.outputs {
+            self.materialise(o);
+        }
+        for (id, &node) in nodes.iter().enumerate() {
+            if !self.live[id] {
+                continue;
+            }
+            match node {
+                Node::Reduce(_, ReduceOp::Rank, arg) => {
+                    self.materialise(id);
+                    self.reduce_arg(arg);
+                }
+                Node::Reduce(scope, _, arg) => {
+                    self.reduce_arg(arg);
+                    let values = if scope == Scope::Group {
+                        &mut self.group_value
+                    } else {
+                        &mut self.batch_value
+                    };
+                    let next = values.len();
+                    values.entry(id).or_insert(next);
+                }
+                _ => {}
+            }
+        }
+        let max_level = (0..nodes.len())
+            .filter(|&i| self.live[i])
+            .map(|i| self.level[i])
+            .max()
+            .unwrap_or(0);
+        let mut stages = Vec::new();
+        for k in 0..=max_level {
+            let stage = self.elementwise(k);
+            if !stage.ops.is_empty() {
+                stages.push(Stage::Elementwise(stage));
+            }
+            // Reductions of stage k's columns, group ones first: they fuse with
+            // the elementwise stages around them, batch ones end a pass.
+            let reductions: Vec<NodeId> = (0..nodes.len())
+                .filter(|&i| self.live[i] && self.level[i] == k + 1)
+                .collect();
+            for scope in [Scope::Group, Scope::Batch] {
+                for &id in &reductions {
+                    if let Node::Reduce(s, op, arg) = nodes[id]
+                        && s == scope
+                    {
+                        stages.push(self.reduction(id, s, op, arg));
+                    }
+                }
+            }
+        }
+        let column = |id: NodeId| self.column[id].expect("outputs are materialised");
+        IrProgram {
+            features: self
+                .dag
+                .program
+                .features
+                .iter()
+                .map(|f| f.key.clone())
+                .collect(),
+            params: self
+                .dag
+                .program
+                .params
+                .iter()
+                .map(|p| (p.name.clone(), p.value))
+                .collect(),
+            outputs: Outputs {
+                reward: column(self.outputs[0]),
+                adv: column(self.outputs[1]),
+                advantage: column(self.outputs[2]),
+            },
+            columns: self.columns,
+            group_values: self.group_value.len(),
+            batch_values: self.batch_value.len(),
+            stages,
+        }
+    }
+
+    fn reduce_arg(&mut self, arg: Option<NodeId>) {
+        if let Some(a) = arg
+            && !matches!(self.dag.nodes[a], Node::Feature(_))
+        {
+            self.materialise(a);
+        }
+    }
+
+    fn source(&self, arg: Option<NodeId>) -> Source {
+        match arg {
+            None => Source::None,
+            Some(a) => match self.dag.nodes[a] {
+                Node::Feature(f) => Source::Feature(f),
+                _ => Source::Column(self.column[a].expect("reduction arguments are materialised")),
+            },
+        }
+    }
+
+    fn reduction(&self, id: NodeId, scope: Scope, op: ReduceOp, arg: Option<NodeId>) -> Stage {
+        let arg = self.source(arg);
+        match (scope, op) {
+            (Scope::Group, ReduceOp::Rank) => Stage::GroupRank {
+                arg,
+                out: self.column[id].expect("ranks are columns"),
+            },
+            (Scope::Batch, ReduceOp::Rank) => Stage::BatchRank {
+                arg,
+                out: self.column[id].expect("ranks are columns"),
+            },
+            (Scope::Group, op) => Stage::GroupReduce {
+                op,
+                arg,
+                out: self.group_value[&id],
+            },
+            (Scope::Batch, op) => Stage::BatchReduce {
+                op,
+                arg,
+                out: self.batch_value[&id],
+            },
+        }
+    }
+
+    /// The elementwise stage of level `k`: computes every materialised node of
+    /// that level from loads and inline arithmetic. A group or batch value
+    /// that must be a column (an output, a reduction's argument) is stored
+    /// here by broadcasting it; ranks are written by their own stages.
+    fn elementwise(&self, k: usize) -> Elementwise {
+        let mut stage = Elementwise::default();
+        let mut regs: HashMap<NodeId, Reg> = HashMap::new();
+        for id in 0..self.dag.nodes.len() {
+            let computed_here = self.live[id]
+                && self.level[id] == k
+                && self.column[id].is_some()
+                && !matches!(self.dag.nodes[id], Node::Reduce(_, ReduceOp::Rank, _));
+            if computed_here {
+                let reg = self.emit(k, id, &mut stage, &mut regs);
+                stage
+                    .stores
+                    .push((reg, self.column[id].expect("checked above")));
+            }
+        }
+        stage
+    }
+
+    fn emit(
+        &self,
+        k: usize,
+        id: NodeId,
+        stage: &mut Elementwise,
+        regs: &mut HashMap<NodeId, Reg>,
+    ) -> Reg {
+        if let Some(&r) = regs.get(&id) {
+            return r;
+        }
+        let node = self.dag.nodes[id];
+        let op = match node {
+            Node::Const(bits) => Op::Const(f64::from_bits(bits)),
+            Node::Param(p) => Op::Param(p),
+            Node::Feature(f) => Op::Feature(f),
+            Node::Reduce(Scope::Group, ReduceOp::Rank, _)
+            | Node::Reduce(Scope::Batch, ReduceOp::Rank, _) => {
+                Op::Column(self.column[id].expect("ranks are columns"))
+            }
+            Node::Reduce(Scope::Group, ..) => Op::Group(self.group_value[&id]),
+            Node::Reduce(Scope::Batch, ..) => Op::Batch(self.batch_value[&id]),
+            _ if self.level[id] < k && self.column[id].is_some() => {
+                Op::Column(self.column[id].expect("checked in the guard"))
+            }
+            Node::Unary(op, a) => Op::Unary(op, self.emit(k, a, stage, regs)),
+            Node::Binary(op, a, b) => {
+                let a = self.emit(k, a, stage, regs);
+                Op::Binary(op, a, self.emit(k, b, stage, regs))
+            }
+            Node::Min(a, b) => {
+                let a = self.emit(k, a, stage, regs);
+                Op::Min(a, self.emit(k, b, stage, regs))
+            }
+            Node::Max(a, b) => {
+                let a = self.emit(k, a, stage, regs);
+                Op::Max(a, self.emit(k, b, stage, regs))
+            }
+            Node::Func(f, a) => Op::Func(f, self.emit(k, a, stage, regs)),
+            Node::Select(b, x, y) => {
+                let b = self.emit(k, b, stage, regs);
+                let x = self.emit(k, x, stage, regs);
+                Op::Select(b, x, self.emit(k, y, stage, regs))
+            }
+            Node::In(x, lo, hi) => {
+                let x = self.emit(k, x, stage, regs);
+                let lo = self.emit(k, lo, stage, regs);
+                Op::In(x, lo, self.emit(k, hi, stage, regs))
+            }
+        };
+        stage.ops.push(op);
+        let reg = stage.ops.len() - 1;
+        regs.insert(id, reg);
+        reg
+    }
+}

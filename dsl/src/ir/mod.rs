@@ -1,0 +1,270 @@
+//! The stage IR that the CPU backend (and the CUDA codegen) compile a program into.
+//!
+//! A program becomes a list of **stages**, run in order:
+//!
+//! - an [`Stage::Elementwise`] stage evaluates a DAG of elementwise ops for
+//!   every row in one pass. Its op list is in SSA form over virtual registers
+//!   (`r3 = mul r1 r2`); each register holds one value per row. Registers are
+//!   loaded from feature columns, params, constants, columns materialised by
+//!   earlier stages, and per-group or batch values (a group value reads as the
+//!   value of the row's group). [`Elementwise::stores`] names the registers
+//!   that later stages or the caller need, and the column each goes to.
+//! - a [`Stage::GroupReduce`] stage is a segmented reduction of a column over
+//!   contiguous groups, one value per group; [`Stage::GroupRank`] ranks within
+//!   each group and produces a column.
+//! - a [`Stage::BatchReduce`] stage reduces a whole column to one value
+//!   ([`Stage::BatchRank`] ranks the whole column, producing a column).
+//!
+//! Lowering ([`lower`]) inlines every definition into one hash-consed DAG
+//! (common subexpressions are shared, constant subtrees folded with the very
+//! f64 operations the interpreter uses), gives each node a *level* — the
+//! number of reductions beneath it — and puts the nodes of level `k` into
+//! elementwise stage `k`, followed by the reductions that read stage `k`'s
+//! columns. A stage reads a lower-level value from its column when it has
+//! one (an output, a reduction's argument) and recomputes it otherwise — a
+//! few ops per row cost less than a full-length column written and read back. The outputs `reward`, `adv` and `advantage` are always
+//! columns ([`IrProgram::outputs`]).
+//!
+//! Ops are chosen so that each maps to one line of C: n-ary `min`/`max` are
+//! chains of binary ones (folded left, as the interpreter folds), `clip` is
+//! `min(max(x, lo), hi)`. Params stay loads, so a study changes one without
+//! recompiling ([`IrProgram::params`]).
+
+mod lower;
+
+pub use lower::lower;
+
+use std::fmt;
+
+use crate::ast::{BinOp, UnOp};
+use crate::hir::{FeatureId, Func, ParamId, ReduceOp};
+use crate::schema::format_number;
+
+/// Index of a materialised per-row column.
+pub type ColumnId = usize;
+/// Index of a per-group value (one `f64` per group).
+pub type GroupValueId = usize;
+/// Index of a batch value (one `f64`).
+pub type BatchValueId = usize;
+/// A virtual register of an elementwise stage (SSA: written by exactly one op).
+pub type Reg = usize;
+
+/// A program in stages.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IrProgram {
+    /// Feature column keys, indexed by [`FeatureId`] (as in the HIR program).
+    pub features: Vec<String>,
+    /// Param names and current values, indexed by [`ParamId`].
+    pub params: Vec<(String, f64)>,
+    /// Names of the materialised columns (a definition's name where a column
+    /// holds one, `t<N>` otherwise).
+    pub columns: Vec<String>,
+    pub group_values: usize,
+    pub batch_values: usize,
+    pub stages: Vec<Stage>,
+    /// The columns holding `reward`, `adv` and `advantage` (two may coincide).
+    pub outputs: Outputs,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outputs {
+    pub reward: ColumnId,
+    pub adv: ColumnId,
+    pub advantage: ColumnId,
+}
+
+/// Where a reduction reads its argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Source {
+    Feature(FeatureId),
+    Column(ColumnId),
+    /// `count()`, which reads nothing.
+    None,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stage {
+    Elementwise(Elementwise),
+    GroupReduce {
+        op: ReduceOp,
+        arg: Source,
+        out: GroupValueId,
+    },
+    GroupRank {
+        arg: Source,
+        out: ColumnId,
+    },
+    BatchReduce {
+        op: ReduceOp,
+        arg: Source,
+        out: BatchValueId,
+    },
+    BatchRank {
+        arg: Source,
+        out: ColumnId,
+    },
+}
+
+/// One fused pass over the rows.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Elementwise {
+    /// In dependency order; `ops[i]` writes register `i`.
+    pub ops: Vec<Op>,
+    /// `(register, column)`: copy the register's values to the column.
+    pub stores: Vec<(Reg, ColumnId)>,
+}
+
+/// An elementwise op. The register it writes is its index in [`Elementwise::ops`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Op {
+    Const(f64),
+    Param(ParamId),
+    Feature(FeatureId),
+    Column(ColumnId),
+    Group(GroupValueId),
+    Batch(BatchValueId),
+    Unary(UnOp, Reg),
+    Binary(BinOp, Reg, Reg),
+    /// NaN-propagating binary min / max (`ops::min`, `ops::max`).
+    Min(Reg, Reg),
+    Max(Reg, Reg),
+    /// A one-argument built-in: sqrt, exp, log, abs, sign, sigmoid, tanh, mask.
+    Func(Func, Reg),
+    /// `if(b, x, y)`.
+    Select(Reg, Reg, Reg),
+    /// `x in [lo, hi]`.
+    In(Reg, Reg, Reg),
+}
+
+impl Op {
+    /// The registers the op reads.
+    pub fn args(&self) -> impl Iterator<Item = Reg> {
+        let (n, regs) = match *self {
+            Op::Const(_)
+            | Op::Param(_)
+            | Op::Feature(_)
+            | Op::Column(_)
+            | Op::Group(_)
+            | Op::Batch(_) => (0, [0; 3]),
+            Op::Unary(_, a) | Op::Func(_, a) => (1, [a, 0, 0]),
+            Op::Binary(_, a, b) | Op::Min(a, b) | Op::Max(a, b) => (2, [a, b, 0]),
+            Op::Select(a, b, c) | Op::In(a, b, c) => (3, [a, b, c]),
+        };
+        regs.into_iter().take(n)
+    }
+
+    /// True for ops whose value is the same on every row (constants, params, batch values).
+    pub fn is_uniform(&self) -> bool {
+        matches!(self, Op::Const(_) | Op::Param(_) | Op::Batch(_))
+    }
+}
+
+impl IrProgram {
+    /// Overrides a param's value. Returns false when there is no such param.
+    pub fn set_param(&mut self, name: &str, value: f64) -> bool {
+        match self.params.iter_mut().find(|(n, _)| n == name) {
+            Some(p) => {
+                p.1 = value;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl fmt::Display for IrProgram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, key) in self.features.iter().enumerate() {
+            writeln!(f, "feature f{i} = {key}")?;
+        }
+        for (i, (name, value)) in self.params.iter().enumerate() {
+            writeln!(f, "param p{i} {name} = {}", format_number(*value))?;
+        }
+        let col = |c: ColumnId| format!("c{c}:{}", self.columns[c]);
+        let src = |s: &Source| match s {
+            Source::Feature(i) => format!("f{i}"),
+            Source::Column(c) => col(*c),
+            Source::None => String::new(),
+        };
+        for (i, stage) in self.stages.iter().enumerate() {
+            match stage {
+                Stage::Elementwise(e) => {
+                    writeln!(f, "stage {i}: elementwise")?;
+                    for (r, op) in e.ops.iter().enumerate() {
+                        writeln!(f, "  r{r} = {}", OpText(op))?;
+                    }
+                    for (r, c) in &e.stores {
+                        writeln!(f, "  store {} = r{r}", col(*c))?;
+                    }
+                }
+                Stage::GroupReduce { op, arg, out } => {
+                    writeln!(f, "stage {i}: group g{out} = {}({})", op.name(), src(arg))?
+                }
+                Stage::GroupRank { arg, out } => {
+                    writeln!(f, "stage {i}: group {} = rank({})", col(*out), src(arg))?
+                }
+                Stage::BatchReduce { op, arg, out } => {
+                    writeln!(f, "stage {i}: batch b{out} = {}({})", op.name(), src(arg))?
+                }
+                Stage::BatchRank { arg, out } => {
+                    writeln!(f, "stage {i}: batch {} = rank({})", col(*out), src(arg))?
+                }
+            }
+        }
+        let o = &self.outputs;
+        writeln!(
+            f,
+            "outputs reward = {}, adv = {}, advantage = {}",
+            col(o.reward),
+            col(o.adv),
+            col(o.advantage)
+        )
+    }
+}
+
+struct OpText<'a>(&'a Op);
+
+impl fmt::Display for OpText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self.0 {
+            Op::Const(x) => write!(f, "const {}", format_number(x)),
+            Op::Param(p) => write!(f, "param p{p}"),
+            Op::Feature(i) => write!(f, "feature f{i}"),
+            Op::Column(c) => write!(f, "column c{c}"),
+            Op::Group(g) => write!(f, "group g{g}"),
+            Op::Batch(b) => write!(f, "batch b{b}"),
+            Op::Unary(op, a) => write!(f, "{} r{a}", unary_name(op)),
+            Op::Binary(op, a, b) => write!(f, "{} r{a} r{b}", binary_name(op)),
+            Op::Min(a, b) => write!(f, "min r{a} r{b}"),
+            Op::Max(a, b) => write!(f, "max r{a} r{b}"),
+            Op::Func(func, a) => write!(f, "{} r{a}", func.name()),
+            Op::Select(b, x, y) => write!(f, "select r{b} r{x} r{y}"),
+            Op::In(x, lo, hi) => write!(f, "in r{x} r{lo} r{hi}"),
+        }
+    }
+}
+
+pub(crate) fn unary_name(op: UnOp) -> &'static str {
+    match op {
+        UnOp::Neg => "neg",
+        UnOp::Not => "not",
+    }
+}
+
+pub(crate) fn binary_name(op: BinOp) -> &'static str {
+    match op {
+        BinOp::Add => "add",
+        BinOp::Sub => "sub",
+        BinOp::Mul => "mul",
+        BinOp::Div => "div",
+        BinOp::Pow => "pow",
+        BinOp::Lt => "lt",
+        BinOp::Le => "le",
+        BinOp::Gt => "gt",
+        BinOp::Ge => "ge",
+        BinOp::Eq => "eq",
+        BinOp::Ne => "ne",
+        BinOp::And => "and",
+        BinOp::Or => "or",
+    }
+}

@@ -1,0 +1,35 @@
+//! The reward language: a small, checked language for reward and advantage formulas.
+//!
+//! Pipeline: [`parser::parse`] turns text into an [`ast::File`] and diagnostics
+//! (it recovers after errors); [`check::check`] resolves names against a
+//! caller-supplied [`schema::FeatureSchema`], type-checks, orders definitions,
+//! runs interval analysis and the lints, and lowers to a [`hir::Program`];
+//! [`cpu::CompiledProgram`] evaluates a program over a [`table::FeatureTable`]
+//! with fused passes, checked against the tree-walking [`interp`] oracle.
+//!
+//! This crate is a leaf: it knows nothing about retrieval, GRPO or models.
+
+pub mod ast;
+pub mod check;
+pub mod cpu;
+pub mod csv_table;
+pub mod diag;
+pub mod eval;
+pub mod hir;
+pub mod interp;
+pub mod interval;
+pub mod ir;
+pub mod parser;
+pub mod printer;
+mod render;
+pub mod schema;
+pub mod span;
+pub mod table;
+
+pub use diag::{Diagnostic, Severity};
+pub use eval::{EvalError, EvalOptions, NonFinite};
+pub use hir::Program;
+pub use interval::Interval;
+pub use schema::{FeatureDecl, FeatureRef, FeatureSchema, Role, Type};
+pub use span::{SourceFile, Span};
+pub use table::{FeatureTable, Outputs};

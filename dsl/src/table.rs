@@ -1,0 +1,100 @@
+//! Feature tables: the columnar input of evaluation, and its outputs.
+//!
+//! Rows are rollouts; rollouts of one group (one prompt) are contiguous.
+//! Columns are `f64`, keyed by the canonical feature key (`Fb(file)`, `c`).
+
+/// Columnar rollout features, grouped.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FeatureTable {
+    /// Group `g` is rows `group_offsets[g]..group_offsets[g + 1]`.
+    group_offsets: Vec<usize>,
+    group_names: Vec<String>,
+    columns: Vec<(String, Vec<f64>)>,
+}
+
+/// Why a table could not be built.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[non_exhaustive]
+pub enum TableError {
+    #[error("column `{key}` has {got} values, the table has {want} rows")]
+    Length { key: String, got: usize, want: usize },
+    #[error("column `{key}` is given twice")]
+    Duplicate { key: String },
+    #[error("group sizes must be at least 1 (group `{group}` is empty)")]
+    EmptyGroup { group: String },
+}
+
+impl FeatureTable {
+    /// A table with the given groups (name, number of rollouts) and no columns yet.
+    pub fn new(groups: impl IntoIterator<Item = (String, usize)>) -> Result<FeatureTable, TableError> {
+        let mut group_offsets = vec![0];
+        let mut group_names = Vec::new();
+        for (name, size) in groups {
+            if size == 0 {
+                return Err(TableError::EmptyGroup { group: name });
+            }
+            group_offsets.push(group_offsets.last().copied().unwrap_or(0) + size);
+            group_names.push(name);
+        }
+        Ok(FeatureTable { group_offsets, group_names, columns: Vec::new() })
+    }
+
+    /// `n_groups` groups of `size` rollouts each, named by their index.
+    pub fn uniform(n_groups: usize, size: usize) -> FeatureTable {
+        FeatureTable::new((0..n_groups).map(|g| (g.to_string(), size))).expect("uniform groups are non-empty")
+    }
+
+    pub fn add_column(&mut self, key: impl Into<String>, values: Vec<f64>) -> Result<(), TableError> {
+        let key = key.into();
+        if values.len() != self.rows() {
+            return Err(TableError::Length { key, got: values.len(), want: self.rows() });
+        }
+        if self.column(&key).is_some() {
+            return Err(TableError::Duplicate { key });
+        }
+        self.columns.push((key, values));
+        Ok(())
+    }
+
+    pub fn rows(&self) -> usize {
+        *self.group_offsets.last().unwrap_or(&0)
+    }
+
+    pub fn groups(&self) -> usize {
+        self.group_names.len()
+    }
+
+    pub fn group_offsets(&self) -> &[usize] {
+        &self.group_offsets
+    }
+
+    pub fn group_name(&self, g: usize) -> &str {
+        &self.group_names[g]
+    }
+
+    /// The rows of group `g`.
+    pub fn group_rows(&self, g: usize) -> std::ops::Range<usize> {
+        self.group_offsets[g]..self.group_offsets[g + 1]
+    }
+
+    /// The group a row belongs to (binary search).
+    pub fn group_of(&self, row: usize) -> usize {
+        self.group_offsets.partition_point(|&o| o <= row) - 1
+    }
+
+    pub fn column(&self, key: &str) -> Option<&[f64]> {
+        self.columns.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_slice())
+    }
+
+    pub fn column_keys(&self) -> impl Iterator<Item = &str> {
+        self.columns.iter().map(|(k, _)| k.as_str())
+    }
+}
+
+/// What evaluation produces, one value per row of the input table.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Outputs {
+    pub reward: Vec<f64>,
+    pub adv: Vec<f64>,
+    pub advantage: Vec<f64>,
+}

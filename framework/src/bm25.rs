@@ -1,0 +1,265 @@
+//! BM25 over the files of a commit: the lexical baseline ("BM25 top-2" in
+//! seed 000, Table 2) that retrieval policies are compared against.
+//!
+//! Each file is one document: its path followed by its content (path tokens
+//! count, as in SWE-bench's BM25 retrieval). Scoring is Okapi BM25,
+//!
+//! ```text
+//! score(D, Q) = Σ_{t ∈ Q} idf(t) · tf(t, D) · (k1 + 1) / (tf(t, D) + k1 · (1 − b + b · |D| / avgdl))
+//! idf(t)      = ln(1 + (N − n(t) + 0.5) / (n(t) + 0.5))
+//! ```
+//!
+//! with `k1 = 1.2` and `b = 0.75` by default. The sum runs over query tokens
+//! with repetition, so a term the issue repeats weighs more. This idf (Lucene's)
+//! is positive even for a term in every document, so no term ever lowers a
+//! score; a term in no document contributes nothing. Tokens come from
+//! [`tokenize`].
+
+mod tokenize;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+pub use tokenize::{STOPWORDS, tokenize};
+
+/// BM25's free parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bm25Params {
+    /// Term-frequency saturation.
+    pub k1: f64,
+    /// Length normalisation, 0 (none) to 1 (full).
+    pub b: f64,
+}
+
+impl Default for Bm25Params {
+    fn default() -> Self {
+        Bm25Params { k1: 1.2, b: 0.75 }
+    }
+}
+
+/// A ranked file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hit {
+    pub path: String,
+    pub score: f64,
+}
+
+/// An inverted index over documents.
+#[derive(Clone, Debug)]
+pub struct Bm25Index {
+    params: Bm25Params,
+    paths: Vec<String>,
+    lengths: Vec<f64>,
+    average_length: f64,
+    /// Term → (document, term frequency), documents ascending.
+    postings: HashMap<String, Vec<(u32, u32)>>,
+}
+
+/// Errors of [`Bm25Index::from_commit`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Bm25Error {
+    #[error("cannot open repository {path}: {detail}")]
+    Open { path: PathBuf, detail: String },
+    #[error("cannot read revision `{rev}` of {path}: {detail}")]
+    Revision { path: PathBuf, rev: String, detail: String },
+    #[error("cannot read `{file}` at `{rev}` of {path}: {detail}")]
+    Blob { path: PathBuf, rev: String, file: String, detail: String },
+}
+
+impl Bm25Index {
+    /// Indexes `(path, text)` documents; the text is indexed as given.
+    pub fn from_documents<I, P, T>(documents: I, params: Bm25Params) -> Bm25Index
+    where
+        I: IntoIterator<Item = (P, T)>,
+        P: Into<String>,
+        T: AsRef<str>,
+    {
+        let mut index = Bm25Index { params, paths: Vec::new(), lengths: Vec::new(), average_length: 0.0, postings: HashMap::new() };
+        for (path, text) in documents {
+            let doc = u32::try_from(index.paths.len()).expect("fewer than 2^32 documents");
+            let tokens = tokenize(text.as_ref());
+            index.lengths.push(tokens.len() as f64);
+            index.paths.push(path.into());
+            let mut counts: HashMap<String, u32> = HashMap::new();
+            for token in tokens {
+                *counts.entry(token).or_default() += 1;
+            }
+            for (term, tf) in counts {
+                index.postings.entry(term).or_default().push((doc, tf));
+            }
+        }
+        let total: f64 = index.lengths.iter().sum();
+        index.average_length = if index.lengths.is_empty() { 0.0 } else { total / index.lengths.len() as f64 };
+        index
+    }
+
+    /// Indexes every file of commit `rev` (a full hex id or a reference name)
+    /// in the git repository at `repo` (bare or not), each as its path followed by its content. Files that
+    /// look binary (a NUL byte) are skipped.
+    pub fn from_commit(repo: &Path, rev: &str, params: Bm25Params) -> Result<Bm25Index, Bm25Error> {
+        let open = |detail: String| Bm25Error::Open { path: repo.to_path_buf(), detail };
+        let revision = |detail: String| Bm25Error::Revision { path: repo.to_path_buf(), rev: rev.to_string(), detail };
+        let repository = gix::open(repo).map_err(|e| open(e.to_string()))?;
+        // A full hex id or a reference name (`main`, `refs/tags/v0.2.0`):
+        // full revision syntax would need gix's `revision` feature.
+        let commit = match gix::ObjectId::from_hex(rev.as_bytes()) {
+            Ok(id) => repository.find_commit(id).map_err(|e| revision(e.to_string()))?,
+            Err(_) => repository
+                .find_reference(rev)
+                .map_err(|e| revision(e.to_string()))?
+                .peel_to_commit()
+                .map_err(|e| revision(e.to_string()))?,
+        };
+        let tree = commit.tree().map_err(|e| revision(e.to_string()))?;
+        let entries = tree.traverse().breadthfirst.files().map_err(|e| revision(e.to_string()))?;
+        let mut documents = Vec::new();
+        for entry in entries.iter().filter(|e| e.mode.is_blob()) {
+            let file = entry.filepath.to_string();
+            let blob = repository.find_blob(entry.oid).map_err(|e| Bm25Error::Blob {
+                path: repo.to_path_buf(),
+                rev: rev.to_string(),
+                file: file.clone(),
+                detail: e.to_string(),
+            })?;
+            if blob.data.contains(&0) {
+                continue;
+            }
+            let text = format!("{file}\n{}", String::from_utf8_lossy(&blob.data));
+            documents.push((file, text));
+        }
+        documents.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(Bm25Index::from_documents(documents, params))
+    }
+
+    /// Number of documents.
+    pub fn len(&self) -> usize {
+        self.paths.len()
+    }
+
+    /// True when nothing is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+
+    /// Document paths in index order.
+    pub fn paths(&self) -> &[String] {
+        &self.paths
+    }
+
+    /// Inverse document frequency of an already tokenized `term`; 0 for a
+    /// term no document contains.
+    pub fn idf(&self, term: &str) -> f64 {
+        let n = self.postings.get(term).map_or(0, Vec::len) as f64;
+        if n == 0.0 {
+            return 0.0;
+        }
+        let total = self.paths.len() as f64;
+        (1.0 + (total - n + 0.5) / (n + 0.5)).ln()
+    }
+
+    /// BM25 score of every document for `query`, in index order.
+    pub fn scores(&self, query: &str) -> Vec<f64> {
+        let mut scores = vec![0.0; self.paths.len()];
+        let Bm25Params { k1, b } = self.params;
+        for term in tokenize(query) {
+            let Some(postings) = self.postings.get(&term) else { continue };
+            let idf = self.idf(&term);
+            for &(doc, tf) in postings {
+                let tf = f64::from(tf);
+                let relative = if self.average_length > 0.0 { self.lengths[doc as usize] / self.average_length } else { 1.0 };
+                scores[doc as usize] += idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * relative));
+            }
+        }
+        scores
+    }
+
+    /// The `k` best documents with a positive score, best first; ties are
+    /// broken by path so the ranking is deterministic.
+    pub fn top_k(&self, query: &str, k: usize) -> Vec<Hit> {
+        let scores = self.scores(query);
+        let mut hits: Vec<Hit> = scores
+            .into_iter()
+            .zip(&self.paths)
+            .filter(|(score, _)| *score > 0.0)
+            .map(|(score, path)| Hit { path: path.clone(), score })
+            .collect();
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.path.cmp(&b.path)));
+        hits.truncate(k);
+        hits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn corpus() -> Bm25Index {
+        Bm25Index::from_documents(
+            [
+                ("retry.py", "def backoff_delay(budget): raise ValueError('invalid retry budget')"),
+                ("cache.py", "class TokenCache: def refresh_entry(key): return key"),
+                ("client.py", "retry retry retry client send request"),
+                ("long.py", "retry plus a great many unrelated words about caching storage parsing and scheduling jobs"),
+            ],
+            Bm25Params::default(),
+        )
+    }
+
+    #[test]
+    fn exact_identifier_ranks_its_file_first() {
+        let index = corpus();
+        let hits = index.top_k("backoff_delay fails", 2);
+        assert_eq!(hits[0].path, "retry.py");
+        assert_eq!(hits.len(), 1, "only retry.py mentions backoff or delay: {hits:?}");
+    }
+
+    #[test]
+    fn term_frequency_saturates_and_length_normalises() {
+        let index = corpus();
+        let scores = index.scores("retry");
+        let (retry, client, long) = (scores[0], scores[2], scores[3]);
+        // client.py repeats the term, so it wins, but by less than 3x.
+        assert!(client > retry && client < 3.0 * retry, "{scores:?}");
+        // One mention in a long document counts less than in a short one.
+        assert!(long < retry, "{scores:?}");
+    }
+
+    #[test]
+    fn idf_edge_cases() {
+        let index = corpus();
+        assert_eq!(index.idf("nonexistent"), 0.0);
+        let everywhere = Bm25Index::from_documents([("a", "common x1"), ("b", "common y1")], Bm25Params::default());
+        let common = everywhere.idf("common");
+        assert!(common > 0.0, "a term in every document keeps a small positive idf");
+        assert!(everywhere.idf("x1") > common);
+        assert!(index.idf("retry") < index.idf("backoff"));
+    }
+
+    #[test]
+    fn empty_corpus_and_empty_query() {
+        let empty = Bm25Index::from_documents(Vec::<(String, String)>::new(), Bm25Params::default());
+        assert!(empty.is_empty());
+        assert!(empty.top_k("anything", 3).is_empty());
+        assert!(corpus().top_k("", 3).is_empty());
+        assert!(corpus().top_k("the of and", 3).is_empty(), "stopwords only");
+    }
+
+    #[test]
+    fn repeated_query_terms_weigh_more() {
+        let index = corpus();
+        let once = index.scores("refresh retry");
+        let many = index.scores("refresh retry retry retry retry retry retry");
+        assert!(once[1] > once[0], "{once:?}");
+        assert!(many[0] > many[1], "{many:?}");
+        assert!((many[0] - 6.0 * once[0]).abs() < 1e-9, "each repetition adds the same amount");
+    }
+
+    #[test]
+    fn ties_break_by_path() {
+        let index = Bm25Index::from_documents([("b.py", "token"), ("a.py", "token")], Bm25Params::default());
+        let hits = index.top_k("token", 2);
+        assert_eq!(hits[0].path, "a.py");
+        assert_eq!(hits[0].score, hits[1].score);
+    }
+}

@@ -1,0 +1,5 @@
+//! rewardlab-framework.
+
+pub mod bm25;
+pub mod engine;
+pub mod synthetic;

@@ -1,0 +1,11 @@
+//! Integration tests of rewardlab-framework: one binary, a module per area
+//! under `tests/framework/`.
+
+#[path = "framework/common.rs"]
+mod common;
+#[path = "framework/engine.rs"]
+mod engine;
+#[path = "framework/retrieval.rs"]
+mod retrieval;
+#[path = "framework/synthetic.rs"]
+mod synthetic;

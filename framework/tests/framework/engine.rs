@@ -1,0 +1,304 @@
+//! The GRPO engine end to end on a generated repository with the toy policy:
+//! metrics, determinism across thread counts, bit-identical resume, the
+//! policy-units-only loss, and the failure modes.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use rewardlab_framework::engine::loss::{LossConfig, SequenceInput, grpo_loss};
+use rewardlab_framework::engine::toy::{ToyEpisode, ToyPolicy};
+use rewardlab_framework::engine::{
+    Engine, EngineConfig, EngineError, LrSchedule, OptimConfig, RewardVariant, TaskSet, TaskSource, latest_checkpoint,
+};
+use rewardlab_framework::synthetic::{self, SyntheticConfig};
+use rewardlab_models::agent::{Policy, Sampling, TaskPrompt, TurnInfo, TurnOutput};
+use rewardlab_sandbox::{Limits, RepoStore, Sandbox, Status, ToolResult};
+
+use crate::common::scratch;
+
+const REWARD: &str = "# file-level F-beta, degenerate rollouts masked\nreward = Fb(file) * mask(c > 0)\n";
+
+/// A small generated source shared by the tests of this module.
+fn tasks() -> Arc<TaskSet> {
+    static TASKS: OnceLock<Arc<TaskSet>> = OnceLock::new();
+    TASKS
+        .get_or_init(|| {
+            let config = SyntheticConfig { seed: 5, files: 60, commits: 2, tasks: 16, held_out_fraction: 0.25 };
+            let source = synthetic::generate(&config, &scratch("engine-source")).expect("generate a small source");
+            Arc::new(TaskSet::from_synthetic(&source, 0.15).expect("synthetic tasks convert"))
+        })
+        .clone()
+}
+
+fn sandbox(name: &str) -> Sandbox {
+    let store = RepoStore::open(scratch(&format!("engine-store-{name}"))).expect("open a repo store");
+    Sandbox::new(Arc::new(store), Limits::default())
+}
+
+fn variant(group_size: usize) -> Arc<RewardVariant> {
+    Arc::new(RewardVariant::compile("fb-masked", REWARD, group_size, &[]).expect("the reward compiles"))
+}
+
+/// Small and fast, with two mini-batches so that ratios leave 1 and the optimiser state matters.
+fn config() -> EngineConfig {
+    EngineConfig {
+        seed: 11,
+        group_size: 4,
+        prompts_per_step: 4,
+        total_steps: 4,
+        minibatches: 2,
+        checkpoint_every: 0,
+        eval_every: 2,
+        eval_tasks: Some(3),
+        optim: OptimConfig { lr: 0.05, schedule: LrSchedule::Constant, ..OptimConfig::default() },
+        ..EngineConfig::default()
+    }
+}
+
+fn engine(config: EngineConfig, name: &str) -> Engine<ToyPolicy> {
+    let g = config.group_size;
+    Engine::new(config, ToyPolicy::default(), tasks(), sandbox(name), variant(g)).expect("engine starts")
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn run_to_end(config: EngineConfig, name: &str) -> PathBuf {
+    let dir = scratch(name);
+    let mut steps = Vec::new();
+    engine(config, name).run(&dir, |r| steps.push(r.step)).expect("run completes");
+    assert_eq!(steps, (1..=steps.len()).collect::<Vec<_>>(), "the callback sees every step in order");
+    dir
+}
+
+#[test]
+fn a_run_writes_one_flushed_row_per_step_with_eval_columns_on_eval_steps() {
+    let dir = run_to_end(config(), "engine-basic");
+    let mut reader = csv::Reader::from_path(dir.join("metrics.csv")).expect("metrics.csv");
+    let header = reader.headers().expect("header").clone();
+    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("row")).collect();
+    assert_eq!(rows.len(), 4);
+    let col = |row: &csv::StringRecord, name: &str| -> String {
+        row[header.iter().position(|h| h == name).unwrap_or_else(|| panic!("column {name}"))].to_owned()
+    };
+    let num = |row: &csv::StringRecord, name: &str| -> f64 { col(row, name).parse().expect("a number") };
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(num(row, "step"), (i + 1) as f64);
+        for rate in ["valid_rate", "truncated_rate", "fb_file", "zero_std_groups", "clip_ratio"] {
+            let v = num(row, rate);
+            assert!((0.0..=1.0).contains(&v), "{rate} = {v}");
+        }
+        assert!(num(row, "turns") >= 1.0 && num(row, "turns") <= 4.0);
+        assert!(num(row, "calls") > 0.0, "the toy policy searches");
+        assert!(num(row, "units") > 0.0 && num(row, "entropy") > 0.0);
+        assert!(num(row, "kl") >= 0.0, "k3 is non-negative");
+        let eval = col(row, "eval_fb_mean");
+        if (i + 1) % 2 == 0 {
+            let v: f64 = eval.parse().expect("eval on eval steps");
+            assert!((0.0..=1.0).contains(&v));
+        } else {
+            assert_eq!(eval, "", "no eval off eval steps");
+        }
+    }
+    assert!(num(&rows[0], "kl") == 0.0 || num(&rows[0], "kl") < 1e-3, "the first mini-batch is at the reference");
+    // After the first mini-batch update, the second sees ratios away from 1.
+    assert!(rows.iter().any(|r| num(r, "kl") > 0.0), "the policy moves away from its reference");
+    let timings = read(&dir.join("timings.csv"));
+    assert_eq!(timings.lines().count(), 5, "header and one row per step");
+    assert!(timings.starts_with("step,rollout_s,tools_s,reward_s,update_s,eval_s\n"));
+}
+
+#[test]
+fn the_same_seed_gives_byte_identical_metrics_whatever_the_thread_counts() {
+    let run = |threads: usize, name: &str| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("rayon pool");
+        let dir = pool.install(|| run_to_end(EngineConfig { runtime_threads: threads, ..config() }, name));
+        read(&dir.join("metrics.csv"))
+    };
+    let one = run(1, "engine-threads-1");
+    let four = run(4, "engine-threads-4");
+    assert_eq!(one, four);
+    let other_seed = read(&run_to_end(EngineConfig { seed: 12, ..config() }, "engine-seed-12").join("metrics.csv"));
+    assert_ne!(one, other_seed, "the seed matters");
+}
+
+#[test]
+fn resuming_from_a_checkpoint_continues_bit_identically() {
+    let config = EngineConfig { checkpoint_every: 2, log_rollouts: true, ..config() };
+    let straight = run_to_end(config.clone(), "engine-straight");
+
+    // Interrupted: 3 steps (a checkpoint after step 2, then one more row, as
+    // if killed), then a fresh engine resumed from the checkpoint.
+    let dir = scratch("engine-interrupted");
+    let mut first = engine(config.clone(), "engine-interrupted");
+    let done = first.run_steps(&dir, 3, |_| {}).expect("three steps");
+    assert_eq!(done.steps_done, 3);
+    drop(first);
+    let checkpoint = latest_checkpoint(&dir).expect("a checkpoint exists");
+    assert!(checkpoint.ends_with("step-000002"), "{}", checkpoint.display());
+    assert_eq!(read(&dir.join("metrics.csv")).lines().count(), 4, "the killed run wrote row 3");
+    let mut resumed =
+        Engine::resume(&checkpoint, ToyPolicy::default(), tasks(), sandbox("engine-resumed"), variant(config.group_size))
+            .expect("resume");
+    assert_eq!(resumed.steps_done(), 2);
+    let summary = resumed.run(&dir, |_| {}).expect("the rest of the run");
+    assert_eq!((summary.steps_run, summary.steps_done), (2, 4));
+
+    assert_eq!(read(&straight.join("metrics.csv")), read(&dir.join("metrics.csv")));
+    assert_eq!(read(&straight.join("rollouts.jsonl")), read(&dir.join("rollouts.jsonl")));
+    let a = std::fs::read(straight.join("checkpoints/step-000004/policy.json")).expect("final policy");
+    let b = std::fs::read(dir.join("checkpoints/step-000004/policy.json")).expect("final policy");
+    assert_eq!(a, b, "the final parameters and optimiser state are identical");
+    // No temporary checkpoint directories are left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(dir.join("checkpoints"))
+        .expect("checkpoints")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn rollout_log_follows_the_contract() {
+    let dir = run_to_end(EngineConfig { total_steps: 1, log_rollouts: true, eval_every: 0, ..config() }, "engine-log");
+    let text = read(&dir.join("rollouts.jsonl"));
+    let loaded = rewardlab_rewards::load_rollouts(text.as_bytes()).expect("read");
+    assert!(loaded.errors.is_empty(), "{:?}", loaded.errors);
+    assert_eq!(loaded.records.len(), 16, "4 prompts × 4 rollouts");
+    for (_, r) in &loaded.records {
+        let turns = r.turns.as_ref().expect("turns");
+        assert!(!turns.is_empty() && turns.len() <= 4);
+        assert!(turns.last().expect("a last turn").is_empty(), "the answer turn has no calls");
+        assert!(r.target.as_ref().and_then(|t| t.files.as_ref()).is_some_and(|f| !f.is_empty()));
+        assert!(r.completion_tokens.is_some() && r.valid.is_some() && r.truncated.is_some());
+        for call in turns.iter().flatten() {
+            assert!(["grep", "glob", "read"].contains(&call.tool.as_str()), "{}", call.tool);
+            assert!(call.entities.is_some());
+        }
+    }
+    let value: serde_json::Value = serde_json::from_str(text.lines().next().expect("a line")).expect("json");
+    for key in ["step", "reward", "adv", "advantage", "group"] {
+        assert!(value.get(key).is_some(), "{key}");
+    }
+}
+
+#[test]
+fn a_task_drawn_twice_in_a_step_gets_its_own_group() {
+    let train = tasks().train().len();
+    let config = EngineConfig { prompts_per_step: train + 2, total_steps: 1, eval_every: 0, minibatches: 1, ..config() };
+    let outcome = engine(config, "engine-wrap").step().expect("a step across the epoch boundary");
+    assert_eq!(outcome.metrics.step, 1);
+}
+
+#[test]
+fn errors_are_loud_and_specific() {
+    let err = RewardVariant::compile("bad", "reward = Fbeta(file)\n", 4, &[]).expect_err("unknown feature");
+    assert!(err.to_string().contains("bad"), "{err}");
+    assert!(!err.errors.is_empty());
+    let err = RewardVariant::compile("p", REWARD, 4, &[("nope".into(), 1.0)]).expect_err("unknown param");
+    assert!(err.to_string().contains("nope"), "{err}");
+
+    let bad = EngineConfig { max_calls_per_turn: 9, ..config() };
+    let err = Engine::new(bad, ToyPolicy::default(), tasks(), sandbox("bad"), variant(4)).expect_err("bad config");
+    assert!(matches!(err, EngineError::Config(_)), "{err}");
+
+    // A reward that reads a feature the tasks do not label... every synthetic
+    // task has functions, so use a NaN instead: 0/0 on every rollout.
+    let nan = Arc::new(RewardVariant::compile("nan", "reward = 0 * log(0)\n", 4, &[]).expect("compiles with warnings"));
+    let mut e = Engine::new(EngineConfig { eval_every: 0, ..config() }, ToyPolicy::default(), tasks(), sandbox("nan"), nan)
+        .expect("engine");
+    let err = e.step().expect_err("non-finite reward");
+    assert!(matches!(err, EngineError::Reward { step: 1, .. }), "{err}");
+
+    // Resuming under another reward is refused.
+    let dir = run_to_end(EngineConfig { total_steps: 1, checkpoint_every: 1, eval_every: 0, ..config() }, "engine-ckpt");
+    let other = Arc::new(RewardVariant::compile("other", "reward = Fb(file)\n", 4, &[]).expect("compiles"));
+    let err = Engine::resume(
+        &latest_checkpoint(&dir).expect("checkpoint"),
+        ToyPolicy::default(),
+        tasks(),
+        sandbox("other"),
+        other,
+    )
+    .expect_err("another reward");
+    assert!(matches!(err, EngineError::Checkpoint { .. }), "{err}");
+    let mut finished = Engine::resume(
+        &latest_checkpoint(&dir).expect("checkpoint"),
+        ToyPolicy::default(),
+        tasks(),
+        sandbox("finished"),
+        variant(4),
+    )
+    .expect("resume a finished run");
+    assert!(matches!(finished.step(), Err(EngineError::Finished { steps: 1 })));
+}
+
+/// Plays one episode with a fixed seed, answering every call with `output`
+/// and the same entities, and returns it.
+fn play(policy: &ToyPolicy, output: &str) -> ToyEpisode {
+    let prompt = TaskPrompt {
+        id: "t".into(),
+        text: "Calling `Settings.load_profile` raises \"profile name must be a string\" in config.loader".into(),
+    };
+    let mut episode = policy.begin(&prompt, Sampling::Sample { temperature: 1.0 }, 42);
+    for index in 0..4 {
+        let info = TurnInfo { index, max_turns: 4, max_calls_per_turn: 8, must_answer: index == 3 };
+        match policy.act(&mut [&mut episode], info).remove(0) {
+            TurnOutput::Calls(calls) => {
+                let results: Vec<ToolResult> = calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, _)| ToolResult {
+                        output: format!("{output} (call {i})"),
+                        entities: vec![format!("pkg/mod{i}.py:{}", 10 + i), "pkg/config.py:3".into()],
+                        status: Status::Ok,
+                    })
+                    .collect();
+                policy.observe(&mut episode, &results);
+            }
+            _ => break,
+        }
+    }
+    episode
+}
+
+#[test]
+fn only_policy_units_enter_the_loss_tool_response_content_changes_nothing() {
+    let mut theta = ToyPolicy::default().params().to_vec();
+    theta[0] = 3.0; // search on every turn before the last, so responses are observed
+    let mut policy = ToyPolicy::with_params(theta);
+    let short = play(&policy, "x");
+    let long = play(&policy, &"a very different and much longer tool response\n".repeat(40));
+    assert!(long.context_chars() > short.context_chars() + 1000, "the responses differ and were observed");
+    assert_eq!(short.choices(), long.choices(), "the same decisions");
+    assert!(short.choices().len() > 5, "the episodes have units");
+    assert_eq!(policy.completion_tokens(&short), policy.completion_tokens(&long), "responses are not completion");
+    // Move the policy so that ratios and KL are not trivial.
+    policy.backward(&[&short], &[vec![0.3; short.choices().len()]]);
+    policy.step(&rewardlab_models::agent::OptimStep {
+        lr: 0.2,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.0,
+        max_grad_norm: None,
+    });
+    let loss_of = |e: &ToyEpisode| {
+        let logp = policy.logprobs(&[e]).remove(0);
+        let old = policy.sampled_logprobs(e);
+        let reference = policy.reference_logprobs(&[e]).remove(0);
+        let out = grpo_loss(
+            &LossConfig::default(),
+            &[SequenceInput { advantage: 0.7, logp: &logp, logp_old: &old, logp_ref: &reference }],
+        )
+        .expect("valid");
+        (logp, old, reference, out)
+    };
+    let (a, b) = (loss_of(&short), loss_of(&long));
+    assert_eq!(a.0, b.0, "current log-probs");
+    assert_eq!(a.1, b.1, "sampling log-probs");
+    assert_eq!(a.2, b.2, "reference log-probs");
+    assert_eq!(a.3, b.3, "loss, coefficients, clip ratio and KL");
+    assert!(a.3.coeffs[0].iter().any(|&c| c != 0.0));
+}

@@ -1,0 +1,227 @@
+//! Retrieval baselines on the synthetic source: BM25 over files against a
+//! scripted searcher that greps the issue's quoted strings and identifiers.
+//! The synthetic task is only useful if searching beats lexical similarity.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+use rewardlab_framework::bm25::{Bm25Index, Bm25Params};
+use rewardlab_framework::synthetic::{MIN_WEIGHT, Task};
+
+use crate::common::{default_source, evaluate, git};
+
+#[test]
+fn bm25_indexes_every_file_of_a_commit() {
+    let source = default_source();
+    for commit in [&source.commits[0], source.commits.last().expect("commits")] {
+        let index = Bm25Index::from_commit(&source.repo_path, &commit.id, Bm25Params::default()).expect("index");
+        let listing = git(&source.repo_path, &["ls-tree", "-r", "--name-only", &commit.id]);
+        let expected: BTreeSet<&str> = listing.lines().collect();
+        let indexed: BTreeSet<&str> = index.paths().iter().map(String::as_str).collect();
+        assert_eq!(indexed, expected);
+        assert_eq!(index.len(), commit.files);
+    }
+    let by_tag = Bm25Index::from_commit(&source.repo_path, &format!("refs/tags/{}", source.commits[0].tag), Bm25Params::default())
+        .expect("index by tag");
+    assert_eq!(by_tag.len(), source.commits[0].files);
+    assert!(Bm25Index::from_commit(&source.repo_path, "refs/heads/nope", Bm25Params::default()).is_err());
+}
+
+#[test]
+fn searching_beats_bm25_on_held_out_tasks() {
+    let source = default_source();
+    let mut indexes: BTreeMap<usize, Bm25Index> = BTreeMap::new();
+    let mut bm25 = |task: &Task| -> Vec<String> {
+        let index = indexes.entry(task.base_index).or_insert_with(|| {
+            Bm25Index::from_commit(&source.repo_path, &task.base_commit, Bm25Params::default()).expect("index")
+        });
+        let top: Vec<String> = index.top_k(&task.prompt, 2).into_iter().map(|h| h.path).collect();
+        if std::env::var("DEBUG_BM25").is_ok() { eprintln!("{:?} {:?}\n   top {:?}\n   rel {:?}", task.id, task.difficulty, top, task.relevant_files(MIN_WEIGHT)); }
+        top
+    };
+    if std::env::var("DEBUG_BM25").is_ok() {
+        let mut roles: BTreeMap<String, usize> = BTreeMap::new();
+        for t in &source.tasks { *roles.entry(format!("patch{}", t.targets.files.len())).or_default() += 1; for a in &t.aux { *roles.entry(format!("{:?}", a.role)).or_default() += 1; } }
+        eprintln!("ROLES {roles:?}");
+        let all: Vec<usize> = (0..source.tasks.len()).collect();
+        for d in [rewardlab_framework::synthetic::Difficulty::Easy, rewardlab_framework::synthetic::Difficulty::Medium, rewardlab_framework::synthetic::Difficulty::Hard] {
+            let sel: Vec<usize> = all.iter().copied().filter(|&i| source.tasks[i].difficulty == d).collect();
+            let b = evaluate(source, &sel, |t: &Task| t.relevant_files(MIN_WEIGHT), &mut bm25);
+            let s = evaluate(source, &sel, |t: &Task| t.relevant_files(MIN_WEIGHT), |t: &Task| scripted_search(&source.repo_path, t));
+            eprintln!("ALL {d:?} n={} bm25 {:.3} {:.3} {:.3} search {:.3} {:.3} {:.3}", sel.len(), b.0, b.1, b.2, s.0, s.1, s.2);
+        }
+        for seed in [1u64, 2, 5] {
+            let src = rewardlab_framework::synthetic::generate(&rewardlab_framework::synthetic::SyntheticConfig { seed, ..Default::default() }, &crate::common::scratch(&format!("dbg{seed}"))).unwrap();
+            let all: Vec<usize> = (0..src.tasks.len()).collect();
+            let mut idx: BTreeMap<usize, Bm25Index> = BTreeMap::new();
+            let b = evaluate(&src, &all, |t: &Task| t.relevant_files(MIN_WEIGHT), |t: &Task| { let i = idx.entry(t.base_index).or_insert_with(|| Bm25Index::from_commit(&src.repo_path, &t.base_commit, Bm25Params::default()).unwrap()); i.top_k(&t.prompt, 2).into_iter().map(|h| h.path).collect() });
+            let s = evaluate(&src, &all, |t: &Task| t.relevant_files(MIN_WEIGHT), |t: &Task| scripted_search(&src.repo_path, t));
+            let ho = evaluate(&src, &src.held_out, |t: &Task| t.relevant_files(MIN_WEIGHT), |t: &Task| { let i = idx.entry(t.base_index).or_insert_with(|| Bm25Index::from_commit(&src.repo_path, &t.base_commit, Bm25Params::default()).unwrap()); i.top_k(&t.prompt, 2).into_iter().map(|h| h.path).collect() });
+            eprintln!("SEED {seed} all bm25 {:.3} {:.3} {:.3} search {:.3} {:.3} {:.3} heldout-bm25 P {:.3}", b.0, b.1, b.2, s.0, s.1, s.2, ho.0);
+        }
+    }
+    let relevant = |task: &Task| task.relevant_files(MIN_WEIGHT);
+    let patch = |task: &Task| task.targets.files.clone();
+    let held_out = &source.held_out;
+    let bm25_relevant = evaluate(source, held_out, relevant, &mut bm25);
+    let bm25_patch = evaluate(source, held_out, patch, &mut bm25);
+    let search = |task: &Task| scripted_search(&source.repo_path, task);
+    let search_relevant = evaluate(source, held_out, relevant, search);
+    let search_patch = evaluate(source, held_out, patch, search);
+    let mean_relevant = held_out.iter().map(|&i| source.tasks[i].relevant_files(MIN_WEIGHT).len()).sum::<usize>() as f64 / held_out.len() as f64;
+    eprintln!("held-out tasks: {}, mean relevant files {mean_relevant:.2}", held_out.len());
+    eprintln!("                      P      R      F0.5   (targets: patch + aux w>=0.15 | patch only)");
+    eprintln!("BM25 top-2          {:.3}  {:.3}  {:.3}  | {:.3}  {:.3}  {:.3}", bm25_relevant.0, bm25_relevant.1, bm25_relevant.2, bm25_patch.0, bm25_patch.1, bm25_patch.2);
+    eprintln!("scripted grep top-2 {:.3}  {:.3}  {:.3}  | {:.3}  {:.3}  {:.3}", search_relevant.0, search_relevant.1, search_relevant.2, search_patch.0, search_patch.1, search_patch.2);
+    assert!(bm25_relevant.0 < 0.6, "BM25 precision {:.3} should be below 0.6", bm25_relevant.0);
+    assert!(bm25_relevant.0 > 0.1, "BM25 precision {:.3} should not be trivially zero", bm25_relevant.0);
+    assert!(search_relevant.0 >= bm25_relevant.0 + 0.2, "search {:.3} vs BM25 {:.3}", search_relevant.0, bm25_relevant.0);
+    assert!(search_relevant.2 >= bm25_relevant.2 + 0.2, "search F0.5 {:.3} vs BM25 {:.3}", search_relevant.2, bm25_relevant.2);
+    assert!(search_patch.2 > bm25_patch.2, "search F0.5 {:.3} vs BM25 {:.3} on patch files", search_patch.2, bm25_patch.2);
+}
+
+/// A scripted searcher, the strategy the synthetic task should reward.
+/// Step 1: grep (fixed strings, `*.py` only, as CodeGrep's `grep -rn
+/// --include=*.py`) for the error message, quoted fragments and identifiers
+/// of the issue; each pattern spreads its weight over the files it hits; the
+/// best file is the first answer. Step 2: read the function around the
+/// message in that file and grep for its name; the file that uses it most
+/// (its test or a caller) is the second answer.
+fn scripted_search(repo: &Path, task: &Task) -> Vec<String> {
+    let mut scores: BTreeMap<String, f64> = BTreeMap::new();
+    let patterns = patterns(&task.prompt);
+    for (pattern, weight, whole_word) in &patterns {
+        let hits = git_grep(repo, &task.base_commit, pattern, *whole_word);
+        if hits.is_empty() || hits.len() > 12 {
+            continue;
+        }
+        for hit in &hits {
+            *scores.entry(hit.clone()).or_default() += weight / hits.len() as f64;
+        }
+    }
+    let mut ranked: Vec<(String, f64)> = scores.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let Some((best, _)) = ranked.first().cloned() else { return Vec::new() };
+    let mut answer = vec![best.clone()];
+    let strings: Vec<&str> = patterns.iter().filter(|p| p.1 >= 3.0).map(|p| p.0.as_str()).collect();
+    if let Some(name) = enclosing_function(repo, &task.base_commit, &best, &strings) {
+        let mut users: Vec<(String, usize)> = git_grep_counts(repo, &task.base_commit, &name)
+            .into_iter()
+            .filter(|(path, _)| *path != best)
+            .collect();
+        users.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        answer.extend(users.into_iter().take(1).map(|(path, _)| path));
+    }
+    if answer.len() < 2 {
+        answer.extend(ranked.into_iter().skip(1).take(1).map(|(path, _)| path));
+    }
+    answer
+}
+
+/// The name of the function in `path` whose body holds the first line that
+/// contains one of `strings`.
+fn enclosing_function(repo: &Path, commit: &str, path: &str, strings: &[&str]) -> Option<String> {
+    let text = git(repo, &["show", &format!("{commit}:{path}")]);
+    let lines: Vec<&str> = text.lines().collect();
+    let hit = lines.iter().position(|line| strings.iter().any(|s| line.contains(s)))?;
+    lines[..=hit].iter().rev().find_map(|line| {
+        let rest = line.trim_start().strip_prefix("def ")?;
+        rest.split_once('(').map(|(name, _)| name.to_string())
+    })
+}
+
+/// Files of `commit` using the word `name`, with their match counts.
+fn git_grep_counts(repo: &Path, commit: &str, name: &str) -> Vec<(String, usize)> {
+    let output = Command::new("git")
+        .arg("--git-dir")
+        .arg(repo)
+        .args(["grep", "-c", "-F", "-w", "-e", name, commit, "--", "*.py"])
+        .output()
+        .expect("run git grep");
+    assert!(output.status.code().is_some_and(|c| c <= 1), "git grep failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let (_, rest) = line.split_once(':')?;
+            let (path, count) = rest.rsplit_once(':')?;
+            Some((path.to_string(), count.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Search patterns of an issue: (pattern, weight, whole word).
+fn patterns(prompt: &str) -> Vec<(String, f64, bool)> {
+    let mut out: Vec<(String, f64, bool)> = Vec::new();
+    let mut seen = BTreeSet::new();
+    let mut add = |pattern: String, weight: f64, word: bool, out: &mut Vec<(String, f64, bool)>| {
+        if pattern.len() >= 4 && seen.insert(pattern.clone()) {
+            out.push((pattern, weight, word));
+        }
+    };
+    let mut in_code = false;
+    for line in prompt.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        // `SomeError: message`: the message, and its prefixes before `: `.
+        if let Some((exception, message)) = line.trim().split_once(": ")
+            && exception.ends_with("Error")
+            && exception.chars().all(|c| c.is_alphanumeric())
+        {
+            let mut message = message.to_string();
+            loop {
+                add(message.clone(), 4.0, false, &mut out);
+                match message.rsplit_once(": ") {
+                    Some((head, _)) => message = head.to_string(),
+                    None => break,
+                }
+            }
+        }
+        if !in_code {
+            for (i, quoted) in line.split('"').enumerate() {
+                if i % 2 == 1 && quoted.contains(' ') {
+                    add(quoted.to_string(), 3.0, false, &mut out);
+                }
+            }
+            for (i, span) in line.split('`').enumerate() {
+                if i % 2 == 1 {
+                    for identifier in identifiers(span) {
+                        add(identifier, 1.0, true, &mut out);
+                    }
+                }
+            }
+        } else {
+            for identifier in identifiers(line) {
+                add(identifier, 1.0, true, &mut out);
+            }
+        }
+    }
+    out
+}
+
+/// Compound identifiers (`snake_case` or `CamelCase`) in `text`.
+fn identifiers(text: &str) -> Vec<String> {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| w.len() >= 4)
+        .filter(|w| w.trim_matches('_').contains('_') || w.chars().skip(1).any(char::is_uppercase))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Files of `commit` whose content contains `pattern` (`git grep -F`).
+fn git_grep(repo: &Path, commit: &str, pattern: &str, whole_word: bool) -> Vec<String> {
+    let mut command = Command::new("git");
+    command.arg("--git-dir").arg(repo).args(["grep", "-l", "-F"]);
+    if whole_word {
+        command.arg("-w");
+    }
+    let output = command.args(["-e", pattern, commit, "--", "*.py"]).output().expect("run git grep");
+    // Exit status 1 means no match.
+    assert!(output.status.code().is_some_and(|c| c <= 1), "git grep failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.split_once(':').map(|(_, path)| path.to_string()))
+        .collect()
+}

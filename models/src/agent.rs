@@ -1,0 +1,138 @@
+//! The `Policy` trait: what the GRPO engine asks of any policy, the CPU proxy
+//! policy and Qwen3 + LoRA alike.
+//!
+//! A rollout is a conversation of turns. At each turn the policy either issues
+//! up to `max_calls_per_turn` tool calls (answered by the sandbox and handed
+//! back through [`Policy::observe`]) or answers. The policy keeps everything it
+//! needs for training in its own [`Policy::Episode`]: the engine never looks
+//! inside, it only asks for per-*unit* log-probabilities (a unit is a sampled
+//! decision for the proxy policy, a generated token for an LLM) and hands back
+//! per-unit loss coefficients.
+//!
+//! The loss is computed once, in the engine, in `f64`: the clipped surrogate and
+//! the KL penalty are functions of each unit's current log-prob, so their
+//! gradient is `Σ_u coeff_u · ∇θ logp_u` with `coeff_u = ∂loss/∂logp_u`
+//! computed analytically by the engine. A policy therefore only implements
+//! [`Policy::backward`] for a weighted sum of its own log-probs — for candle
+//! models a `backward()` on `(coeff ⊙ logp).sum()`, for the log-linear proxy
+//! policy the closed-form gradient of a log-softmax. Tool-response content never
+//! enters the loss except through the decisions the policy made after seeing it.
+
+use rewardlab_sandbox::{ToolCall, ToolResult};
+
+/// What the policy is asked: the task's text, and where it may search.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskPrompt {
+    /// Stable task id (the group name in rollout logs).
+    pub id: String,
+    /// The issue text.
+    pub text: String,
+}
+
+/// How to sample.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Sampling {
+    /// Training: draw from the policy at this temperature.
+    Sample { temperature: f64 },
+    /// Evaluation: take the most likely choice everywhere.
+    Greedy,
+}
+
+/// Where a turn stands in the rollout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TurnInfo {
+    /// 0-based turn index.
+    pub index: usize,
+    pub max_turns: usize,
+    pub max_calls_per_turn: usize,
+    /// The last turn: the policy must answer now.
+    pub must_answer: bool,
+}
+
+/// The final answer of a rollout.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Answer {
+    /// A policy that decides files directly (the proxy policy).
+    Structured { files: Vec<String>, line_ranges: Vec<String> },
+    /// Generated text that should hold `<answer>{...}</answer>`; the engine parses it strictly.
+    Text(String),
+}
+
+/// What the policy did in one turn.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TurnOutput {
+    /// Tool calls to run concurrently. A malformed call the policy generated is
+    /// passed as `Err(result)`: the engine shows that error as the call's response.
+    Calls(Vec<Result<ToolCall, ToolResult>>),
+    /// The rollout ends with this answer.
+    Answer(Answer),
+    /// The policy ran out of its generation budget without answering.
+    Truncated,
+}
+
+/// Gradient and optimiser bookkeeping returned by [`Policy::step`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepStats {
+    /// Global gradient norm before clipping.
+    pub grad_norm: f64,
+}
+
+/// AdamW settings for one [`Policy::step`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OptimStep {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    /// Clip the global gradient norm to this (no clipping when `None`).
+    pub max_grad_norm: Option<f64>,
+}
+
+/// A trainable, stochastic policy over multi-turn tool use.
+pub trait Policy: Send + Sync {
+    /// One rollout's private record: its history as the policy sees it, the
+    /// units it sampled with their sampling log-probs, and its RNG.
+    type Episode: Send;
+    /// Serialisable checkpoint of parameters and optimiser state.
+    type State: serde::Serialize + serde::de::DeserializeOwned;
+
+    /// Starts a rollout. `seed` fixes every random choice of this rollout, so
+    /// results do not depend on scheduling or thread count.
+    fn begin(&self, task: &TaskPrompt, sampling: Sampling, seed: u64) -> Self::Episode;
+
+    /// Decides the next turn of each episode. The engine passes the rollouts
+    /// that are at the same turn together so that a batched policy can batch.
+    fn act(&self, episodes: &mut [&mut Self::Episode], turn: TurnInfo) -> Vec<TurnOutput>;
+
+    /// Hands the results of the last turn's calls back, in call order.
+    fn observe(&self, episode: &mut Self::Episode, results: &[ToolResult]);
+
+    /// Tokens (or token-equivalents) the policy generated in this episode: the
+    /// `len` feature and the completion-length metric.
+    fn completion_tokens(&self, episode: &Self::Episode) -> usize;
+
+    /// The log-probs recorded when the units were sampled (the "old" policy).
+    fn sampled_logprobs(&self, episode: &Self::Episode) -> Vec<f64>;
+
+    /// Mean entropy of the sampled units' distributions, for the metrics.
+    fn entropy(&self, episode: &Self::Episode) -> f64;
+
+    /// Log-probs of every unit under the current parameters.
+    fn logprobs(&self, episodes: &[&Self::Episode]) -> Vec<Vec<f64>>;
+
+    /// Log-probs of every unit under the frozen reference (the start of training).
+    fn reference_logprobs(&self, episodes: &[&Self::Episode]) -> Vec<Vec<f64>>;
+
+    /// Accumulates the gradient of `Σ_episodes Σ_u coeffs[e][u] · logp_u`.
+    fn backward(&mut self, episodes: &[&Self::Episode], coeffs: &[Vec<f64>]);
+
+    /// Applies the accumulated gradient (AdamW, with clipping) and clears it.
+    fn step(&mut self, optim: &OptimStep) -> StepStats;
+
+    /// Parameters and optimiser state, for checkpoints.
+    fn state(&self) -> Self::State;
+
+    /// Restores what [`Policy::state`] saved.
+    fn restore(&mut self, state: Self::State);
+}

@@ -1,0 +1,39 @@
+//! rewardlab-models: the token-level policy — Qwen3 with LoRA adapters, written on candle.
+//!
+//! The model has two forward paths over one set of weights:
+//! - a **training path** ([`Qwen3Model::forward_train`]) built only from differentiable
+//!   primitives (plain softmax, RMSNorm and RoPE from elementwise ops, an additive causal mask),
+//!   because candle-nn's fused kernels have no backward pass;
+//! - a **cached sampling path** ([`Qwen3Model::forward_cached`]) that uses candle's fused
+//!   kernels and a preallocated per-batch KV cache with per-row positions.
+//!
+//! LoRA ([`lora`]) wraps every linear projection; the frozen base weights are plain tensors and
+//! only the adapters are `Var`s. Reference log-probs come from the same model with the adapters
+//! switched off per call ([`Pass`]), so no second copy of the weights exists.
+//!
+//! Around the model: sharded mmap'd safetensors loading ([`checkpoint`]), the tokenizer
+//! ([`tokenizer`]), Qwen3's chat template with grep/glob/read tools and loss masks
+//! ([`template`]), batched sampling ([`sampling`]), the policy facade the GRPO engine will wrap
+//! ([`policy`]), PEFT adapter files ([`peft`]), SFT warm start ([`sft`]) and tiny test
+//! checkpoints ([`tiny`]). Nothing here knows about studies or rewards.
+
+pub mod agent;
+pub mod checkpoint;
+mod error;
+pub mod lora;
+pub mod peft;
+pub mod policy;
+pub mod qwen3;
+pub mod sampling;
+pub mod sft;
+pub mod template;
+pub mod tiny;
+pub mod tokenizer;
+
+pub use candle_core::{DType, Device, Tensor, Var};
+pub use error::{Error, Result};
+pub use lora::{LoraConfig, LoraLinear, TargetModule};
+pub use policy::{Generation, PolicyOptions, Qwen3Policy};
+pub use qwen3::{KvCache, Mode, Pass, Qwen3Config, Qwen3Model};
+pub use sampling::{FinishReason, SamplingParams};
+pub use tokenizer::QwenTokenizer;

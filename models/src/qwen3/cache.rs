@@ -1,0 +1,166 @@
+//! The batched KV cache of the sampling path.
+//!
+//! Layout: every row of the batch shares one slot axis. A forward call appends `len` slots to
+//! every row; a row that has nothing to add (its prompt is shorter, or it already stopped)
+//! fills its slots with padding marked invalid. Three facts make padding harmless:
+//! - keys in invalid slots are masked out of every query;
+//! - each row's RoPE position counts only its valid slots, so a left-padded prompt gets the
+//!   same positions as the unpadded one;
+//! - the padding bias is finite, so a padding query that sees only padding gets a finite
+//!   softmax instead of NaN (which would poison the values other rows mask out).
+//!
+//! Storage is preallocated per layer and grown by doubling, so a decode step writes in place
+//! (`slice_set`) instead of concatenating the whole cache.
+
+use candle_core::{DType, Device, Tensor};
+
+/// The KV cache of one batch of sequences across all layers, plus per-row bookkeeping.
+#[derive(Debug)]
+pub struct KvCache {
+    pub(crate) layers: Vec<LayerKv>,
+    batch: usize,
+    /// `valid[row][slot]`: whether the slot holds a real token of that row.
+    valid: Vec<Vec<bool>>,
+    /// The RoPE position the next valid token of each row gets.
+    next_pos: Vec<u32>,
+}
+
+impl KvCache {
+    /// An empty cache for `batch` rows and `layers` decoder layers.
+    pub fn new(batch: usize, layers: usize) -> Self {
+        Self::with_capacity(batch, layers, 0)
+    }
+
+    /// An empty cache that allocates room for `slots` slots at its first append, so a
+    /// generation whose length is known never regrows (regrowing briefly holds old + new).
+    pub fn with_capacity(batch: usize, layers: usize, slots: usize) -> Self {
+        Self {
+            layers: (0..layers)
+                .map(|_| LayerKv {
+                    kv: None,
+                    len: 0,
+                    reserve: slots,
+                })
+                .collect(),
+            batch,
+            valid: vec![Vec::new(); batch],
+            next_pos: vec![0; batch],
+        }
+    }
+
+    /// Rows in the batch.
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+
+    /// Slots used so far (the same for every row).
+    pub fn len(&self) -> usize {
+        self.valid.first().map_or(0, Vec::len)
+    }
+
+    /// Whether nothing has been appended yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Real tokens held for each row.
+    pub fn row_tokens(&self) -> &[u32] {
+        &self.next_pos
+    }
+
+    /// Registers a chunk of `len` slots per row; returns the per-slot RoPE positions
+    /// `(batch, len)` and the attention mask for the chunk's queries over all keys.
+    pub(crate) fn admit(&mut self, chunk_valid: &[Vec<bool>], device: &Device) -> crate::Result<(Tensor, AttnMask)> {
+        let len = chunk_valid.first().map_or(0, Vec::len);
+        if chunk_valid.len() != self.batch || len == 0 || chunk_valid.iter().any(|r| r.len() != len) {
+            return Err(crate::Error::Invalid(format!(
+                "chunk validity must be {} non-empty rows of equal length",
+                self.batch
+            )));
+        }
+        let base = self.len();
+        let keys = base + len;
+        let mut positions = Vec::with_capacity(self.batch * len);
+        let mut key_bias = Vec::with_capacity(self.batch * keys);
+        for (row, chunk) in chunk_valid.iter().enumerate() {
+            for &ok in chunk {
+                positions.push(self.next_pos[row]);
+                if ok {
+                    self.next_pos[row] += 1;
+                }
+            }
+            self.valid[row].extend_from_slice(chunk);
+            key_bias.extend(self.valid[row].iter().map(|&ok| if ok { 0f32 } else { PAD_BIAS }));
+        }
+        let positions = Tensor::from_vec(positions, (self.batch, len), device)?;
+        let key_bias = Tensor::from_vec(key_bias, (self.batch, 1, 1, 1, keys), device)?;
+        Ok((
+            positions,
+            AttnMask {
+                causal: causal_mask(len, base, device)?,
+                keys: Some(key_bias),
+            },
+        ))
+    }
+}
+
+/// Added to the scores of padding keys. Finite on purpose: a padding query whose every key is
+/// padding then gets a uniform (finite) softmax instead of NaN, and NaN in a padding slot's
+/// keys or values would leak into real rows through `0 * NaN`. Against real keys,
+/// `exp(-1e9)` is exactly zero in f32.
+const PAD_BIAS: f32 = -1e9;
+
+/// Additive attention masks, kept factored so no `(batch, len, keys)` tensor is materialised.
+#[derive(Debug, Clone)]
+pub(crate) struct AttnMask {
+    /// `(1, 1, 1, len, keys)`: `-inf` where the key comes after the query.
+    pub(crate) causal: Tensor,
+    /// `(batch, 1, 1, 1, keys)`: [`PAD_BIAS`] on padding keys.
+    pub(crate) keys: Option<Tensor>,
+}
+
+/// The causal mask for `len` queries that follow `base` earlier slots.
+pub(crate) fn causal_mask(len: usize, base: usize, device: &Device) -> candle_core::Result<Tensor> {
+    let keys = base + len;
+    let mask: Vec<f32> = (0..len)
+        .flat_map(|i| (0..keys).map(move |j| if j <= base + i { 0.0 } else { f32::NEG_INFINITY }))
+        .collect();
+    Tensor::from_vec(mask, (1, 1, 1, len, keys), device)
+}
+
+/// One layer's keys and values: `(batch, kv_heads, capacity, head_dim)`, `len` slots used.
+#[derive(Debug)]
+pub(crate) struct LayerKv {
+    kv: Option<(Tensor, Tensor)>,
+    len: usize,
+    /// Capacity of the first allocation.
+    reserve: usize,
+}
+
+impl LayerKv {
+    /// Writes the new keys/values after the used slots and returns views of all used slots.
+    pub(crate) fn append(&mut self, k: &Tensor, v: &Tensor) -> candle_core::Result<(Tensor, Tensor)> {
+        let (b, h, l, d) = k.dims4()?;
+        let needed = self.len + l;
+        let capacity = self.kv.as_ref().map_or(0, |(k, _)| k.dim(2).unwrap_or(0));
+        if needed > capacity {
+            let new_cap = needed.max(capacity * 2).max(self.reserve).max(64);
+            let grow = |old: Option<&Tensor>, dtype: DType| -> candle_core::Result<Tensor> {
+                let fresh = Tensor::zeros((b, h, new_cap, d), dtype, k.device())?;
+                if let Some(old) = old {
+                    fresh.slice_set(&old.narrow(2, 0, self.len)?.contiguous()?, 2, 0)?;
+                }
+                Ok(fresh)
+            };
+            let old = self.kv.take();
+            let nk = grow(old.as_ref().map(|(k, _)| k), k.dtype())?;
+            let nv = grow(old.as_ref().map(|(_, v)| v), v.dtype())?;
+            self.kv = Some((nk, nv));
+        }
+        let (ck, cv) = self.kv.as_ref().expect("allocated above");
+        ck.slice_set(&k.contiguous()?, 2, self.len)?;
+        cv.slice_set(&v.contiguous()?, 2, self.len)?;
+        self.len = needed;
+        Ok((ck.narrow(2, 0, needed)?, cv.narrow(2, 0, needed)?))
+    }
+}

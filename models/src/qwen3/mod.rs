@@ -1,0 +1,39 @@
+//! Qwen3, written for this project: configuration, the two forward paths and their parts.
+
+mod attention;
+mod cache;
+mod config;
+mod mlp;
+mod model;
+mod norm;
+mod rope;
+
+pub use cache::KvCache;
+pub use config::Qwen3Config;
+pub use model::Qwen3Model;
+
+/// Which kernels a forward pass may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Only ops with a backward pass (plain softmax, RMSNorm and RoPE from primitives).
+    Train,
+    /// candle-nn's fused softmax, RMSNorm and RoPE: faster, but gradients stop at them.
+    Infer,
+}
+
+/// Per-call switches of a forward pass; passed down so the layers hold no mutable state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pass {
+    pub mode: Mode,
+    /// Whether LoRA adapters contribute. Off gives the frozen base model (the GRPO reference).
+    pub lora: bool,
+}
+
+impl Pass {
+    /// The policy being trained: differentiable, adapters on.
+    pub const TRAIN: Pass = Pass { mode: Mode::Train, lora: true };
+    /// The frozen reference: same kernels as [`Pass::TRAIN`] so the KL starts at exactly zero.
+    pub const REFERENCE: Pass = Pass { mode: Mode::Train, lora: false };
+    /// Sampling: fused kernels, adapters on.
+    pub const SAMPLE: Pass = Pass { mode: Mode::Infer, lora: true };
+}

@@ -1,0 +1,117 @@
+//! Tool-use features: `C` (calls), `T` (turns), `c = C / T`, and FuseSearch's
+//! tool efficiency `e`.
+//!
+//! `e` is the mean over calls of the share of a call's entities that no
+//! earlier call of the rollout returned. Decisions: a call's entities are
+//! counted once each (a grep that reports the same `path:line` twice returned
+//! one entity); a call that returns nothing scores 0 (it bought no
+//! information); calls of one turn count in the order listed, so of two
+//! parallel calls returning the same hit only the first is credited; a
+//! rollout with no calls has `e = 0`.
+
+use std::collections::HashSet;
+
+use crate::rollout::ToolCall;
+
+/// The entity a tool hit names: `path:line` for grep and read, `path` for
+/// glob (and for any other tool that returns paths without lines).
+pub fn entity(tool: &str, path: &str, line: Option<u32>) -> String {
+    match (tool, line) {
+        ("glob", _) | (_, None) => crate::paths::normalize_lossy(path),
+        (_, Some(line)) => format!("{}:{line}", crate::paths::normalize_lossy(path)),
+    }
+}
+
+/// Tool calls issued over all turns.
+pub fn calls(turns: &[Vec<ToolCall>]) -> usize {
+    turns.iter().map(Vec::len).sum()
+}
+
+/// `c = C / T`; 0 when there are no turns (the loader rejects that case).
+pub fn calls_per_turn(turns: &[Vec<ToolCall>]) -> f64 {
+    if turns.is_empty() {
+        0.0
+    } else {
+        calls(turns) as f64 / turns.len() as f64
+    }
+}
+
+/// Why `e` cannot be computed for a rollout.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("tool call {call} of turn {turn} has no `entities`")]
+pub struct MissingEntities {
+    /// 1-based turn and call indices.
+    pub turn: usize,
+    pub call: usize,
+}
+
+/// Tool efficiency `e` in [0, 1]. Every call must list its entities (an
+/// absent list is not an empty result: the source did not record it).
+pub fn tool_efficiency(turns: &[Vec<ToolCall>]) -> Result<f64, MissingEntities> {
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut this_call: Vec<&str> = Vec::new();
+    let mut total = 0.0;
+    let mut n = 0usize;
+    for (t, turn) in turns.iter().enumerate() {
+        for (k, call) in turn.iter().enumerate() {
+            let entities = call.entities.as_ref().ok_or(MissingEntities { turn: t + 1, call: k + 1 })?;
+            n += 1;
+            // Distinct entities of this call; sorting beats a per-call set at these sizes.
+            this_call.clear();
+            this_call.extend(entities.iter().map(String::as_str));
+            this_call.sort_unstable();
+            this_call.dedup();
+            if this_call.is_empty() {
+                continue;
+            }
+            // With duplicates gone, `insert` is true exactly for entities no earlier call returned.
+            let new = this_call.iter().filter(|e| seen.insert(e)).count();
+            total += new as f64 / this_call.len() as f64;
+        }
+    }
+    Ok(if n == 0 { 0.0 } else { total / n as f64 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(entities: &[&str]) -> ToolCall {
+        ToolCall {
+            tool: "grep".into(),
+            args: serde_json::Value::Null,
+            entities: Some(entities.iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
+    #[test]
+    fn efficiency_counts_new_entities_in_listed_order() {
+        let turns = vec![
+            vec![call(&["a:1", "a:2"]), call(&["a:2", "b:1"])],
+            vec![call(&[]), call(&["a:1", "a:1"])],
+            vec![],
+        ];
+        // Calls score 1, 1/2, 0 (empty), 0 (all seen): mean 1.5 / 4.
+        assert_eq!(tool_efficiency(&turns), Ok(0.375));
+        assert_eq!(calls(&turns), 4);
+        assert!((calls_per_turn(&turns) - 4.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn no_calls_is_zero_and_missing_entities_is_an_error() {
+        assert_eq!(tool_efficiency(&[vec![]]), Ok(0.0));
+        let mut c = call(&[]);
+        c.entities = None;
+        assert_eq!(
+            tool_efficiency(&[vec![call(&["x"])], vec![c]]),
+            Err(MissingEntities { turn: 2, call: 1 })
+        );
+    }
+
+    #[test]
+    fn entity_shapes() {
+        assert_eq!(entity("grep", "./a.py", Some(3)), "a.py:3");
+        assert_eq!(entity("read", "a.py", Some(10)), "a.py:10");
+        assert_eq!(entity("glob", "a.py", Some(10)), "a.py");
+    }
+}

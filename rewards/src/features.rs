@@ -1,0 +1,520 @@
+//! From rollout records to the DSL's feature table: one column per requested
+//! [`FeatureRef`] (`Fb(file)`, `Fb(lr, 1)`, `P(func)`, `c`, ...), rows grouped
+//! by `group` in order of first appearance.
+//!
+//! A feature that a record cannot provide is an error naming the feature, the
+//! source and the rollout ([`FeatureError::Unavailable`]); a computed value
+//! outside the feature's declared range (e.g. `c > 8`) is an error too
+//! ([`FeatureError::OutOfRange`]), because the checker's proofs assume those ranges.
+
+use std::collections::HashMap;
+
+use rewardlab_dsl::table::TableError;
+use rewardlab_dsl::{FeatureRef, FeatureSchema, FeatureTable};
+
+use crate::efficiency;
+use crate::metrics::{Counts, LineMatch, match_line_ranges};
+use crate::rollout::{Rollout, Selection};
+
+/// How features are computed.
+#[derive(Clone, Debug)]
+pub struct FeatureOptions {
+    /// The line-range matching rule of `Fb(lr)`, `P(lr)`, `R(lr)`, `F1(lr)`.
+    pub line_match: LineMatch,
+    /// Names the data source in errors (a file path, "the GRPO engine").
+    pub source: String,
+    /// Reject values outside the schema's declared ranges.
+    pub check_ranges: bool,
+}
+
+impl Default for FeatureOptions {
+    fn default() -> FeatureOptions {
+        FeatureOptions {
+            line_match: LineMatch::Coverage,
+            source: "rollouts".to_string(),
+            check_ranges: true,
+        }
+    }
+}
+
+/// A feature table and the order of its rows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupedTable {
+    pub table: FeatureTable,
+    /// `order[row]` is the input index of the rollout in table row `row`;
+    /// write outputs back in input order with `out[order[row]] = value[row]`.
+    pub order: Vec<usize>,
+}
+
+/// Why a feature column could not be computed.
+#[derive(Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FeatureError {
+    #[error("unknown feature `{key}`: rewardlab-rewards does not compute it")]
+    Unknown { key: String },
+    #[error("feature `{key}`: unknown level `{level}` (expected file, lr or func)")]
+    BadLevel { key: String, level: String },
+    #[error("feature `{key}`: beta must be a finite number >= 0")]
+    BadBeta { key: String },
+    #[error(
+        "feature `{feature}` is not provided by {data_source}: rollout {rollout} (group `{group}`) has no {missing}"
+    )]
+    Unavailable {
+        feature: String,
+        data_source: String,
+        rollout: usize,
+        group: String,
+        missing: String,
+    },
+    #[error(
+        "feature `{feature}` of rollout {rollout} (group `{group}`) in {data_source} is {value}, outside its declared range [{lo}, {hi}]"
+    )]
+    OutOfRange {
+        feature: String,
+        data_source: String,
+        rollout: usize,
+        group: String,
+        value: f64,
+        lo: f64,
+        hi: f64,
+    },
+    #[error(transparent)]
+    Table(#[from] TableError),
+}
+
+/// The retrieval level of `Fb`, `P`, `R`, `F1`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Level {
+    File,
+    LineRange,
+    Function,
+}
+
+impl Level {
+    pub fn parse(level: &str) -> Option<Level> {
+        match level {
+            "file" => Some(Level::File),
+            "lr" => Some(Level::LineRange),
+            "func" => Some(Level::Function),
+            _ => None,
+        }
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            Level::File => "files",
+            Level::LineRange => "line_ranges",
+            Level::Function => "functions",
+        }
+    }
+}
+
+/// What a column computes, resolved once from its [`FeatureRef`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Column {
+    FBeta(Level, f64),
+    Precision(Level),
+    Recall(Level),
+    F1(Level),
+    CallsPerTurn,
+    Calls,
+    Turns,
+    Efficiency,
+    Len,
+    Valid,
+    Truncated,
+}
+
+fn resolve(f: &FeatureRef) -> Result<Column, FeatureError> {
+    let level = || -> Result<Level, FeatureError> {
+        let name = f.level.as_deref().unwrap_or("");
+        Level::parse(name).ok_or_else(|| FeatureError::BadLevel {
+            key: f.key.clone(),
+            level: name.to_string(),
+        })
+    };
+    Ok(match f.name.as_str() {
+        "Fb" => {
+            let beta = f
+                .args
+                .first()
+                .copied()
+                .unwrap_or(crate::schema::DEFAULT_BETA);
+            if !(beta.is_finite() && beta >= 0.0) {
+                return Err(FeatureError::BadBeta { key: f.key.clone() });
+            }
+            Column::FBeta(level()?, beta)
+        }
+        "P" => Column::Precision(level()?),
+        "R" => Column::Recall(level()?),
+        "F1" => Column::F1(level()?),
+        "c" => Column::CallsPerTurn,
+        "C" => Column::Calls,
+        "T" => Column::Turns,
+        "e" => Column::Efficiency,
+        "len" => Column::Len,
+        "valid" => Column::Valid,
+        "truncated" => Column::Truncated,
+        _ => return Err(FeatureError::Unknown { key: f.key.clone() }),
+    })
+}
+
+/// Groups rollouts (stable, by first appearance of `group`) and computes one
+/// column per requested feature. Duplicate requests (same key) are computed once.
+pub fn feature_table(
+    features: &[FeatureRef],
+    rollouts: &[Rollout],
+    options: &FeatureOptions,
+) -> Result<GroupedTable, FeatureError> {
+    let order = group_order(rollouts);
+    let mut sizes: Vec<(String, usize)> = Vec::new();
+    for &i in &order {
+        let g = &rollouts[i].group;
+        match sizes.last_mut() {
+            Some((name, n)) if name == g => *n += 1,
+            _ => sizes.push((g.clone(), 1)),
+        }
+    }
+    let mut table = FeatureTable::new(sizes)?;
+    let schema = crate::schema::feature_schema();
+    let mut counts_cache: HashMap<Level, Vec<Counts>> = HashMap::new();
+    for f in features {
+        if table.column(&f.key).is_some() {
+            continue;
+        }
+        let column = resolve(f)?;
+        let mut values = Vec::with_capacity(order.len());
+        if let Some(level) = column_level(column) {
+            let counts = match counts_cache.entry(level) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    let mut counts = Vec::with_capacity(order.len());
+                    for &i in &order {
+                        counts.push(
+                            level_counts(level, &rollouts[i], options.line_match).map_err(
+                                |missing| unavailable(f, options, i, &rollouts[i], missing),
+                            )?,
+                        );
+                    }
+                    e.insert(counts)
+                }
+            };
+            values.extend(counts.iter().map(|c| metric_value(column, *c)));
+        } else {
+            for &i in &order {
+                let v = scalar_value(column, &rollouts[i])
+                    .map_err(|missing| unavailable(f, options, i, &rollouts[i], missing))?;
+                values.push(v);
+            }
+        }
+        if options.check_ranges {
+            check_range(f, &schema, &values, &order, rollouts, options)?;
+        }
+        table.add_column(f.key.clone(), values)?;
+    }
+    Ok(GroupedTable { table, order })
+}
+
+/// The value of one feature for one rollout (no range check). `Err` names what is missing.
+pub fn feature_value(
+    f: &FeatureRef,
+    rollout: &Rollout,
+    options: &FeatureOptions,
+) -> Result<f64, FeatureError> {
+    let column = resolve(f)?;
+    let value = match column_level(column) {
+        Some(level) => {
+            level_counts(level, rollout, options.line_match).map(|c| metric_value(column, c))
+        }
+        None => scalar_value(column, rollout),
+    };
+    value.map_err(|missing| unavailable(f, options, 0, rollout, missing))
+}
+
+/// The stable grouping permutation: input indices ordered by the first
+/// appearance of their group, input order within a group.
+pub fn group_order(rollouts: &[Rollout]) -> Vec<usize> {
+    let mut group_index: HashMap<&str, usize> = HashMap::new();
+    let mut members: Vec<Vec<usize>> = Vec::new();
+    for (i, r) in rollouts.iter().enumerate() {
+        let g = *group_index.entry(r.group.as_str()).or_insert_with(|| {
+            members.push(Vec::new());
+            members.len() - 1
+        });
+        members[g].push(i);
+    }
+    members.into_iter().flatten().collect()
+}
+
+fn column_level(c: Column) -> Option<Level> {
+    match c {
+        Column::FBeta(l, _) | Column::Precision(l) | Column::Recall(l) | Column::F1(l) => Some(l),
+        _ => None,
+    }
+}
+
+fn metric_value(c: Column, counts: Counts) -> f64 {
+    match c {
+        Column::FBeta(_, beta) => counts.f_beta(beta),
+        Column::Precision(_) => counts.precision(),
+        Column::Recall(_) => counts.recall(),
+        Column::F1(_) => counts.f1(),
+        _ => unreachable!("metric_value is only called for leveled columns"),
+    }
+}
+
+/// An empty prediction stands in for an absent `predicted` only when the
+/// rollout is marked invalid: an unparsable answer predicts nothing.
+fn predicted(r: &Rollout) -> Result<Option<&Selection>, String> {
+    match (&r.predicted, r.valid) {
+        (Some(p), _) => Ok(Some(p)),
+        (None, Some(false)) => Ok(None),
+        (None, _) => Err("`predicted`".to_string()),
+    }
+}
+
+fn level_counts(level: Level, r: &Rollout, rule: LineMatch) -> Result<Counts, String> {
+    let pred = predicted(r)?;
+    let target = r.target.as_ref().ok_or_else(|| "`target`".to_string())?;
+    let missing = |side: &str| format!("`{side}.{}`", level.key());
+    match level {
+        Level::File => {
+            let t = target.files.as_deref().ok_or_else(|| missing("target"))?;
+            let p = match pred {
+                Some(p) => p.files.as_deref().ok_or_else(|| missing("predicted"))?,
+                None => &[],
+            };
+            Ok(Counts::of_sets(p, t))
+        }
+        Level::Function => {
+            let t = target
+                .functions
+                .as_deref()
+                .ok_or_else(|| missing("target"))?;
+            let p = match pred {
+                Some(p) => p.functions.as_deref().ok_or_else(|| missing("predicted"))?,
+                None => &[],
+            };
+            Ok(Counts::of_sets(p, t))
+        }
+        Level::LineRange => {
+            let t = target
+                .line_ranges
+                .as_deref()
+                .ok_or_else(|| missing("target"))?;
+            let p = match pred {
+                Some(p) => p
+                    .line_ranges
+                    .as_deref()
+                    .ok_or_else(|| missing("predicted"))?,
+                None => &[],
+            };
+            Ok(match_line_ranges(p, t, rule).0)
+        }
+    }
+}
+
+fn scalar_value(c: Column, r: &Rollout) -> Result<f64, String> {
+    let turns = || r.turns.as_deref().ok_or_else(|| "`turns`".to_string());
+    Ok(match c {
+        Column::CallsPerTurn => efficiency::calls_per_turn(turns()?),
+        Column::Calls => efficiency::calls(turns()?) as f64,
+        Column::Turns => turns()?.len() as f64,
+        Column::Efficiency => {
+            efficiency::tool_efficiency(turns()?).map_err(|e| format!("entities: {e}"))?
+        }
+        Column::Len => r
+            .completion_tokens
+            .ok_or_else(|| "`completion_tokens`".to_string())? as f64,
+        Column::Valid => bool_value(r.valid).ok_or_else(|| "`valid`".to_string())?,
+        Column::Truncated => bool_value(r.truncated).ok_or_else(|| "`truncated`".to_string())?,
+        _ => unreachable!("scalar_value is only called for plain columns"),
+    })
+}
+
+fn bool_value(b: Option<bool>) -> Option<f64> {
+    b.map(|b| if b { 1.0 } else { 0.0 })
+}
+
+fn unavailable(
+    f: &FeatureRef,
+    options: &FeatureOptions,
+    i: usize,
+    r: &Rollout,
+    missing: String,
+) -> FeatureError {
+    FeatureError::Unavailable {
+        feature: f.key.clone(),
+        data_source: options.source.clone(),
+        rollout: i,
+        group: r.group.clone(),
+        missing,
+    }
+}
+
+fn check_range(
+    f: &FeatureRef,
+    schema: &FeatureSchema,
+    values: &[f64],
+    order: &[usize],
+    rollouts: &[Rollout],
+    options: &FeatureOptions,
+) -> Result<(), FeatureError> {
+    let Some(decl) = schema.get(&f.name) else {
+        return Ok(());
+    };
+    let range = decl.range;
+    for (row, &v) in values.iter().enumerate() {
+        if !range.contains(v) {
+            let i = order[row];
+            return Err(FeatureError::OutOfRange {
+                feature: f.key.clone(),
+                data_source: options.source.clone(),
+                rollout: i,
+                group: rollouts[i].group.clone(),
+                value: v,
+                lo: range.lo,
+                hi: range.hi,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feature(name: &str, level: Option<&str>, args: Vec<f64>) -> FeatureRef {
+        let schema = crate::schema::feature_schema();
+        let decl = schema.get(name).expect("declared feature");
+        let args = if args.is_empty() {
+            decl.params.iter().map(|p| p.default).collect()
+        } else {
+            args
+        };
+        FeatureRef::new(decl, level, args)
+    }
+
+    fn rollout(line: &str) -> Rollout {
+        Rollout::from_json_line(line).expect("test rollout parses")
+    }
+
+    #[test]
+    fn groups_are_stable_by_first_appearance() {
+        let rs: Vec<Rollout> = ["b", "a", "b", "c", "a"]
+            .iter()
+            .map(|g| Rollout {
+                group: g.to_string(),
+                ..Rollout::default()
+            })
+            .collect();
+        assert_eq!(group_order(&rs), vec![0, 2, 1, 4, 3]);
+        let t = feature_table(&[], &rs, &FeatureOptions::default()).expect("no columns");
+        assert_eq!(t.table.groups(), 3);
+        assert_eq!(t.table.group_name(0), "b");
+        assert_eq!(t.table.group_rows(1), 2..4);
+    }
+
+    #[test]
+    fn computes_the_contract_example() {
+        let r = rollout(
+            r#"{"group": "g", "predicted": {"files": ["m.py", "x.py"], "line_ranges": ["m.py:386-399"]},
+             "target": {"files": ["m.py"], "line_ranges": ["m.py:388-397"], "functions": ["m.py::A.f"]},
+             "turns": [[{"tool": "grep", "entities": ["m.py:390"]}], [{"tool": "read", "entities": ["m.py:390", "m.py:391"]}], []],
+             "completion_tokens": 312, "valid": true, "truncated": false}"#,
+        );
+        let feats = vec![
+            feature("Fb", Some("file"), vec![]),
+            feature("Fb", Some("file"), vec![1.0]),
+            feature("P", Some("file"), vec![]),
+            feature("Fb", Some("lr"), vec![]),
+            feature("c", None, vec![]),
+            feature("C", None, vec![]),
+            feature("T", None, vec![]),
+            feature("e", None, vec![]),
+            feature("len", None, vec![]),
+            feature("valid", None, vec![]),
+            feature("truncated", None, vec![]),
+        ];
+        let t = feature_table(&feats, &[r], &FeatureOptions::default()).expect("features");
+        let get = |k: &str| t.table.column(k).expect(k)[0];
+        // One of two predicted files is right, the only target found: F_0.5 = 1.25 / (1.25 + 1).
+        assert!((get("Fb(file)") - 1.25 / 2.25).abs() < 1e-12);
+        assert!((get("Fb(file, 1)") - 2.0 / 3.0).abs() < 1e-12);
+        assert_eq!(get("P(file)"), 0.5);
+        assert_eq!(get("Fb(lr)"), 1.0);
+        assert_eq!((get("c"), get("C"), get("T")), (2.0 / 3.0, 2.0, 3.0));
+        assert_eq!(get("e"), 0.75);
+        assert_eq!(
+            (get("len"), get("valid"), get("truncated")),
+            (312.0, 1.0, 0.0)
+        );
+    }
+
+    #[test]
+    fn absent_keys_are_errors_naming_feature_and_source() {
+        let r =
+            rollout(r#"{"group": "g", "predicted": {"files": []}, "target": {"files": ["a"]}}"#);
+        let opts = FeatureOptions {
+            source: "runs.jsonl".into(),
+            ..FeatureOptions::default()
+        };
+        let err = feature_table(
+            &[feature("Fb", Some("func"), vec![])],
+            std::slice::from_ref(&r),
+            &opts,
+        )
+        .expect_err("no functions");
+        assert_eq!(
+            err.to_string(),
+            "feature `Fb(func)` is not provided by runs.jsonl: rollout 0 (group `g`) has no `target.functions`"
+        );
+        let err = feature_table(&[feature("c", None, vec![])], &[r], &opts).expect_err("no turns");
+        assert!(err.to_string().contains("has no `turns`"), "{err}");
+    }
+
+    #[test]
+    fn empty_lists_follow_the_empty_set_rules() {
+        let r = rollout(
+            r#"{"group": "g", "predicted": {"functions": []}, "target": {"functions": []}}"#,
+        );
+        let v = feature_value(
+            &feature("Fb", Some("func"), vec![]),
+            &r,
+            &FeatureOptions::default(),
+        )
+        .expect("value");
+        assert_eq!(v, 1.0);
+        // An invalid rollout with no prediction predicts nothing.
+        let r = rollout(r#"{"group": "g", "valid": false, "target": {"files": ["a"]}}"#);
+        let v = feature_value(
+            &feature("R", Some("file"), vec![]),
+            &r,
+            &FeatureOptions::default(),
+        )
+        .expect("value");
+        assert_eq!(v, 0.0);
+    }
+
+    #[test]
+    fn values_outside_declared_ranges_are_errors() {
+        let calls: Vec<String> = (0..9)
+            .map(|_| r#"{"tool": "grep", "entities": []}"#.to_string())
+            .collect();
+        let r = rollout(&format!(
+            r#"{{"group": "g", "turns": [[{}]]}}"#,
+            calls.join(",")
+        ));
+        let err = feature_table(
+            &[feature("c", None, vec![])],
+            &[r],
+            &FeatureOptions::default(),
+        )
+        .expect_err("c = 9");
+        assert!(
+            matches!(err, FeatureError::OutOfRange { value: 9.0, .. }),
+            "{err}"
+        );
+    }
+}

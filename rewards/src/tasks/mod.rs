@@ -1,0 +1,77 @@
+//! Task sources: retrieval tasks (an issue text at a base commit, with target
+//! files, line ranges and functions) read from SWE-bench-style JSONL or mined
+//! from the commits of a local git repository. Shared by the GRPO engine and
+//! the CATM pipeline.
+
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::LineRange;
+use crate::rollout::Selection;
+
+pub mod commits;
+pub mod swebench;
+
+pub use commits::{CommitError, CommitOptions, mine_commits};
+pub use swebench::{SwebenchInstance, load_swebench};
+
+/// One retrieval task.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    /// `instance_id` for SWE-bench, `<repo dir>@<short sha>` for mined commits.
+    pub id: String,
+    pub repo: RepoRef,
+    /// The commit the retriever searches (full hex id).
+    pub base_commit: String,
+    /// The issue text the policy sees.
+    pub prompt: String,
+    pub targets: Targets,
+    /// Extra relevant files with weights (CATM labels); empty when none were mined.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub auxiliary: Vec<WeightedFile>,
+}
+
+/// Where a task's repository lives.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RepoRef {
+    /// A name such as `psf/requests`, resolved by the caller's repo store.
+    Name(String),
+    /// A local repository.
+    Path(std::path::PathBuf),
+}
+
+/// What a correct answer names.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Targets {
+    pub files: Vec<String>,
+    pub line_ranges: Vec<LineRange>,
+    /// `path::Qualified.name`; `None` when the source has no function labels
+    /// (mined commits), so `Fb(func)` on such tasks is an error, not a zero.
+    pub functions: Option<Vec<String>>,
+}
+
+/// A file with a relevance weight (CATM's normalised `w`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WeightedFile {
+    pub path: String,
+    pub weight: f64,
+}
+
+impl Task {
+    /// The rollout `target` of this task: the target files plus every
+    /// auxiliary file whose weight is at least `min_weight` (CATM's
+    /// `G = G_patch ∪ {f : w_f ≥ 0.15}`; pass `f64::INFINITY` for patch files only).
+    pub fn target_selection(&self, min_weight: f64) -> Selection {
+        let mut files = self.targets.files.clone();
+        for aux in &self.auxiliary {
+            if aux.weight >= min_weight && !files.contains(&aux.path) {
+                files.push(aux.path.clone());
+            }
+        }
+        Selection {
+            files: Some(files),
+            line_ranges: Some(self.targets.line_ranges.clone()),
+            functions: self.targets.functions.clone(),
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! rewardlab-sandbox: a read-only code sandbox for retrieval agents.
+//!
+//! A policy explores a repository at one commit through three read-only tools — `grep`, `glob`
+//! and `read` — and this crate runs those tools fast, deterministically, and without letting a
+//! single path or pattern escape the tree or stall the run. It is a leaf: it knows nothing about
+//! rewards, policies or GRPO.
+//!
+//! # Store layout
+//!
+//! A [`RepoStore`] owns one directory:
+//!
+//! ```text
+//! <root>/
+//!   owner__name.git/              one bare clone per repository (`git clone --bare` layout)
+//!     worktrees/<id>/             git's admin entry for each linked worktree we added
+//!   .trees/owner__name.git/<pid>-<seq>-<commit12>/
+//!                                 linked worktrees, one per (commit, live tree); <pid> is the
+//!                                 process that made it, so a later run can tell a crashed
+//!                                 run's leftovers from a live neighbour's
+//!   .tmp/<pid>-<name>/            clones in progress, renamed into place when complete
+//! ```
+//!
+//! A repository is named `owner__name` after the last two components of its URL or path
+//! (`https://github.com/psf/requests` → `psf__requests.git`). An existing bare mirror placed at
+//! `<root>/owner__name.git` is adopted as is, with no network access; anything else is cloned
+//! bare with gix (`prepare_clone_bare(..).fetch_only(..)`; local paths go through `git
+//! upload-pack`). On [`RepoStore::open`] the store prunes what a crashed run left behind:
+//! worktree directories whose process is gone, admin entries under `worktrees/` whose checkout
+//! is missing (only those pointing into this store's `.trees/`), and half-done clones.
+//!
+//! # Trees
+//!
+//! [`Repo::tree`] gives a [`Tree`] for a commit, in one of two [`TreeKind`]s behind one type:
+//!
+//! - [`TreeKind::View`]: zero disk. The path index is built from the commit's tree objects
+//!   once; file contents are read straight from the object store through a per-repository
+//!   [`BlobCache`] (LRU, bounded in bytes), so blobs shared by many commits are decompressed
+//!   once. Symlinks are resolved *within the index*: the link's target blob is read, joined and
+//!   normalised, chains are followed up to a hop limit, and anything leaving the root is refused.
+//!   The filesystem is never touched.
+//! - [`TreeKind::Worktree`]: `git worktree add --detach` semantics through gix's
+//!   `Repository::add_worktree` (admin entry in the bare repo, files checked out on disk). The
+//!   file list comes from walking the checkout (never following symlinks); reads resolve with
+//!   `canonicalize` and a component-wise prefix check against the canonical root.
+//!
+//! Trees are created on demand and cached per (commit, kind): live trees are shared through
+//! weak references, and the most recently used ones are kept alive by a small LRU
+//! ([`StoreOptions::keep_recent_trees`]) so sequential rollouts of one commit reuse them. A
+//! worktree removes its directory and its admin entry when the last reference drops.
+//!
+//! # Tools and limits
+//!
+//! [`ToolCall`] is `{"tool": "grep"|"glob"|"read", "args": {...}}`; [`ToolCall::from_json`]
+//! validates untrusted calls and turns every problem into a [`ToolResult`] the policy reads.
+//! Every call returns its text `output`, the `entities` it showed (`path:line` for grep and
+//! read, `path` for glob) and a [`Status`]. [`Limits`] holds the seed defaults: output cut at
+//! 4096 characters with a closing line saying how much was cut and how to narrow; grep/glob 10 s
+//! and read 5 s, enforced by deadlines checked *inside* the work (between files, between 32 KiB
+//! chunks of a file, and per match), so a call returns soon after its budget and stops working;
+//! 64 calls in flight across all rollouts ([`Sandbox`]'s tokio semaphore); 8 calls per turn;
+//! bounded regex pattern length, compiled size, DFA size and nesting; binary files (a NUL byte)
+//! skipped by grep and refused by read; a size cap for read. None of these fail a run: each is a
+//! message in the tool response. A missing blob (incomplete clone) fails only the call that met it.
+//!
+//! # Security model
+//!
+//! Tools are read-only and see only tracked content of one commit. Every user path is normalised
+//! first: empty components and `.` are dropped; `..`, absolute paths, NUL bytes and any `.git`
+//! component are refused outright. Then the path is resolved inside the tree: in the view by
+//! walking the index and following symlink blobs (absolute targets, `..` above the root and
+//! chains longer than [`Limits::max_symlink_hops`] are refused); in a worktree by
+//! `canonicalize` (the kernel follows the chain; loops fail with `ELOOP`) and a prefix check on
+//! path components (so `/tree_x` is not inside `/tree`). Symlinks that stay inside the tree work
+//! on both kinds. `grep` searches regular files only and `glob` lists tracked paths only, so
+//! neither ever descends through a symlinked directory.
+
+mod blob_cache;
+mod deadline;
+mod error;
+mod limits;
+mod path;
+mod sandbox;
+mod store;
+mod tools;
+mod tree;
+
+pub use blob_cache::{BlobCache, BlobCacheStats};
+pub use error::Error;
+pub use gix::ObjectId;
+pub use limits::Limits;
+pub use sandbox::{Sandbox, SandboxStats};
+pub use store::{Repo, RepoStore, StoreOptions, mirror_name};
+pub use tools::{ErrorKind, GlobArgs, GrepArgs, ReadArgs, Status, ToolCall, ToolResult};
+pub use tree::{AccessError, EntryKind, FileEntry, Tree, TreeKind};

@@ -1,0 +1,225 @@
+//! Running tool calls for many rollouts at once, under the global concurrency limit.
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicU64, AtomicUsize, Ordering},
+};
+
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use crate::{
+    Error, Limits, RepoStore,
+    tools::{ErrorKind, Status, ToolCall, ToolResult},
+    tree::{Tree, TreeKind},
+};
+
+/// The tool runner shared by every rollout: the store, the limits and a semaphore allowing
+/// [`Limits::max_concurrent_calls`] calls at once. Cloning is cheap and shares all three.
+#[derive(Clone, Debug)]
+pub struct Sandbox {
+    store: Arc<RepoStore>,
+    limits: Arc<Limits>,
+    permits: Arc<Semaphore>,
+    counters: Arc<Counters>,
+}
+
+/// Counters over the sandbox's life, for tests and benchmarks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SandboxStats {
+    /// Calls running now.
+    pub in_flight: usize,
+    /// Most calls ever running at once.
+    pub peak_in_flight: usize,
+    /// Calls completed.
+    pub calls: u64,
+    /// Calls that timed out.
+    pub timeouts: u64,
+    /// Calls that ended in an error result.
+    pub errors: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    in_flight: AtomicUsize,
+    peak: AtomicUsize,
+    calls: AtomicU64,
+    timeouts: AtomicU64,
+    errors: AtomicU64,
+}
+
+impl Sandbox {
+    /// A sandbox over `store` with `limits`.
+    pub fn new(store: Arc<RepoStore>, limits: Limits) -> Self {
+        Sandbox {
+            permits: Arc::new(Semaphore::new(limits.max_concurrent_calls.max(1))),
+            store,
+            limits: Arc::new(limits),
+            counters: Arc::default(),
+        }
+    }
+
+    /// The repository store.
+    pub fn store(&self) -> &Arc<RepoStore> {
+        &self.store
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The tree of `rev` in repository `repo` (see [`RepoStore::repo`] and [`crate::Repo::tree`]).
+    pub fn tree(&self, repo: &str, rev: &str, kind: TreeKind) -> Result<Arc<Tree>, Error> {
+        self.store.repo(repo)?.tree(rev, kind)
+    }
+
+    /// Current counters.
+    pub fn stats(&self) -> SandboxStats {
+        SandboxStats {
+            in_flight: self.counters.in_flight.load(Ordering::Relaxed),
+            peak_in_flight: self.counters.peak.load(Ordering::Relaxed),
+            calls: self.counters.calls.load(Ordering::Relaxed),
+            timeouts: self.counters.timeouts.load(Ordering::Relaxed),
+            errors: self.counters.errors.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Runs one call on this thread, now, outside the semaphore (for tests and the CLI).
+    pub fn call(&self, tree: &Tree, call: &ToolCall) -> ToolResult {
+        run_counted(&self.counters, tree, call, &self.limits)
+    }
+
+    /// Runs one call on tokio's blocking pool once a permit of the global limit is free. The
+    /// call's deadline starts when it starts running, not while it waits for a permit.
+    pub async fn run_call(&self, tree: Arc<Tree>, call: ToolCall) -> ToolResult {
+        let Ok(permit) = self.permits.clone().acquire_owned().await else {
+            return ToolResult::error(
+                ErrorKind::Internal,
+                "the sandbox is shutting down".to_owned(),
+            );
+        };
+        let counters = self.counters.clone();
+        let limits = self.limits.clone();
+        let work = tokio::task::spawn_blocking(move || {
+            let result = run_counted(&counters, &tree, &call, &limits);
+            drop(permit);
+            result
+        });
+        work.await.unwrap_or_else(|e| {
+            ToolResult::error(
+                ErrorKind::Internal,
+                format!("the sandbox failed on this call: {e}"),
+            )
+        })
+    }
+
+    /// Runs one turn: the first [`Limits::max_calls_per_turn`] calls concurrently (each under
+    /// the global limit), the rest answered with [`ErrorKind::CallLimit`]. Results are in call
+    /// order.
+    pub async fn run_turn(&self, tree: &Arc<Tree>, calls: Vec<ToolCall>) -> Vec<ToolResult> {
+        self.run_turn_checked(tree, calls.into_iter().map(Ok).collect())
+            .await
+    }
+
+    /// [`Sandbox::run_turn`] for untrusted JSON calls: invalid ones are answered with their
+    /// validation error (and still count towards the per-turn limit).
+    pub async fn run_turn_json(&self, tree: &Arc<Tree>, calls: &[Value]) -> Vec<ToolResult> {
+        self.run_turn_checked(tree, calls.iter().map(ToolCall::from_json).collect())
+            .await
+    }
+
+    /// Runs one turn on scoped threads, without tokio: the same per-turn limit, concurrency
+    /// within the turn, but outside the global semaphore (for tests and the CLI).
+    pub fn run_turn_blocking(&self, tree: &Tree, calls: &[ToolCall]) -> Vec<ToolResult> {
+        let allowed = self.limits.max_calls_per_turn;
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = calls
+                .iter()
+                .take(allowed)
+                .map(|call| scope.spawn(move || self.call(tree, call)))
+                .collect();
+            let mut results: Vec<ToolResult> = handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        ToolResult::error(
+                            ErrorKind::Internal,
+                            "the sandbox failed on this call".to_owned(),
+                        )
+                    })
+                })
+                .collect();
+            results.extend((allowed..calls.len()).map(|i| over_limit(i, allowed)));
+            results
+        })
+    }
+
+    async fn run_turn_checked(
+        &self,
+        tree: &Arc<Tree>,
+        calls: Vec<Result<ToolCall, ToolResult>>,
+    ) -> Vec<ToolResult> {
+        let allowed = self.limits.max_calls_per_turn;
+        let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
+        let mut running = tokio::task::JoinSet::new();
+        for (i, call) in calls.into_iter().enumerate() {
+            if i >= allowed {
+                results[i] = Some(over_limit(i, allowed));
+                continue;
+            }
+            match call {
+                Err(invalid) => results[i] = Some(invalid),
+                Ok(call) => {
+                    let sandbox = self.clone();
+                    let tree = tree.clone();
+                    running.spawn(async move { (i, sandbox.run_call(tree, call).await) });
+                }
+            }
+        }
+        while let Some(done) = running.join_next().await {
+            if let Ok((i, result)) = done {
+                results[i] = Some(result);
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    ToolResult::error(
+                        ErrorKind::Internal,
+                        "the sandbox failed on this call".to_owned(),
+                    )
+                })
+            })
+            .collect()
+    }
+}
+
+fn over_limit(index: usize, allowed: usize) -> ToolResult {
+    ToolResult::error(
+        ErrorKind::CallLimit,
+        format!(
+            "call {} of this turn was not run: at most {allowed} calls per turn",
+            index + 1
+        ),
+    )
+}
+
+fn run_counted(counters: &Counters, tree: &Tree, call: &ToolCall, limits: &Limits) -> ToolResult {
+    let now = counters.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    counters.peak.fetch_max(now, Ordering::SeqCst);
+    let result = call.run(tree, limits);
+    counters.in_flight.fetch_sub(1, Ordering::SeqCst);
+    counters.calls.fetch_add(1, Ordering::Relaxed);
+    match result.status {
+        Status::Timeout => {
+            counters.timeouts.fetch_add(1, Ordering::Relaxed);
+        }
+        Status::Error(_) => {
+            counters.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        _ => {}
+    }
+    result
+}

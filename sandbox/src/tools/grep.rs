@@ -1,0 +1,221 @@
+//! `grep`: regex search over the tracked regular files of a tree.
+//!
+//! Files are searched in path order and matches reported in line order, so the output is
+//! deterministic: `path:line:text`, one line per matching line, like `git grep -n`. Symlinks are
+//! not searched (as in `git grep`); their targets are searched under their own paths.
+
+use std::sync::Arc;
+
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
+
+use super::{ErrorKind, GrepArgs, ToolResult, filter::PathFilter, output::Output};
+use crate::{
+    Limits,
+    deadline::Deadline,
+    tree::{AccessError, EntryKind, Tree},
+};
+
+/// Files larger than this are searched in chunks cut at line ends, with a deadline check between
+/// chunks, so one large file cannot hold a call past its budget.
+const CHUNK_BYTES: usize = 32 << 10;
+
+pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadline) -> ToolResult {
+    let matcher = match build_matcher(args, limits) {
+        Ok(matcher) => matcher,
+        Err(result) => return result,
+    };
+    let filter = match args
+        .path
+        .as_deref()
+        .map(|p| PathFilter::new(p, limits))
+        .transpose()
+    {
+        Ok(filter) => filter,
+        Err(result) => return result,
+    };
+    let mut searcher = SearcherBuilder::new()
+        .line_number(true)
+        .binary_detection(BinaryDetection::quit(b'\0'))
+        .bom_sniffing(false)
+        .build();
+    let reader = tree.reader();
+    let mut out = Output::new(limits);
+    let mut searched = 0usize;
+    let mut candidates = 0usize;
+    let mut binary = 0usize;
+    let mut large = 0usize;
+    let mut timed_out = false;
+    for entry in tree.files() {
+        if entry.kind == EntryKind::Symlink
+            || !filter.as_ref().is_none_or(|f| f.matches(&entry.path))
+        {
+            continue;
+        }
+        candidates += 1;
+        if timed_out {
+            continue;
+        }
+        if deadline.expired() {
+            timed_out = true;
+            continue;
+        }
+        let data: Arc<[u8]> = match reader.read_listed(entry, limits.max_grep_file_bytes) {
+            Ok(data) => data,
+            Err(AccessError::TooLarge { .. }) => {
+                large += 1;
+                continue;
+            }
+            Err(e @ AccessError::MissingObject { .. }) => {
+                return ToolResult::error(ErrorKind::MissingObject, format!("grep stopped: {e}"));
+            }
+            Err(e) => return ToolResult::error(ErrorKind::Io, format!("grep stopped: {e}")),
+        };
+        searched += 1;
+        // Binary files are skipped whole (a NUL anywhere), like `git grep -I`.
+        if data.contains(&0) {
+            binary += 1;
+            continue;
+        }
+        if !search_file(
+            &mut searcher,
+            &matcher,
+            &entry.path,
+            &data,
+            &mut out,
+            deadline,
+        ) {
+            timed_out = true;
+        }
+    }
+    if out.lines() == 0 && !timed_out {
+        out.note(format!("[no matches in {searched} files]"));
+    }
+    if binary > 0 {
+        out.note(format!("[skipped {binary} binary files]"));
+    }
+    if large > 0 {
+        out.note(format!(
+            "[skipped {large} files over {} bytes]",
+            limits.max_grep_file_bytes
+        ));
+    }
+    if timed_out {
+        out.note(format!(
+            "[timeout: grep stopped at its {:.1} s budget after {searched} of {candidates} files; the matches above are partial; narrow the search with the `path` glob filter or a more specific pattern]",
+            deadline.budget().as_secs_f64()
+        ));
+    }
+    out.finish(timed_out, |_| {
+        "narrow the search with the `path` glob filter (e.g. \"src/**/*.py\") or a more specific pattern".to_owned()
+    })
+}
+
+fn build_matcher(args: &GrepArgs, limits: &Limits) -> Result<RegexMatcher, ToolResult> {
+    if args.pattern.len() > limits.max_pattern_len {
+        return Err(ToolResult::error(
+            ErrorKind::PatternTooLong,
+            format!(
+                "grep: the pattern is {} bytes long; the limit is {}",
+                args.pattern.len(),
+                limits.max_pattern_len
+            ),
+        ));
+    }
+    if args.pattern.is_empty() {
+        return Err(ToolResult::error(
+            ErrorKind::InvalidPattern,
+            "grep: the pattern is empty".to_owned(),
+        ));
+    }
+    RegexMatcherBuilder::new()
+        .case_insensitive(!args.case_sensitive.unwrap_or(true))
+        .size_limit(limits.regex_size_limit)
+        .dfa_size_limit(limits.regex_dfa_size_limit)
+        .nest_limit(limits.regex_nest_limit)
+        .line_terminator(Some(b'\n'))
+        .build(&args.pattern)
+        .map_err(|e| {
+            let message = e.to_string();
+            let kind = if message.contains("size limit") || message.contains("nest") {
+                ErrorKind::PatternTooComplex
+            } else {
+                ErrorKind::InvalidPattern
+            };
+            ToolResult::error(
+                kind,
+                format!("grep: the pattern does not compile: {message}"),
+            )
+        })
+}
+
+/// Searches one file; `false` when the deadline stopped it.
+fn search_file(
+    searcher: &mut Searcher,
+    matcher: &RegexMatcher,
+    path: &str,
+    data: &[u8],
+    out: &mut Output,
+    deadline: Deadline,
+) -> bool {
+    let mut sink = LineSink {
+        path,
+        out,
+        deadline,
+        line_base: 0,
+        stopped: false,
+    };
+    let mut start = 0;
+    while start < data.len() {
+        let end = match data.len() - start > CHUNK_BYTES {
+            false => data.len(),
+            true => data[start + CHUNK_BYTES..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(data.len(), |i| start + CHUNK_BYTES + i + 1),
+        };
+        let chunk = &data[start..end];
+        // The sink never fails; an error here could only come from the searcher's own I/O,
+        // which a slice search does not do.
+        let _ = searcher.search_slice(matcher, chunk, &mut sink);
+        if sink.stopped {
+            return false;
+        }
+        start = end;
+        if start < data.len() {
+            if deadline.expired() {
+                return false;
+            }
+            sink.line_base += chunk.iter().filter(|&&b| b == b'\n').count() as u64;
+        }
+    }
+    true
+}
+
+struct LineSink<'a> {
+    path: &'a str,
+    out: &'a mut Output,
+    deadline: Deadline,
+    line_base: u64,
+    stopped: bool,
+}
+
+impl Sink for LineSink<'_> {
+    type Error = std::io::Error;
+
+    fn matched(&mut self, _searcher: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, Self::Error> {
+        let line = self.line_base + mat.line_number().unwrap_or(0);
+        let bytes = mat.bytes();
+        let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+        let text = String::from_utf8_lossy(bytes);
+        self.out.line(
+            &format!("{}:{line}:{text}", self.path),
+            Some(format!("{}:{line}", self.path)),
+        );
+        if self.deadline.expired() {
+            self.stopped = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+}

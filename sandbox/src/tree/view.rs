@@ -1,0 +1,243 @@
+//! The zero-disk tree: a path index of one commit, contents read from the object store.
+//!
+//! Symlinks are resolved inside the index, never on the filesystem: a link's blob holds its
+//! target, which is spliced into the remaining path and resolved again from the root, so `..`
+//! in a target is resolved physically (relative to where the link lives) as POSIX does.
+
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    sync::Arc,
+};
+
+use gix::{ObjectId, objs::tree::EntryKind as GitKind};
+
+use super::{AccessError, EntryKind, FileEntry, Reader};
+use crate::{error::Error, path::is_git_dir, store::RepoShared};
+
+/// The index of one commit's tree and a handle on the repository's objects and blob cache.
+pub(crate) struct View {
+    shared: Arc<RepoShared>,
+    entries: HashMap<String, (ObjectId, EntryKind)>,
+    dirs: HashSet<String>,
+}
+
+impl std::fmt::Debug for View {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("View")
+            .field("repo", &self.shared.name)
+            .field("entries", &self.entries.len())
+            .field("dirs", &self.dirs.len())
+            .finish()
+    }
+}
+
+impl View {
+    /// Walks the commit's tree once and indexes every path. Non-UTF-8 paths and submodules are
+    /// left out (the worktree kind leaves them out too, so both kinds list the same paths).
+    pub(crate) fn build(
+        shared: Arc<RepoShared>,
+        commit: ObjectId,
+    ) -> Result<(View, Vec<FileEntry>), Error> {
+        let repo = shared.thread_local();
+        let tree_error = |source| Error::TreeRead {
+            repo: shared.name.clone(),
+            commit,
+            source,
+        };
+        let records = repo
+            .find_commit(commit)
+            .and_then(|c| c.tree())
+            .and_then(|t| t.traverse().breadthfirst.files())
+            .map_err(tree_error)?;
+        let mut entries = HashMap::with_capacity(records.len());
+        let mut dirs = HashSet::new();
+        let mut files = Vec::with_capacity(records.len());
+        for record in records {
+            let Ok(path) = String::from_utf8(record.filepath.into()) else {
+                continue;
+            };
+            let kind = match record.mode.kind() {
+                GitKind::Tree => {
+                    dirs.insert(path);
+                    continue;
+                }
+                GitKind::Blob => EntryKind::File,
+                GitKind::BlobExecutable => EntryKind::Executable,
+                GitKind::Link => EntryKind::Symlink,
+                GitKind::Commit => continue,
+            };
+            entries.insert(path.clone(), (record.oid, kind));
+            files.push(FileEntry { path, kind });
+        }
+        files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+        Ok((
+            View {
+                shared,
+                entries,
+                dirs,
+            },
+            files,
+        ))
+    }
+
+    pub(crate) fn read(
+        &self,
+        reader: &Reader<'_>,
+        user_path: &str,
+        components: &[&str],
+        max_bytes: u64,
+        max_hops: u32,
+    ) -> Result<(String, Arc<[u8]>), AccessError> {
+        let (resolved, id) = self.resolve(reader, user_path, components, max_hops)?;
+        let data = self.blob(reader, id, user_path, max_bytes)?;
+        Ok((resolved, data))
+    }
+
+    pub(crate) fn read_listed(
+        &self,
+        reader: &Reader<'_>,
+        entry: &FileEntry,
+        max_bytes: u64,
+    ) -> Result<Arc<[u8]>, AccessError> {
+        match self.entries.get(&entry.path) {
+            Some((id, kind)) if *kind != EntryKind::Symlink => {
+                self.blob(reader, *id, &entry.path, max_bytes)
+            }
+            _ => Err(AccessError::NotFound {
+                path: entry.path.clone(),
+            }),
+        }
+    }
+
+    /// Resolves a normalised path to a regular file's blob, following symlinks in the index.
+    fn resolve(
+        &self,
+        reader: &Reader<'_>,
+        user_path: &str,
+        components: &[&str],
+        max_hops: u32,
+    ) -> Result<(String, ObjectId), AccessError> {
+        let mut pending: VecDeque<String> = components.iter().map(|c| (*c).to_owned()).collect();
+        let mut resolved: Vec<String> = Vec::new();
+        let mut hops = 0u32;
+        while let Some(component) = pending.pop_front() {
+            match component.as_str() {
+                "" | "." => continue,
+                ".." => {
+                    // Only link targets get here: user paths with `..` were refused earlier.
+                    if resolved.pop().is_none() {
+                        return Err(AccessError::refused(
+                            user_path,
+                            "a symlink on the way leaves the repository",
+                        ));
+                    }
+                    continue;
+                }
+                c if is_git_dir(c) => {
+                    return Err(AccessError::refused(
+                        user_path,
+                        "a symlink on the way points into `.git`",
+                    ));
+                }
+                _ => {}
+            }
+            resolved.push(component);
+            let joined = resolved.join("/");
+            if self.dirs.contains(&joined) {
+                continue;
+            }
+            match self.entries.get(&joined) {
+                None => {
+                    return Err(AccessError::NotFound {
+                        path: user_path.to_owned(),
+                    });
+                }
+                Some((id, EntryKind::Symlink)) => {
+                    hops += 1;
+                    if hops > max_hops {
+                        return Err(AccessError::refused(
+                            user_path,
+                            format!("more than {max_hops} symlinks on the way (a symlink loop?)"),
+                        ));
+                    }
+                    let target = self.blob(reader, *id, user_path, 4096)?;
+                    let target = std::str::from_utf8(&target).map_err(|_| {
+                        AccessError::refused(
+                            user_path,
+                            "a symlink on the way has a non-UTF-8 target",
+                        )
+                    })?;
+                    if target.contains('\0') {
+                        return Err(AccessError::refused(
+                            user_path,
+                            "a symlink on the way has a NUL byte in its target",
+                        ));
+                    }
+                    if target.starts_with('/') {
+                        return Err(AccessError::refused(
+                            user_path,
+                            "a symlink on the way points to an absolute path outside the repository",
+                        ));
+                    }
+                    // The link is replaced by its target, relative to the link's directory.
+                    resolved.pop();
+                    for part in target.split('/').rev() {
+                        pending.push_front(part.to_owned());
+                    }
+                }
+                Some((id, _)) => {
+                    if pending.iter().any(|c| !c.is_empty() && c != ".") {
+                        return Err(AccessError::NotFound {
+                            path: user_path.to_owned(),
+                        });
+                    }
+                    return Ok((joined, *id));
+                }
+            }
+        }
+        // Every component was a directory (or there were none: the root).
+        Err(AccessError::IsDirectory {
+            path: if user_path.is_empty() {
+                ".".to_owned()
+            } else {
+                user_path.trim_end_matches('/').to_owned()
+            },
+        })
+    }
+
+    /// The blob's content from the shared cache or the object store. Sizes are checked against
+    /// the object header before decompressing, so a huge blob costs nothing to refuse.
+    fn blob(
+        &self,
+        reader: &Reader<'_>,
+        id: ObjectId,
+        path: &str,
+        max_bytes: u64,
+    ) -> Result<Arc<[u8]>, AccessError> {
+        let too_large = |size: u64| AccessError::TooLarge {
+            path: path.to_owned(),
+            size,
+            cap: max_bytes,
+        };
+        if let Some(data) = self.shared.blobs.get(&id) {
+            return if data.len() as u64 > max_bytes {
+                Err(too_large(data.len() as u64))
+            } else {
+                Ok(data)
+            };
+        }
+        let missing = |_| AccessError::MissingObject {
+            path: path.to_owned(),
+            id,
+        };
+        let repo = reader.shared_repo(&self.shared);
+        let size = repo.find_header(id).map_err(missing)?.size();
+        if size > max_bytes {
+            return Err(too_large(size));
+        }
+        let mut blob = repo.find_blob(id).map_err(missing)?;
+        let data: Arc<[u8]> = Arc::from(blob.take_data());
+        self.shared.blobs.insert(id, data.clone());
+        Ok(data)
+    }
+}

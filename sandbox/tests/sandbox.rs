@@ -1,0 +1,11 @@
+//! Integration tests of rewardlab-sandbox. Every test builds its own throwaway git
+//! repositories in temp dirs with the `git` CLI, so they are hermetic.
+
+mod sandbox {
+    pub mod helpers;
+    mod limits;
+    mod oracle;
+    mod security;
+    mod store;
+    mod turns;
+}

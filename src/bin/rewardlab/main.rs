@@ -1,0 +1,48 @@
+//! `rewardlab`: check, evaluate and compile reward files; drive the sandbox by
+//! hand; mine CATM labels; write tiny model checkpoints.
+//!
+//! Only this binary (and `study`) parses command lines and prints for humans:
+//! every subcommand is a thin layer over the library crates.
+
+mod check;
+mod common;
+mod eval;
+mod sandbox;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Design, check and compile reward and advantage functions for agentic RL.
+#[derive(Debug, Parser)]
+#[command(name = "rewardlab", version, about, long_about = None, arg_required_else_help = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Parse, type-check and lint reward files, then prove or property-test their `check`s.
+    Check(check::CheckArgs),
+    /// Evaluate `reward`, `adv` and `advantage` of a reward file on logged rollouts.
+    Eval(eval::EvalArgs),
+    /// Run the sandbox's grep, glob and read on one commit of a repository, as a policy would.
+    Sandbox(sandbox::SandboxArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Check(args) => check::run(args),
+        Command::Eval(args) => eval::run(args),
+        Command::Sandbox(args) => sandbox::run(args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
