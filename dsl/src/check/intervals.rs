@@ -2,10 +2,12 @@
 //! can take, given the declared feature ranges, the params' current values and
 //! the range of group sizes.
 //!
-//! "Sound" is over the reals: every finite result of evaluating the expression
-//! on inputs inside their ranges lies inside the computed interval. A NaN
-//! (`0 / 0`, `sqrt(-1)`) lies in no interval; the lints flag the operations
-//! that can produce one. Bools are `[0, 1]`, or a point when decided.
+//! "Sound" is over the reals: every non-NaN result of evaluating the
+//! expression on inputs inside their ranges lies inside the computed interval.
+//! A NaN (`0 / 0`, `sqrt(-1)`, `log(-1)`) lies in no interval, so alongside the
+//! interval the analysis tracks whether a NaN may arise: a comparison with a
+//! NaN is false (and `!=` true), so a bool computed from a possible NaN is
+//! never decided by the interval alone. Bools are `[0, 1]`, or a point when decided.
 
 use crate::ast::{BinOp, UnOp};
 use crate::hir::{Expr, Func, ReduceOp, Scope};
@@ -21,30 +23,125 @@ pub(crate) struct Env<'a> {
     pub params: &'a [f64],
     /// Intervals of the definitions an expression may refer to, by the ids it uses.
     pub defs: &'a [Interval],
+    /// Whether each of those definitions may be NaN (a missing entry counts as "may").
+    pub def_nans: &'a [bool],
     /// The group sizes `group.count()` ranges over.
     pub group_size: Interval,
 }
 
+/// The values an expression may take: an interval for its non-NaN values and
+/// whether it may be NaN.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Range {
+    pub iv: Interval,
+    pub nan: bool,
+}
+
 /// The interval of `expr` under `env`.
 pub(crate) fn eval(expr: &Expr, env: &Env<'_>) -> Interval {
+    range(expr, env).iv
+}
+
+/// The interval of `expr` under `env`, and whether it may be NaN.
+pub(crate) fn range(expr: &Expr, env: &Env<'_>) -> Range {
+    let exact = |iv| Range { iv, nan: false };
     match expr {
-        Expr::Number(x) => Interval::point(*x),
-        Expr::Bool(b) => Interval::point(f64::from(u8::from(*b))),
-        Expr::Feature(id) => env.features.get(*id).copied().unwrap_or(Interval::REAL),
-        Expr::Param(id) => env.params.get(*id).map_or(Interval::REAL, |v| Interval::point(*v)),
-        Expr::Def(id) => env.defs.get(*id).copied().unwrap_or(Interval::REAL),
-        Expr::Unary(UnOp::Neg, x) => neg(eval(x, env)),
-        Expr::Unary(UnOp::Not, x) => not(eval(x, env)),
-        Expr::Binary(op, a, b) => binary(*op, eval(a, env), eval(b, env)),
+        Expr::Number(x) => Range { iv: if x.is_nan() { Interval::REAL } else { Interval::point(*x) }, nan: x.is_nan() },
+        Expr::Bool(b) => exact(Interval::point(f64::from(u8::from(*b)))),
+        Expr::Feature(id) => exact(env.features.get(*id).copied().unwrap_or(Interval::REAL)),
+        Expr::Param(id) => match env.params.get(*id) {
+            Some(v) if !v.is_nan() => exact(Interval::point(*v)),
+            _ => Range { iv: Interval::REAL, nan: true },
+        },
+        Expr::Def(id) => Range {
+            iv: env.defs.get(*id).copied().unwrap_or(Interval::REAL),
+            nan: env.def_nans.get(*id).copied().unwrap_or(true),
+        },
+        Expr::Unary(UnOp::Neg, x) => {
+            let x = range(x, env);
+            Range { iv: neg(x.iv), nan: x.nan }
+        }
+        // `!NaN` is 0 (NaN is truthy).
+        Expr::Unary(UnOp::Not, x) => exact(not(truthy(range(x, env)))),
+        Expr::Binary(op, a, b) => {
+            let (a, b) = (range(a, env), range(b, env));
+            match op {
+                BinOp::And | BinOp::Or => exact(binary(*op, truthy(a), truthy(b))),
+                BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Eq | BinOp::Ne => {
+                    let decided = binary(*op, a.iv, b.iv);
+                    // A comparison with NaN is false, except `!=`, which is true.
+                    let with_nan = if *op == BinOp::Ne { TRUE } else { FALSE };
+                    exact(if a.nan || b.nan { decided.hull(with_nan) } else { decided })
+                }
+                _ => Range { iv: binary(*op, a.iv, b.iv), nan: a.nan || b.nan || arith_nan(*op, a.iv, b.iv) },
+            }
+        }
         Expr::Call(func, args) => {
-            let args: Vec<Interval> = args.iter().map(|a| eval(a, env)).collect();
-            call(*func, &args)
+            let args: Vec<Range> = args.iter().map(|a| range(a, env)).collect();
+            call_range(*func, &args)
         }
-        Expr::In(x, lo, hi) => within(eval(x, env), eval(lo, env), eval(hi, env)),
+        Expr::In(x, lo, hi) => {
+            let (x, lo, hi) = (range(x, env), range(lo, env), range(hi, env));
+            let decided = within(x.iv, lo.iv, hi.iv);
+            exact(if x.nan || lo.nan || hi.nan { decided.hull(FALSE) } else { decided })
+        }
         Expr::Reduce(scope, op, arg) => {
-            let arg = arg.as_ref().map_or(Interval::REAL, |a| eval(a, env));
-            reduce(*scope, *op, arg, env.group_size)
+            let arg = arg.as_ref().map_or(exact(Interval::REAL), |a| range(a, env));
+            let x = arg.iv;
+            let unbounded = x.lo == f64::NEG_INFINITY || x.hi == f64::INFINITY;
+            // Infinite values make `inf - inf` in sums and spreads.
+            let nan = arg.nan
+                || match op {
+                    ReduceOp::Count => false,
+                    ReduceOp::Max | ReduceOp::Min | ReduceOp::Rank => false,
+                    ReduceOp::Mean | ReduceOp::Sum => x.lo == f64::NEG_INFINITY && x.hi == f64::INFINITY,
+                    ReduceOp::Std => unbounded,
+                };
+            Range { iv: reduce(*scope, *op, x, env.group_size), nan }
         }
+    }
+}
+
+/// A bool operand as its truth value: a possible NaN counts as true, as the backends read it.
+fn truthy(r: Range) -> Interval {
+    if r.nan { r.iv.hull(TRUE) } else { r.iv }
+}
+
+/// Whether `a op b` may be NaN for non-NaN operands in those ranges.
+fn arith_nan(op: BinOp, a: Interval, b: Interval) -> bool {
+    let inf = |x: Interval| x.lo == f64::NEG_INFINITY || x.hi == f64::INFINITY;
+    match op {
+        BinOp::Add => {
+            (a.hi == f64::INFINITY && b.lo == f64::NEG_INFINITY) || (a.lo == f64::NEG_INFINITY && b.hi == f64::INFINITY)
+        }
+        BinOp::Sub => {
+            (a.hi == f64::INFINITY && b.hi == f64::INFINITY) || (a.lo == f64::NEG_INFINITY && b.lo == f64::NEG_INFINITY)
+        }
+        BinOp::Mul => (a.contains(0.0) && inf(b)) || (b.contains(0.0) && inf(a)),
+        BinOp::Div => (a.contains(0.0) && b.contains(0.0)) || (inf(a) && inf(b)),
+        // `powf` of a negative base and a non-integer exponent.
+        BinOp::Pow => a.lo < 0.0 && !(b.is_point() && b.lo == b.lo.trunc()),
+        _ => false,
+    }
+}
+
+fn call_range(func: Func, args: &[Range]) -> Range {
+    let ivs: Vec<Interval> = args.iter().map(|a| a.iv).collect();
+    let any_nan = args.iter().any(|a| a.nan);
+    let x = args.first().map_or(Range { iv: Interval::REAL, nan: true }, |a| *a);
+    match func {
+        // `mask(NaN)` is 1: NaN is truthy.
+        Func::Mask => Range { iv: call(func, &[truthy(x)]), nan: false },
+        Func::If => {
+            let cond = truthy(x);
+            let pick = |i: usize| args.get(i).copied().unwrap_or(Range { iv: Interval::REAL, nan: true });
+            let (then, other) = (pick(1), pick(2));
+            let iv = call(func, &[cond, then.iv, other.iv]);
+            let nan = (cond.hi > 0.0 && then.nan) || (cond.lo == 0.0 && other.nan);
+            Range { iv, nan }
+        }
+        Func::Sqrt | Func::Log => Range { iv: call(func, &ivs), nan: any_nan || x.iv.lo < 0.0 },
+        _ => Range { iv: call(func, &ivs), nan: any_nan },
     }
 }
 
@@ -291,6 +388,28 @@ mod tests {
         assert_eq!(reduce(Scope::Group, ReduceOp::Sum, iv(0.0, 1.0), iv(2.0, 8.0)), iv(0.0, 8.0));
         assert_eq!(reduce(Scope::Group, ReduceOp::Rank, iv(0.0, 1.0), iv(2.0, 8.0)), iv(1.0, 8.0));
         assert_eq!(sub(reduce(Scope::Group, ReduceOp::Count, Interval::REAL, g), TRUE), iv(1.0, f64::INFINITY));
+    }
+
+    #[test]
+    fn a_possible_nan_keeps_comparisons_undecided() {
+        let env = Env { features: &[Interval::UNIT], params: &[], defs: &[], def_nans: &[], group_size: iv(2.0, 8.0) };
+        let f = || Box::new(Expr::Feature(0));
+        // log(-2.5) is NaN, and NaN < 1 is false, although the interval of log(-2.5) is [-inf, -inf].
+        let log = Expr::Call(Func::Log, vec![Expr::Number(-2.5)]);
+        let lt = Expr::Binary(BinOp::Lt, Box::new(log.clone()), Box::new(Expr::Number(1.0)));
+        assert_eq!(eval(&lt, &env), BOOL);
+        let ne = Expr::Binary(BinOp::Ne, Box::new(log), Box::new(Expr::Number(1.0)));
+        assert_eq!(eval(&ne, &env), TRUE);
+        // sqrt(f - 0.5) >= 0 is false where the square root is NaN.
+        let root = Expr::Call(Func::Sqrt, vec![Expr::Binary(BinOp::Sub, f(), Box::new(Expr::Number(0.5)))]);
+        assert!(range(&root, &env).nan);
+        let ge = Expr::Binary(BinOp::Ge, Box::new(root), Box::new(Expr::Number(0.0)));
+        assert_eq!(eval(&ge, &env), BOOL);
+        // 0 / 0 is NaN; 1 / f is not (it may be infinite).
+        let zero_over = Expr::Binary(BinOp::Div, f(), f());
+        assert!(range(&zero_over, &env).nan);
+        let one_over = Expr::Binary(BinOp::Div, Box::new(Expr::Number(1.0)), f());
+        assert!(!range(&one_over, &env).nan);
     }
 
     #[test]

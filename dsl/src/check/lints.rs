@@ -6,7 +6,8 @@
 //!   argument's interval reaches outside their domain;
 //! - `cancels-under-centering`: an additive term of `reward` that is constant
 //!   within a group while the advantage estimator ignores per-group constants;
-//! - `unused-let`: a `let` that nothing reads.
+//! - `unused-let`, `unused-param`: a `let` or `param` that nothing reads
+//!   (a study overriding an unused param would change nothing).
 
 use std::collections::HashSet;
 
@@ -37,6 +38,7 @@ pub(crate) fn run(checked: &Checked<'_, '_>, program: &Program) -> Vec<Diagnosti
         domains(checked, c, &mut out);
     }
     out.extend(unused_lets(checked));
+    out.extend(unused_params(checked));
     // A let reached along two paths is scanned once, but a span must never be reported twice.
     let mut seen = HashSet::new();
     out.retain(|d| seen.insert((d.code, d.span)));
@@ -305,6 +307,32 @@ fn unused_lets(checked: &Checked<'_, '_>) -> Vec<Diagnostic> {
         .map(|(_, slot)| {
             Diagnostic::warning("unused-let", slot.name_span, format!("`{}` is never used", slot.name))
                 .with_help("use it in a definition or a `check`, or remove it")
+        })
+        .collect()
+}
+
+fn unused_params(checked: &Checked<'_, '_>) -> Vec<Diagnostic> {
+    fn mark(e: &TExpr, used: &mut [bool]) {
+        if let TKind::Param(id) = e.kind {
+            used[id] = true;
+        }
+        for c in e.children() {
+            mark(c, used);
+        }
+    }
+    let mut used = vec![false; checked.scope.params.len()];
+    for e in checked.bodies.iter().chain(&checked.checks) {
+        mark(e, &mut used);
+    }
+    checked
+        .scope
+        .params
+        .iter()
+        .zip(used)
+        .filter(|(_, used)| !used)
+        .map(|(p, _)| {
+            Diagnostic::warning("unused-param", p.span, format!("the param `{}` is never used", p.name))
+                .with_help("a study that overrides it would change nothing; use it or remove it")
         })
         .collect()
 }

@@ -1,12 +1,15 @@
 //! The checker: names, types, layering, cycles, intervals, lints, lowering to
 //! HIR, and the verification of `check` statements.
 //!
-//! [`check`] runs, in order: gathering names ([`scope`]), the reference graph
-//! with its cycles and dependency order ([`order`]), resolution and type
-//! checking of every expression ([`lower`]), layering, and then — only on a
-//! file free of errors — interval analysis ([`intervals`]) and the lints
-//! ([`lints`]). [`verify`] proves or property-tests the file's `check`
-//! statements on a checked program.
+//! [`check`] runs, in order: gathering names (`scope`), the reference graph
+//! with its layers, cycles and dependency order (`order`), resolution and type
+//! checking of every expression (`lower`), and then — only on a file free of
+//! errors — interval analysis (`intervals`) and the lints (`lints`), which
+//! run on a typed tree that still has spans before it is lowered to
+//! [`hir`](crate::hir). [`verify()`] proves or property-tests the file's
+//! `check` statements on a checked program (module `verify`: the case
+//! generator in `verify::cases`, the shrinker in `verify::shrink`).
+//! "Did you mean" lives in `suggest`.
 
 pub(crate) mod intervals;
 mod lints;
@@ -111,6 +114,8 @@ pub(crate) struct Checked<'s, 'a> {
     pub param_values: Vec<f64>,
     /// Filled in dependency order.
     pub intervals: Vec<Interval>,
+    /// Whether each slot may be NaN, filled with `intervals`.
+    pub nans: Vec<bool>,
 }
 
 impl Checked<'_, '_> {
@@ -119,13 +124,19 @@ impl Checked<'_, '_> {
             features: &self.feature_intervals,
             params: &self.param_values,
             defs: &self.intervals,
+            def_nans: &self.nans,
             group_size: self.options.group_size,
         }
     }
 
     /// The interval of a subexpression of a slot body or check.
     pub fn interval(&self, e: &TExpr) -> Interval {
-        intervals::eval(&e.to_hir(&|s| s), &self.env())
+        self.range(e).iv
+    }
+
+    /// The interval of a subexpression, and whether it may be NaN.
+    pub fn range(&self, e: &TExpr) -> intervals::Range {
+        intervals::range(&e.to_hir(&|s| s), &self.env())
     }
 
     pub fn decl(&self, feature: usize) -> Option<&crate::schema::FeatureDecl> {
@@ -201,9 +212,12 @@ fn check_into(
         feature_intervals,
         param_values: scope.params.iter().map(|p| p.value).collect(),
         intervals: vec![Interval::REAL; n],
+        nans: vec![true; n],
     };
     for &slot in &order {
-        checked.intervals[slot] = checked.interval(&checked.bodies[slot]);
+        let r = checked.range(&checked.bodies[slot]);
+        checked.intervals[slot] = r.iv;
+        checked.nans[slot] = r.nan;
     }
     for (c, item) in checked.checks.iter().zip(&scope.checks) {
         let iv = checked.interval(c);

@@ -2,13 +2,14 @@
 //! items with duplicate, shadowing and unknown-definition errors, plus the
 //! language's default `adv` and `advantage` when the file leaves them out.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use super::suggest::did_you_mean;
 use crate::ast::{self, BinOp, Expr, ExprKind, Ident, ItemKind};
 use crate::diag::Diagnostic;
 use crate::hir::{DefKind, Func, Param, ParamId};
-use crate::schema::{FeatureDecl, FeatureSchema};
+use crate::printer::print_expr;
+use crate::schema::{FeatureDecl, FeatureSchema, format_number};
 use crate::span::Span;
 
 /// The three definitions a file may write, and what each is.
@@ -87,19 +88,21 @@ impl<'a> Scope<'a> {
             adv: usize::MAX,
             advantage: usize::MAX,
         };
-        // Where each name was first declared, for duplicate messages.
-        let mut first: HashSet<String> = HashSet::new();
+        // Each name declared so far, with its statement as printed, for duplicate messages.
+        let mut first: HashMap<String, String> = HashMap::new();
         for item in &file.items {
             match &item.kind {
                 ItemKind::Param { name, value, .. } => {
-                    if scope.declare(name, "param", &mut first, diags) {
+                    let text = format!("param {} = {}", name.name, format_number(*value));
+                    if scope.declare(name, "param", text, &mut first, diags) {
                         let id = scope.params.len();
                         scope.params.push(Param { name: name.name.clone(), value: *value, span: item.span });
                         scope.names.insert(name.name.clone(), Symbol::Param(id));
                     }
                 }
                 ItemKind::Let { name, value } => {
-                    if scope.declare(name, "let", &mut first, diags) {
+                    let text = format!("let {} = {}", name.name, print_expr(value));
+                    if scope.declare(name, "let", text, &mut first, diags) {
                         scope.push_slot(name, DefKind::Let, item.span, value.clone());
                     }
                 }
@@ -108,11 +111,11 @@ impl<'a> Scope<'a> {
                         diags.push(unknown_definition(name));
                         continue;
                     };
-                    if first.contains(&name.name) {
-                        diags.push(duplicate(name));
+                    if let Some(earlier) = first.get(&name.name) {
+                        diags.push(duplicate(name, earlier));
                         continue;
                     }
-                    first.insert(name.name.clone());
+                    first.insert(name.name.clone(), format!("{} = {}", name.name, print_expr(value)));
                     scope.push_slot(name, kind, item.span, value.clone());
                 }
                 ItemKind::Check { cond } => scope.checks.push(CheckItem { cond: cond.clone(), span: item.span }),
@@ -195,7 +198,8 @@ impl<'a> Scope<'a> {
         &self,
         name: &Ident,
         what: &'static str,
-        first: &mut HashSet<String>,
+        text: String,
+        first: &mut HashMap<String, String>,
         diags: &mut Vec<Diagnostic>,
     ) -> bool {
         let n = name.name.as_str();
@@ -217,11 +221,11 @@ impl<'a> Scope<'a> {
             );
             return false;
         }
-        if first.contains(n) {
-            diags.push(duplicate(name));
+        if let Some(earlier) = first.get(n) {
+            diags.push(duplicate(name, earlier));
             return false;
         }
-        first.insert(n.to_string());
+        first.insert(n.to_string(), text);
         true
     }
 }
@@ -237,13 +241,10 @@ fn unknown_definition(name: &Ident) -> Diagnostic {
         .with_help(help)
 }
 
-fn duplicate(name: &Ident) -> Diagnostic {
+fn duplicate(name: &Ident, earlier: &str) -> Diagnostic {
     Diagnostic::error("duplicate-definition", name.span, format!("`{}` is defined twice", name.name))
         .with_help("keep one definition, or rename one of them")
-        .with_note(format!(
-            "`{}` is first defined by an earlier statement; that definition is the one checked",
-            name.name
-        ))
+        .with_note(format!("the first definition, `{earlier}`, is the one checked"))
 }
 
 fn name_expr(name: &str, span: Span) -> Expr {

@@ -126,8 +126,11 @@ fn constant_terms_matter_when_the_estimator_does_not_centre() {
 }
 
 #[test]
-fn unused_lets_warn_but_lets_used_by_checks_do_not() {
+fn unused_lets_and_params_warn_but_those_used_by_checks_do_not() {
     let ws = warnings("let spare = c * 2\nreward = Fb(file)\n");
     assert_eq!((codes(&ws), ws[0].at.as_str()), (vec!["unused-let"], "spare"));
     assert!(warnings("let ratio = c / 8\nreward = Fb(file)\ncheck ratio <= 1\n").is_empty());
+    let ws = warnings("param gamma = 0.5\nreward = Fb(file)\n");
+    assert_eq!((codes(&ws), ws[0].at.as_str()), (vec!["unused-param"], "param gamma = 0.5"));
+    assert!(warnings("param gamma = 0.5\nreward = Fb(file)\ncheck reward <= 1 + gamma\n").is_empty());
 }

@@ -134,7 +134,7 @@ proptest! {
             .enumerate()
             .map(|(i, (r, int))| Column::with_range(&format!("f{i}"), *r, *int, false))
             .collect();
-        let env = Env { features: &rs, params: &[], defs: &[], group_size };
+        let env = Env { features: &rs, params: &[], defs: &[], def_nans: &[], group_size };
         let iv = intervals::eval(&e, &env);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let groups: Vec<Case> = (0..12).map(|_| Case { groups: vec![cases::draw_group(&mut rng, &columns, (2, 5))] }).collect();

@@ -96,3 +96,20 @@ fn batch_reductions_are_tested_on_whole_batches() {
     let d = failure(&results[1]);
     assert!(d.notes[0].starts_with("counterexample: batch of 2 groups"), "{:?}", d.notes);
 }
+
+#[test]
+fn a_schema_without_the_programs_features_is_an_error_not_a_pass() {
+    let (program, _) = check_text("reward = Fb(file)\ncheck reward >= 0\n");
+    let empty = crate::schema::FeatureSchema::new();
+    let err = verify(&program.expect("checks"), &empty, &VerifyOptions::default()).expect_err("no schema for Fb");
+    assert_eq!(err.to_string(), "the program reads feature `Fb(file)`, which the schema does not declare");
+}
+
+#[test]
+fn a_check_that_a_nan_breaks_is_tested_not_proved() {
+    // sqrt's interval is [0, 0.71], but below Fb(file) = 0.5 the value is NaN and `>=` is false.
+    let results = outcomes("reward = sqrt(Fb(file) - 0.5)\ncheck reward >= 0\n");
+    let d = failure(&results[0]);
+    assert!(d.notes[0].contains("Fb(file) = 0"), "{:?}", d.notes);
+    assert!(d.notes[1].contains("reward = NaN"), "{:?}", d.notes);
+}

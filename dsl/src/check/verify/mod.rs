@@ -80,20 +80,24 @@ pub fn verify(
     let env_features: Vec<Interval> = columns.iter().map(|c| c.range).collect();
     let params: Vec<f64> = program.params.iter().map(|p| p.value).collect();
     let mut def_intervals = Vec::with_capacity(program.defs.len());
+    let mut def_nans = Vec::with_capacity(program.defs.len());
     for def in &program.defs {
         let env = intervals::Env {
             features: &env_features,
             params: &params,
             defs: &def_intervals,
+            def_nans: &def_nans,
             group_size: options.group_size,
         };
-        let iv = intervals::eval(&def.expr, &env);
-        def_intervals.push(iv);
+        let r = intervals::range(&def.expr, &env);
+        def_intervals.push(r.iv);
+        def_nans.push(r.nan);
     }
     let env = intervals::Env {
         features: &env_features,
         params: &params,
         defs: &def_intervals,
+        def_nans: &def_nans,
         group_size: options.group_size,
     };
     let mut outcomes = Vec::with_capacity(program.checks.len());
