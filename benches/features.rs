@@ -16,19 +16,13 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rewardlab_dsl::FeatureRef;
 use rewardlab_rewards::rollout::{Rollout, Selection, ToolCall};
-use rewardlab_rewards::{
-    Counts, FeatureOptions, LineRange, feature_schema, feature_table, load_rollouts,
-};
+use rewardlab_rewards::{Counts, FeatureOptions, LineRange, feature_schema, feature_table, load_rollouts};
 
 const ROLLOUTS: usize = 100_000;
 const GROUP: usize = 8;
 
 fn file(rng: &mut ChaCha8Rng) -> String {
-    format!(
-        "pkg/mod{}/file{}.py",
-        rng.random_range(0..6),
-        rng.random_range(0..20)
-    )
+    format!("pkg/mod{}/file{}.py", rng.random_range(0..6), rng.random_range(0..20))
 }
 
 fn range(rng: &mut ChaCha8Rng, path: &str) -> LineRange {
@@ -42,31 +36,23 @@ fn rollouts(n: usize) -> Vec<Rollout> {
     let mut target = Selection::default();
     for i in 0..n {
         if i % GROUP == 0 {
-            let files: Vec<String> = (0..rng.random_range(1..=3))
-                .map(|_| file(&mut rng))
-                .collect();
-            let ranges = (0..rng.random_range(1..=4))
-                .map(|k| range(&mut rng, &files[k % files.len()]))
-                .collect();
-            let functions = (0..rng.random_range(1..=3))
-                .map(|k| format!("{}::C{k}.m{k}", files[k % files.len()]))
-                .collect();
-            target = Selection {
-                files: Some(files),
-                line_ranges: Some(ranges),
-                functions: Some(functions),
-            };
+            let files: Vec<String> = (0..rng.random_range(1..=3)).map(|_| file(&mut rng)).collect();
+            let ranges = (0..rng.random_range(1..=4)).map(|k| range(&mut rng, &files[k % files.len()])).collect();
+            let functions =
+                (0..rng.random_range(1..=3)).map(|k| format!("{}::C{k}.m{k}", files[k % files.len()])).collect();
+            target = Selection { files: Some(files), line_ranges: Some(ranges), functions: Some(functions) };
         }
         let tfiles = target.files.as_deref().unwrap_or(&[]);
-        let pfiles: Vec<String> = (0..rng.random_range(0..=4))
-            .map(|_| {
-                if rng.random_bool(0.5) {
-                    tfiles[rng.random_range(0..tfiles.len())].clone()
-                } else {
-                    file(&mut rng)
-                }
-            })
-            .collect();
+        let pfiles: Vec<String> =
+            (0..rng.random_range(0..=4))
+                .map(|_| {
+                    if rng.random_bool(0.5) {
+                        tfiles[rng.random_range(0..tfiles.len())].clone()
+                    } else {
+                        file(&mut rng)
+                    }
+                })
+                .collect();
         let pranges = pfiles.iter().map(|f| range(&mut rng, f)).collect();
         let pfuncs = pfiles.iter().map(|f| format!("{f}::C0.m0")).collect();
         let turns = (0..rng.random_range(1..=4))
@@ -87,11 +73,7 @@ fn rollouts(n: usize) -> Vec<Rollout> {
             .collect();
         out.push(Rollout {
             group: format!("task-{}", i / GROUP),
-            predicted: Some(Selection {
-                files: Some(pfiles),
-                line_ranges: Some(pranges),
-                functions: Some(pfuncs),
-            }),
+            predicted: Some(Selection { files: Some(pfiles), line_ranges: Some(pranges), functions: Some(pfuncs) }),
             target: Some(target.clone()),
             turns: Some(turns),
             completion_tokens: Some(rng.random_range(50..4096)),
@@ -122,39 +104,22 @@ fn all_features() -> Vec<FeatureRef> {
 fn bench(c: &mut Criterion) {
     let data = rollouts(ROLLOUTS);
     let features = all_features();
-    let jsonl: String = data
-        .iter()
-        .map(|r| serde_json::to_string(r).expect("serialises") + "\n")
-        .collect();
+    let jsonl: String = data.iter().map(|r| serde_json::to_string(r).expect("serialises") + "\n").collect();
     let options = FeatureOptions::default();
 
     let mut group = c.benchmark_group("features_100k");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3));
+    group.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
     group.throughput(Throughput::Elements(ROLLOUTS as u64));
     group.bench_function(format!("all {} features", features.len()), |b| {
-        b.iter(|| {
-            feature_table(black_box(&features), black_box(&data), &options)
-                .expect("features compute")
-        })
+        b.iter(|| feature_table(black_box(&features), black_box(&data), &options).expect("features compute"))
     });
     group.bench_function("baseline: hand loop, Fb(file) only", |b| {
         b.iter(|| {
             let v: Vec<f64> = black_box(&data)
                 .iter()
                 .map(|r| {
-                    let p = r
-                        .predicted
-                        .as_ref()
-                        .and_then(|s| s.files.as_deref())
-                        .unwrap_or(&[]);
-                    let t = r
-                        .target
-                        .as_ref()
-                        .and_then(|s| s.files.as_deref())
-                        .unwrap_or(&[]);
+                    let p = r.predicted.as_ref().and_then(|s| s.files.as_deref()).unwrap_or(&[]);
+                    let t = r.target.as_ref().and_then(|s| s.files.as_deref()).unwrap_or(&[]);
                     Counts::of_sets(p, t).f_beta(0.5)
                 })
                 .collect();

@@ -48,20 +48,13 @@ pub enum AnswerError {
     #[error("unknown key `{0}` in the answer (allowed: files, line_ranges, functions)")]
     UnknownKey(String),
     #[error("`{key}` must be an array of strings (item {index} is {found})")]
-    WrongType {
-        key: &'static str,
-        index: usize,
-        found: &'static str,
-    },
+    WrongType { key: &'static str, index: usize, found: &'static str },
     #[error("`{0}` must be an array")]
     NotArray(&'static str),
     #[error("`{key}` lists `{item}` twice")]
     Duplicate { key: &'static str, item: String },
     #[error("file `{text}`: {source}")]
-    Path {
-        text: String,
-        source: paths::PathError,
-    },
+    Path { text: String, source: paths::PathError },
     #[error(transparent)]
     LineRange(#[from] crate::metrics::LineRangeError),
     #[error("function `{0}` is not `path::name`")]
@@ -90,15 +83,11 @@ pub fn parse_answer(text: &str) -> Result<Answer, AnswerError> {
 
 /// Parses the JSON body of an answer block.
 pub fn parse_body(body: &str) -> Result<Answer, AnswerError> {
-    let value: Value =
-        serde_json::from_str(body.trim()).map_err(|e| AnswerError::Json(e.to_string()))?;
+    let value: Value = serde_json::from_str(body.trim()).map_err(|e| AnswerError::Json(e.to_string()))?;
     let Value::Object(map) = value else {
         return Err(AnswerError::NotObject);
     };
-    if let Some(key) = map
-        .keys()
-        .find(|k| !matches!(k.as_str(), "files" | "line_ranges" | "functions"))
-    {
+    if let Some(key) = map.keys().find(|k| !matches!(k.as_str(), "files" | "line_ranges" | "functions")) {
         return Err(AnswerError::UnknownKey(key.clone()));
     }
     let files_raw = strings(&map, "files")?.ok_or(AnswerError::MissingKey("files"))?;
@@ -107,20 +96,14 @@ pub fn parse_body(body: &str) -> Result<Answer, AnswerError> {
 
     let mut files = Vec::with_capacity(files_raw.len());
     for f in files_raw {
-        let p = paths::normalize(f).map_err(|source| AnswerError::Path {
-            text: f.to_string(),
-            source,
-        })?;
+        let p = paths::normalize(f).map_err(|source| AnswerError::Path { text: f.to_string(), source })?;
         push_unique(&mut files, p, "files")?;
     }
     let mut line_ranges = Vec::with_capacity(ranges_raw.len());
     for r in ranges_raw {
         let range = LineRange::parse(r)?;
         if line_ranges.contains(&range) {
-            return Err(AnswerError::Duplicate {
-                key: "line_ranges",
-                item: range.to_string(),
-            });
+            return Err(AnswerError::Duplicate { key: "line_ranges", item: range.to_string() });
         }
         line_ranges.push(range);
     }
@@ -129,26 +112,18 @@ pub fn parse_body(body: &str) -> Result<Answer, AnswerError> {
         Some(raw) => {
             let mut out = Vec::with_capacity(raw.len());
             for f in raw {
-                let (path, name) = f
-                    .split_once("::")
-                    .ok_or_else(|| AnswerError::Function(f.to_string()))?;
+                let (path, name) = f.split_once("::").ok_or_else(|| AnswerError::Function(f.to_string()))?;
                 if name.is_empty() {
                     return Err(AnswerError::Function(f.to_string()));
                 }
-                let path = paths::normalize(path).map_err(|source| AnswerError::Path {
-                    text: f.to_string(),
-                    source,
-                })?;
+                let path =
+                    paths::normalize(path).map_err(|source| AnswerError::Path { text: f.to_string(), source })?;
                 push_unique(&mut out, format!("{path}::{name}"), "functions")?;
             }
             Some(out)
         }
     };
-    Ok(Answer {
-        files,
-        line_ranges,
-        functions,
-    })
+    Ok(Answer { files, line_ranges, functions })
 }
 
 fn strings<'a>(
@@ -166,11 +141,7 @@ fn strings<'a>(
         match item {
             Value::String(s) => out.push(s.as_str()),
             other => {
-                return Err(AnswerError::WrongType {
-                    key,
-                    index,
-                    found: json_kind(other),
-                });
+                return Err(AnswerError::WrongType { key, index, found: json_kind(other) });
             }
         }
     }
@@ -211,10 +182,8 @@ mod tests {
         assert_eq!(a.files, vec!["a/b.py", "c.py"]);
         assert_eq!(a.line_ranges, vec![LineRange::new("a/b.py", 3, 9)]);
         assert_eq!(a.functions, None);
-        let a = parse_answer(
-            r#"<answer>{"files": [], "line_ranges": [], "functions": ["./a.py::A.f"]}</answer>"#,
-        )
-        .expect("valid");
+        let a = parse_answer(r#"<answer>{"files": [], "line_ranges": [], "functions": ["./a.py::A.f"]}</answer>"#)
+            .expect("valid");
         assert_eq!(a.functions, Some(vec!["a.py::A.f".to_string()]));
     }
 
@@ -223,23 +192,11 @@ mod tests {
         let cases = [
             ("no tags", "no `<answer>` block"),
             ("<answer>{}", "`<answer>` is never closed by `</answer>`"),
-            (
-                "<answer>{}</answer><answer>{}</answer>",
-                "2 `<answer>` blocks; exactly one is allowed",
-            ),
-            (
-                "<answer>{\"files\": [}</answer>",
-                "answer body is not valid JSON: expected value at line 1 column 12",
-            ),
+            ("<answer>{}</answer><answer>{}</answer>", "2 `<answer>` blocks; exactly one is allowed"),
+            ("<answer>{\"files\": [}</answer>", "answer body is not valid JSON: expected value at line 1 column 12"),
             ("<answer>[]</answer>", "answer body must be a JSON object"),
-            (
-                "<answer>{\"line_ranges\": []}</answer>",
-                "answer has no `files` key",
-            ),
-            (
-                "<answer>{\"files\": []}</answer>",
-                "answer has no `line_ranges` key",
-            ),
+            ("<answer>{\"line_ranges\": []}</answer>", "answer has no `files` key"),
+            ("<answer>{\"files\": []}</answer>", "answer has no `line_ranges` key"),
             (
                 "<answer>{\"files\": [], \"line_ranges\": [], \"why\": 1}</answer>",
                 "unknown key `why` in the answer (allowed: files, line_ranges, functions)",
@@ -248,14 +205,8 @@ mod tests {
                 "<answer>{\"files\": [1], \"line_ranges\": []}</answer>",
                 "`files` must be an array of strings (item 0 is a number)",
             ),
-            (
-                "<answer>{\"files\": \"a.py\", \"line_ranges\": []}</answer>",
-                "`files` must be an array",
-            ),
-            (
-                "<answer>{\"files\": [\"a.py\", \"./a.py\"], \"line_ranges\": []}</answer>",
-                "`files` lists `a.py` twice",
-            ),
+            ("<answer>{\"files\": \"a.py\", \"line_ranges\": []}</answer>", "`files` must be an array"),
+            ("<answer>{\"files\": [\"a.py\", \"./a.py\"], \"line_ranges\": []}</answer>", "`files` lists `a.py` twice"),
             (
                 "<answer>{\"files\": [\"/a.py\"], \"line_ranges\": []}</answer>",
                 "file `/a.py`: absolute path `/a.py`: paths must be relative to the repository root",

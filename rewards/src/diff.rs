@@ -82,10 +82,7 @@ pub struct PatchTargets {
 impl FilePatch {
     /// The path a retriever should name: the pre-image path, or the new path of an added file.
     pub fn target_path(&self) -> &str {
-        self.old_path
-            .as_deref()
-            .or(self.new_path.as_deref())
-            .expect("a file patch has at least one path")
+        self.old_path.as_deref().or(self.new_path.as_deref()).expect("a file patch has at least one path")
     }
 
     /// Pre-image line ranges of this file's changes (see the module docs).
@@ -97,25 +94,10 @@ impl FilePatch {
             return Vec::new();
         }
         if self.kind == ChangeKind::Deleted {
-            let len: u32 = self
-                .hunks
-                .iter()
-                .map(|h| h.old_start.saturating_sub(1) + h.old_len)
-                .max()
-                .unwrap_or(0);
-            return if len > 0 {
-                vec![LineRange::new(path.clone(), 1, len)]
-            } else {
-                Vec::new()
-            };
+            let len: u32 = self.hunks.iter().map(|h| h.old_start.saturating_sub(1) + h.old_len).max().unwrap_or(0);
+            return if len > 0 { vec![LineRange::new(path.clone(), 1, len)] } else { Vec::new() };
         }
-        self.hunks
-            .iter()
-            .filter_map(|h| {
-                h.pre_image_span()
-                    .map(|(a, b)| LineRange::new(path.clone(), a, b))
-            })
-            .collect()
+        self.hunks.iter().filter_map(|h| h.pre_image_span().map(|(a, b)| LineRange::new(path.clone(), a, b))).collect()
     }
 }
 
@@ -146,10 +128,7 @@ impl Hunk {
 
 /// Parses a whole patch into its files.
 pub fn parse_patch(text: &str) -> Result<Vec<FilePatch>, DiffError> {
-    let lines: Vec<&str> = text
-        .split('\n')
-        .map(|l| l.strip_suffix('\r').unwrap_or(l))
-        .collect();
+    let lines: Vec<&str> = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
     let mut files = Vec::new();
     let mut i = 0;
     while i < lines.len() {
@@ -158,9 +137,7 @@ pub fn parse_patch(text: &str) -> Result<Vec<FilePatch>, DiffError> {
             let (patch, next) = parse_git_file(&lines, i, rest)?;
             files.push(patch);
             i = next;
-        } else if line.starts_with("--- ")
-            && lines.get(i + 1).is_some_and(|l| l.starts_with("+++ "))
-        {
+        } else if line.starts_with("--- ") && lines.get(i + 1).is_some_and(|l| l.starts_with("+++ ")) {
             let mut patch = FilePatch {
                 old_path: None,
                 new_path: None,
@@ -170,10 +147,7 @@ pub fn parse_patch(text: &str) -> Result<Vec<FilePatch>, DiffError> {
             };
             let next = parse_body(&lines, i, &mut patch, true)?;
             if patch.old_path.is_none() && patch.new_path.is_none() {
-                return Err(DiffError {
-                    line: i + 1,
-                    message: "both sides are /dev/null".into(),
-                });
+                return Err(DiffError { line: i + 1, message: "both sides are /dev/null".into() });
             }
             files.push(patch);
             i = next;
@@ -202,17 +176,10 @@ pub fn targets_of(files: &[FilePatch]) -> PatchTargets {
     out
 }
 
-fn parse_git_file(
-    lines: &[&str],
-    start: usize,
-    header: &str,
-) -> Result<(FilePatch, usize), DiffError> {
-    let err = |message: String| DiffError {
-        line: start + 1,
-        message,
-    };
-    let (a, b) = split_git_header(header)
-        .ok_or_else(|| err(format!("cannot read the paths of `diff --git {header}`")))?;
+fn parse_git_file(lines: &[&str], start: usize, header: &str) -> Result<(FilePatch, usize), DiffError> {
+    let err = |message: String| DiffError { line: start + 1, message };
+    let (a, b) =
+        split_git_header(header).ok_or_else(|| err(format!("cannot read the paths of `diff --git {header}`")))?;
     let mut patch = FilePatch {
         old_path: Some(strip_prefix(&a, "a/")),
         new_path: Some(strip_prefix(&b, "b/")),
@@ -263,19 +230,11 @@ fn parse_git_file(
 }
 
 /// Parses optional `---`/`+++` lines and the hunks after them. Returns the index after the body.
-fn parse_body(
-    lines: &[&str],
-    mut i: usize,
-    patch: &mut FilePatch,
-    plain: bool,
-) -> Result<usize, DiffError> {
+fn parse_body(lines: &[&str], mut i: usize, patch: &mut FilePatch, plain: bool) -> Result<usize, DiffError> {
     if let Some(p) = lines[i].strip_prefix("--- ") {
         let next = lines.get(i + 1).and_then(|l| l.strip_prefix("+++ "));
         let Some(q) = next else {
-            return Err(DiffError {
-                line: i + 2,
-                message: "`---` line is not followed by `+++`".into(),
-            });
+            return Err(DiffError { line: i + 2, message: "`---` line is not followed by `+++`".into() });
         };
         let old = side_path(p, "a/");
         let new = side_path(q, "b/");
@@ -306,31 +265,20 @@ fn parse_body(
 
 fn parse_hunk(lines: &[&str], start: usize) -> Result<(Hunk, usize), DiffError> {
     let header = lines[start];
-    let bad = || DiffError {
-        line: start + 1,
-        message: format!("malformed hunk header `{header}`"),
-    };
+    let bad = || DiffError { line: start + 1, message: format!("malformed hunk header `{header}`") };
     let body = header.strip_prefix("@@ -").ok_or_else(bad)?;
     let (ranges, _) = body.split_once(" @@").ok_or_else(bad)?;
     let (old, new) = ranges.split_once(" +").ok_or_else(bad)?;
     let (old_start, old_len) = parse_range(old).ok_or_else(bad)?;
     let (new_start, new_len) = parse_range(new).ok_or_else(bad)?;
-    let mut hunk = Hunk {
-        old_start,
-        old_len,
-        new_start,
-        new_len,
-        lines: Vec::new(),
-    };
+    let mut hunk = Hunk { old_start, old_len, new_start, new_len, lines: Vec::new() };
     let (mut old_left, mut new_left) = (old_len, new_len);
     let mut i = start + 1;
     while old_left > 0 || new_left > 0 {
         let Some(&line) = lines.get(i) else {
             return Err(DiffError {
                 line: i,
-                message: format!(
-                    "hunk `{header}` ends early: {old_left} old and {new_left} new lines missing"
-                ),
+                message: format!("hunk `{header}` ends early: {old_left} old and {new_left} new lines missing"),
             });
         };
         let kind = match line.as_bytes().first() {
@@ -345,9 +293,7 @@ fn parse_hunk(lines: &[&str], start: usize) -> Result<(Hunk, usize), DiffError> 
             Some(_) => {
                 return Err(DiffError {
                     line: i + 1,
-                    message: format!(
-                        "hunk `{header}` ends early: {old_left} old and {new_left} new lines missing"
-                    ),
+                    message: format!("hunk `{header}` ends early: {old_left} old and {new_left} new lines missing"),
                 });
             }
         };
@@ -357,10 +303,7 @@ fn parse_hunk(lines: &[&str], start: usize) -> Result<(Hunk, usize), DiffError> 
             LineKind::Added => (false, true),
         };
         if (takes_old && old_left == 0) || (takes_new && new_left == 0) {
-            return Err(DiffError {
-                line: i + 1,
-                message: format!("hunk `{header}` has more lines than it declares"),
-            });
+            return Err(DiffError { line: i + 1, message: format!("hunk `{header}` has more lines than it declares") });
         }
         old_left -= u32::from(takes_old);
         new_left -= u32::from(takes_new);
@@ -375,11 +318,7 @@ fn parse_hunk(lines: &[&str], start: usize) -> Result<(Hunk, usize), DiffError> 
 }
 
 fn parse_range(s: &str) -> Option<(u32, u32)> {
-    let digits = |t: &str| {
-        (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| t.parse().ok())
-            .flatten()
-    };
+    let digits = |t: &str| (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit())).then(|| t.parse().ok()).flatten();
     match s.split_once(',') {
         Some((a, b)) => Some((digits(a)?, digits(b)?)),
         None => Some((digits(s)?, 1)),
@@ -388,11 +327,7 @@ fn parse_range(s: &str) -> Option<(u32, u32)> {
 
 /// A `---`/`+++` path: `/dev/null` is no file; a timestamp after a tab is dropped.
 fn side_path(text: &str, prefix: &str) -> Option<String> {
-    let text = if text.starts_with('"') {
-        text
-    } else {
-        text.split('\t').next().unwrap_or(text)
-    };
+    let text = if text.starts_with('"') { text } else { text.split('\t').next().unwrap_or(text) };
     let path = unquote(text);
     (path != "/dev/null").then(|| strip_prefix(&path, prefix))
 }
@@ -559,66 +494,23 @@ old mode 100644
 new mode 100755
 ";
         let files = parse_patch(patch).expect("parses");
-        let kinds: Vec<(ChangeKind, bool, Option<&str>, Option<&str>)> = files
-            .iter()
-            .map(|f| {
-                (
-                    f.kind,
-                    f.binary,
-                    f.old_path.as_deref(),
-                    f.new_path.as_deref(),
-                )
-            })
-            .collect();
+        let kinds: Vec<(ChangeKind, bool, Option<&str>, Option<&str>)> =
+            files.iter().map(|f| (f.kind, f.binary, f.old_path.as_deref(), f.new_path.as_deref())).collect();
         assert_eq!(
             kinds,
             vec![
                 (ChangeKind::Added, false, None, Some("new.py")),
                 (ChangeKind::Deleted, false, Some("gone.py"), None),
-                (
-                    ChangeKind::Renamed,
-                    false,
-                    Some("old name.py"),
-                    Some("new name.py")
-                ),
-                (
-                    ChangeKind::Renamed,
-                    false,
-                    Some("pure.py"),
-                    Some("moved.py")
-                ),
-                (
-                    ChangeKind::Modified,
-                    true,
-                    Some("logo.png"),
-                    Some("logo.png")
-                ),
+                (ChangeKind::Renamed, false, Some("old name.py"), Some("new name.py")),
+                (ChangeKind::Renamed, false, Some("pure.py"), Some("moved.py")),
+                (ChangeKind::Modified, true, Some("logo.png"), Some("logo.png")),
                 (ChangeKind::Added, true, None, Some("icon.bin")),
-                (
-                    ChangeKind::Modified,
-                    false,
-                    Some("mode.sh"),
-                    Some("mode.sh")
-                ),
+                (ChangeKind::Modified, false, Some("mode.sh"), Some("mode.sh")),
             ]
         );
         let t = targets_of(&files);
-        assert_eq!(
-            t.files,
-            vec![
-                "new.py",
-                "gone.py",
-                "old name.py",
-                "pure.py",
-                "logo.png",
-                "icon.bin",
-                "mode.sh"
-            ]
-        );
-        assert_eq!(
-            t.line_ranges,
-            vec![lr("gone.py", 1, 3), lr("old name.py", 1, 1)]
-        );
+        assert_eq!(t.files, vec!["new.py", "gone.py", "old name.py", "pure.py", "logo.png", "icon.bin", "mode.sh"]);
+        assert_eq!(t.line_ranges, vec![lr("gone.py", 1, 3), lr("old name.py", 1, 1)]);
     }
 
     #[test]
@@ -626,10 +518,7 @@ new mode 100755
         let patch = "diff --git a/a.txt b/a.txt\r\n--- a/a.txt\r\n+++ b/a.txt\r\n@@ -1,2 +1,2 @@\r\n a\r\n-b\r\n\\ No newline at end of file\r\n+c\r\n\\ No newline at end of file\r\ndiff --git a/b.txt b/b.txt\r\n--- a/b.txt\r\n+++ b/b.txt\r\n@@ -3 +3 @@\r\n-x\r\n+y\r\n";
         let files = parse_patch(patch).expect("parses");
         assert_eq!(files.len(), 2);
-        assert_eq!(
-            files[0].hunks[0].lines,
-            vec![LineKind::Context, LineKind::Removed, LineKind::Added]
-        );
+        assert_eq!(files[0].hunks[0].lines, vec![LineKind::Context, LineKind::Removed, LineKind::Added]);
         let t = targets_of(&files);
         assert_eq!(t.line_ranges, vec![lr("a.txt", 2, 2), lr("b.txt", 3, 3)]);
     }
@@ -647,9 +536,6 @@ new mode 100755
         let err = parse_patch(patch).expect_err("short hunk");
         assert!(err.message.contains("ends early"), "{err}");
         let err = parse_patch("--- a/m.py\n+++ b/m.py\n@@ -x +1 @@\n").expect_err("bad header");
-        assert_eq!(
-            err.to_string(),
-            "patch line 3: malformed hunk header `@@ -x +1 @@`"
-        );
+        assert_eq!(err.to_string(), "patch line 3: malformed hunk header `@@ -x +1 @@`");
     }
 }

@@ -29,11 +29,7 @@ pub struct FeatureOptions {
 
 impl Default for FeatureOptions {
     fn default() -> FeatureOptions {
-        FeatureOptions {
-            line_match: LineMatch::Coverage,
-            source: "rollouts".to_string(),
-            check_ranges: true,
-        }
+        FeatureOptions { line_match: LineMatch::Coverage, source: "rollouts".to_string(), check_ranges: true }
     }
 }
 
@@ -59,25 +55,11 @@ pub enum FeatureError {
     #[error(
         "feature `{feature}` is not provided by {data_source}: rollout {rollout} (group `{group}`) has no {missing}"
     )]
-    Unavailable {
-        feature: String,
-        data_source: String,
-        rollout: usize,
-        group: String,
-        missing: String,
-    },
+    Unavailable { feature: String, data_source: String, rollout: usize, group: String, missing: String },
     #[error(
         "feature `{feature}` of rollout {rollout} (group `{group}`) in {data_source} is {value}, outside its declared range [{lo}, {hi}]"
     )]
-    OutOfRange {
-        feature: String,
-        data_source: String,
-        rollout: usize,
-        group: String,
-        value: f64,
-        lo: f64,
-        hi: f64,
-    },
+    OutOfRange { feature: String, data_source: String, rollout: usize, group: String, value: f64, lo: f64, hi: f64 },
     #[error(transparent)]
     Table(#[from] TableError),
 }
@@ -128,18 +110,11 @@ enum Column {
 fn resolve(f: &FeatureRef) -> Result<Column, FeatureError> {
     let level = || -> Result<Level, FeatureError> {
         let name = f.level.as_deref().unwrap_or("");
-        Level::parse(name).ok_or_else(|| FeatureError::BadLevel {
-            key: f.key.clone(),
-            level: name.to_string(),
-        })
+        Level::parse(name).ok_or_else(|| FeatureError::BadLevel { key: f.key.clone(), level: name.to_string() })
     };
     Ok(match f.name.as_str() {
         "Fb" => {
-            let beta = f
-                .args
-                .first()
-                .copied()
-                .unwrap_or(crate::schema::DEFAULT_BETA);
+            let beta = f.args.first().copied().unwrap_or(crate::schema::DEFAULT_BETA);
             if !(beta.is_finite() && beta >= 0.0) {
                 return Err(FeatureError::BadBeta { key: f.key.clone() });
             }
@@ -191,9 +166,8 @@ pub fn feature_table(
                     let mut counts = Vec::with_capacity(order.len());
                     for &i in &order {
                         counts.push(
-                            level_counts(level, &rollouts[i], options.line_match).map_err(
-                                |missing| unavailable(f, options, i, &rollouts[i], missing),
-                            )?,
+                            level_counts(level, &rollouts[i], options.line_match)
+                                .map_err(|missing| unavailable(f, options, i, &rollouts[i], missing))?,
                         );
                     }
                     e.insert(counts)
@@ -216,16 +190,10 @@ pub fn feature_table(
 }
 
 /// The value of one feature for one rollout (no range check). `Err` names what is missing.
-pub fn feature_value(
-    f: &FeatureRef,
-    rollout: &Rollout,
-    options: &FeatureOptions,
-) -> Result<f64, FeatureError> {
+pub fn feature_value(f: &FeatureRef, rollout: &Rollout, options: &FeatureOptions) -> Result<f64, FeatureError> {
     let column = resolve(f)?;
     let value = match column_level(column) {
-        Some(level) => {
-            level_counts(level, rollout, options.line_match).map(|c| metric_value(column, c))
-        }
+        Some(level) => level_counts(level, rollout, options.line_match).map(|c| metric_value(column, c)),
         None => scalar_value(column, rollout),
     };
     value.map_err(|missing| unavailable(f, options, 0, rollout, missing))
@@ -287,10 +255,7 @@ fn level_counts(level: Level, r: &Rollout, rule: LineMatch) -> Result<Counts, St
             Ok(Counts::of_sets(p, t))
         }
         Level::Function => {
-            let t = target
-                .functions
-                .as_deref()
-                .ok_or_else(|| missing("target"))?;
+            let t = target.functions.as_deref().ok_or_else(|| missing("target"))?;
             let p = match pred {
                 Some(p) => p.functions.as_deref().ok_or_else(|| missing("predicted"))?,
                 None => &[],
@@ -298,15 +263,9 @@ fn level_counts(level: Level, r: &Rollout, rule: LineMatch) -> Result<Counts, St
             Ok(Counts::of_sets(p, t))
         }
         Level::LineRange => {
-            let t = target
-                .line_ranges
-                .as_deref()
-                .ok_or_else(|| missing("target"))?;
+            let t = target.line_ranges.as_deref().ok_or_else(|| missing("target"))?;
             let p = match pred {
-                Some(p) => p
-                    .line_ranges
-                    .as_deref()
-                    .ok_or_else(|| missing("predicted"))?,
+                Some(p) => p.line_ranges.as_deref().ok_or_else(|| missing("predicted"))?,
                 None => &[],
             };
             Ok(match_line_ranges(p, t, rule).0)
@@ -320,12 +279,8 @@ fn scalar_value(c: Column, r: &Rollout) -> Result<f64, String> {
         Column::CallsPerTurn => efficiency::calls_per_turn(turns()?),
         Column::Calls => efficiency::calls(turns()?) as f64,
         Column::Turns => turns()?.len() as f64,
-        Column::Efficiency => {
-            efficiency::tool_efficiency(turns()?).map_err(|e| format!("entities: {e}"))?
-        }
-        Column::Len => r
-            .completion_tokens
-            .ok_or_else(|| "`completion_tokens`".to_string())? as f64,
+        Column::Efficiency => efficiency::tool_efficiency(turns()?).map_err(|e| format!("entities: {e}"))?,
+        Column::Len => r.completion_tokens.ok_or_else(|| "`completion_tokens`".to_string())? as f64,
         Column::Valid => bool_value(r.valid).ok_or_else(|| "`valid`".to_string())?,
         Column::Truncated => bool_value(r.truncated).ok_or_else(|| "`truncated`".to_string())?,
         _ => unreachable!("scalar_value is only called for plain columns"),
@@ -336,13 +291,7 @@ fn bool_value(b: Option<bool>) -> Option<f64> {
     b.map(|b| if b { 1.0 } else { 0.0 })
 }
 
-fn unavailable(
-    f: &FeatureRef,
-    options: &FeatureOptions,
-    i: usize,
-    r: &Rollout,
-    missing: String,
-) -> FeatureError {
+fn unavailable(f: &FeatureRef, options: &FeatureOptions, i: usize, r: &Rollout, missing: String) -> FeatureError {
     FeatureError::Unavailable {
         feature: f.key.clone(),
         data_source: options.source.clone(),
@@ -388,11 +337,7 @@ mod tests {
     fn feature(name: &str, level: Option<&str>, args: Vec<f64>) -> FeatureRef {
         let schema = crate::schema::feature_schema();
         let decl = schema.get(name).expect("declared feature");
-        let args = if args.is_empty() {
-            decl.params.iter().map(|p| p.default).collect()
-        } else {
-            args
-        };
+        let args = if args.is_empty() { decl.params.iter().map(|p| p.default).collect() } else { args };
         FeatureRef::new(decl, level, args)
     }
 
@@ -402,13 +347,8 @@ mod tests {
 
     #[test]
     fn groups_are_stable_by_first_appearance() {
-        let rs: Vec<Rollout> = ["b", "a", "b", "c", "a"]
-            .iter()
-            .map(|g| Rollout {
-                group: g.to_string(),
-                ..Rollout::default()
-            })
-            .collect();
+        let rs: Vec<Rollout> =
+            ["b", "a", "b", "c", "a"].iter().map(|g| Rollout { group: g.to_string(), ..Rollout::default() }).collect();
         assert_eq!(group_order(&rs), vec![0, 2, 1, 4, 3]);
         let t = feature_table(&[], &rs, &FeatureOptions::default()).expect("no columns");
         assert_eq!(t.table.groups(), 3);
@@ -446,26 +386,15 @@ mod tests {
         assert_eq!(get("Fb(lr)"), 1.0);
         assert_eq!((get("c"), get("C"), get("T")), (2.0 / 3.0, 2.0, 3.0));
         assert_eq!(get("e"), 0.75);
-        assert_eq!(
-            (get("len"), get("valid"), get("truncated")),
-            (312.0, 1.0, 0.0)
-        );
+        assert_eq!((get("len"), get("valid"), get("truncated")), (312.0, 1.0, 0.0));
     }
 
     #[test]
     fn absent_keys_are_errors_naming_feature_and_source() {
-        let r =
-            rollout(r#"{"group": "g", "predicted": {"files": []}, "target": {"files": ["a"]}}"#);
-        let opts = FeatureOptions {
-            source: "runs.jsonl".into(),
-            ..FeatureOptions::default()
-        };
-        let err = feature_table(
-            &[feature("Fb", Some("func"), vec![])],
-            std::slice::from_ref(&r),
-            &opts,
-        )
-        .expect_err("no functions");
+        let r = rollout(r#"{"group": "g", "predicted": {"files": []}, "target": {"files": ["a"]}}"#);
+        let opts = FeatureOptions { source: "runs.jsonl".into(), ..FeatureOptions::default() };
+        let err = feature_table(&[feature("Fb", Some("func"), vec![])], std::slice::from_ref(&r), &opts)
+            .expect_err("no functions");
         assert_eq!(
             err.to_string(),
             "feature `Fb(func)` is not provided by runs.jsonl: rollout 0 (group `g`) has no `target.functions`"
@@ -476,45 +405,20 @@ mod tests {
 
     #[test]
     fn empty_lists_follow_the_empty_set_rules() {
-        let r = rollout(
-            r#"{"group": "g", "predicted": {"functions": []}, "target": {"functions": []}}"#,
-        );
-        let v = feature_value(
-            &feature("Fb", Some("func"), vec![]),
-            &r,
-            &FeatureOptions::default(),
-        )
-        .expect("value");
+        let r = rollout(r#"{"group": "g", "predicted": {"functions": []}, "target": {"functions": []}}"#);
+        let v = feature_value(&feature("Fb", Some("func"), vec![]), &r, &FeatureOptions::default()).expect("value");
         assert_eq!(v, 1.0);
         // An invalid rollout with no prediction predicts nothing.
         let r = rollout(r#"{"group": "g", "valid": false, "target": {"files": ["a"]}}"#);
-        let v = feature_value(
-            &feature("R", Some("file"), vec![]),
-            &r,
-            &FeatureOptions::default(),
-        )
-        .expect("value");
+        let v = feature_value(&feature("R", Some("file"), vec![]), &r, &FeatureOptions::default()).expect("value");
         assert_eq!(v, 0.0);
     }
 
     #[test]
     fn values_outside_declared_ranges_are_errors() {
-        let calls: Vec<String> = (0..9)
-            .map(|_| r#"{"tool": "grep", "entities": []}"#.to_string())
-            .collect();
-        let r = rollout(&format!(
-            r#"{{"group": "g", "turns": [[{}]]}}"#,
-            calls.join(",")
-        ));
-        let err = feature_table(
-            &[feature("c", None, vec![])],
-            &[r],
-            &FeatureOptions::default(),
-        )
-        .expect_err("c = 9");
-        assert!(
-            matches!(err, FeatureError::OutOfRange { value: 9.0, .. }),
-            "{err}"
-        );
+        let calls: Vec<String> = (0..9).map(|_| r#"{"tool": "grep", "entities": []}"#.to_string()).collect();
+        let r = rollout(&format!(r#"{{"group": "g", "turns": [[{}]]}}"#, calls.join(",")));
+        let err = feature_table(&[feature("c", None, vec![])], &[r], &FeatureOptions::default()).expect_err("c = 9");
+        assert!(matches!(err, FeatureError::OutOfRange { value: 9.0, .. }), "{err}");
     }
 }

@@ -28,23 +28,22 @@ impl Counts {
         // Small sets (a handful of files) are the common case: a linear scan
         // beats hashing there, and the result is the same.
         if predicted.len() * target.len() <= 64 {
-            let p = distinct(predicted);
-            let t = distinct(target);
-            let tp = p.iter().filter(|x| t.contains(x)).count();
-            return Counts {
-                tp,
-                predicted: p.len(),
-                target: t.len(),
-            };
+            // Count first occurrences only, without allocating.
+            let first = |items: &[S], i: usize| !items[..i].iter().any(|y| y.as_ref() == items[i].as_ref());
+            let mut c = Counts::default();
+            for i in 0..predicted.len() {
+                if first(predicted, i) {
+                    c.predicted += 1;
+                    c.tp += usize::from(target.iter().any(|y| y.as_ref() == predicted[i].as_ref()));
+                }
+            }
+            c.target = (0..target.len()).filter(|&j| first(target, j)).count();
+            return c;
         }
         let p: HashSet<&str> = predicted.iter().map(AsRef::as_ref).collect();
         let t: HashSet<&str> = target.iter().map(AsRef::as_ref).collect();
         let tp = p.intersection(&t).count();
-        Counts {
-            tp,
-            predicted: p.len(),
-            target: t.len(),
-        }
+        Counts { tp, predicted: p.len(), target: t.len() }
     }
 
     pub fn precision(self) -> f64 {
@@ -86,17 +85,6 @@ impl Counts {
     }
 }
 
-fn distinct<S: AsRef<str>>(items: &[S]) -> Vec<&str> {
-    let mut out: Vec<&str> = Vec::with_capacity(items.len());
-    for item in items {
-        let item = item.as_ref();
-        if !out.contains(&item) {
-            out.push(item);
-        }
-    }
-    out
-}
-
 /// A line range `path:start-end`, 1-based and inclusive.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LineRange {
@@ -116,19 +104,12 @@ pub enum LineRangeError {
     #[error("line range `{0}`: end is before start")]
     Reversed(String),
     #[error("line range `{text}`: {source}")]
-    Path {
-        text: String,
-        source: crate::paths::PathError,
-    },
+    Path { text: String, source: crate::paths::PathError },
 }
 
 impl LineRange {
     pub fn new(path: impl Into<String>, start: u32, end: u32) -> LineRange {
-        LineRange {
-            path: path.into(),
-            start,
-            end,
-        }
+        LineRange { path: path.into(), start, end }
     }
 
     /// Number of lines covered.
@@ -157,10 +138,7 @@ impl LineRange {
         let shape = || LineRangeError::Shape(text.to_string());
         let (path, span) = text.rsplit_once(':').ok_or_else(shape)?;
         let (start, end) = match span.split_once('-') {
-            Some((a, b)) => (
-                parse_line(a).ok_or_else(shape)?,
-                parse_line(b).ok_or_else(shape)?,
-            ),
+            Some((a, b)) => (parse_line(a).ok_or_else(shape)?, parse_line(b).ok_or_else(shape)?),
             None => {
                 let n = parse_line(span).ok_or_else(shape)?;
                 (n, n)
@@ -172,10 +150,8 @@ impl LineRange {
         if end < start {
             return Err(LineRangeError::Reversed(text.to_string()));
         }
-        let path = crate::paths::normalize(path).map_err(|source| LineRangeError::Path {
-            text: text.to_string(),
-            source,
-        })?;
+        let path =
+            crate::paths::normalize(path).map_err(|source| LineRangeError::Path { text: text.to_string(), source })?;
         Ok(LineRange { path, start, end })
     }
 }
@@ -277,14 +253,7 @@ pub fn match_line_ranges(
             pairs.push((i, j));
         }
     }
-    (
-        Counts {
-            tp: pairs.len(),
-            predicted: p.len(),
-            target: t.len(),
-        },
-        pairs,
-    )
+    (Counts { tp: pairs.len(), predicted: p.len(), target: t.len() }, pairs)
 }
 
 fn dedup_ranges(ranges: &[LineRange]) -> Vec<&LineRange> {
@@ -332,14 +301,7 @@ mod tests {
     #[test]
     fn duplicates_count_once() {
         let c = Counts::of_sets(&["a", "a", "b"], &["a"]);
-        assert_eq!(
-            c,
-            Counts {
-                tp: 1,
-                predicted: 2,
-                target: 1
-            }
-        );
+        assert_eq!(c, Counts { tp: 1, predicted: 2, target: 1 });
     }
 
     #[test]
@@ -347,26 +309,11 @@ mod tests {
         assert_eq!(lr("./a/b.py:3-7"), LineRange::new("a/b.py", 3, 7));
         assert_eq!(lr("a.py:5"), LineRange::new("a.py", 5, 5));
         assert_eq!(lr("c:/x.py:1-2").path, "c:/x.py");
-        assert!(matches!(
-            LineRange::parse("a.py:0-2"),
-            Err(LineRangeError::ZeroStart(_))
-        ));
-        assert!(matches!(
-            LineRange::parse("a.py:5-2"),
-            Err(LineRangeError::Reversed(_))
-        ));
-        assert!(matches!(
-            LineRange::parse("a.py"),
-            Err(LineRangeError::Shape(_))
-        ));
-        assert!(matches!(
-            LineRange::parse("a.py:+1-2"),
-            Err(LineRangeError::Shape(_))
-        ));
-        assert!(matches!(
-            LineRange::parse("/a.py:1-2"),
-            Err(LineRangeError::Path { .. })
-        ));
+        assert!(matches!(LineRange::parse("a.py:0-2"), Err(LineRangeError::ZeroStart(_))));
+        assert!(matches!(LineRange::parse("a.py:5-2"), Err(LineRangeError::Reversed(_))));
+        assert!(matches!(LineRange::parse("a.py"), Err(LineRangeError::Shape(_))));
+        assert!(matches!(LineRange::parse("a.py:+1-2"), Err(LineRangeError::Shape(_))));
+        assert!(matches!(LineRange::parse("/a.py:1-2"), Err(LineRangeError::Path { .. })));
         assert_eq!(lr("a.py:3-7").to_string(), "a.py:3-7");
     }
 
@@ -391,24 +338,10 @@ mod tests {
         let p = [lr("a.py:1-20")];
         let t = [lr("a.py:1-4"), lr("a.py:10-19")];
         let (c, pairs) = match_line_ranges(&p, &t, LineMatch::Coverage);
-        assert_eq!(
-            c,
-            Counts {
-                tp: 1,
-                predicted: 1,
-                target: 2
-            }
-        );
+        assert_eq!(c, Counts { tp: 1, predicted: 1, target: 2 });
         assert_eq!(pairs, vec![(0, 1)]);
         // Two identical predictions are one.
         let (c, _) = match_line_ranges(&[lr("a.py:1-4"), lr("a.py:1-4")], &t, LineMatch::Coverage);
-        assert_eq!(
-            c,
-            Counts {
-                tp: 1,
-                predicted: 1,
-                target: 2
-            }
-        );
+        assert_eq!(c, Counts { tp: 1, predicted: 1, target: 2 });
     }
 }

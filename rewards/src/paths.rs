@@ -64,14 +64,8 @@ mod tests {
 
     #[test]
     fn rejects_absolute_parent_and_empty() {
-        assert!(matches!(
-            normalize("/etc/passwd"),
-            Err(PathError::Absolute(_))
-        ));
-        assert!(matches!(
-            normalize("a/../b.py"),
-            Err(PathError::ParentDir(_))
-        ));
+        assert!(matches!(normalize("/etc/passwd"), Err(PathError::Absolute(_))));
+        assert!(matches!(normalize("a/../b.py"), Err(PathError::ParentDir(_))));
         assert!(matches!(normalize("../b.py"), Err(PathError::ParentDir(_))));
         assert_eq!(normalize(""), Err(PathError::Empty));
         assert_eq!(normalize("./"), Err(PathError::Directory("./".into())));

@@ -124,9 +124,7 @@ impl Rollout {
         if let Some(turns) = &r.turns
             && turns.is_empty()
         {
-            return Err(
-                "`turns` is empty; it must hold at least the answer turn (`[]`)".to_string(),
-            );
+            return Err("`turns` is empty; it must hold at least the answer turn (`[]`)".to_string());
         }
         for sel in [&mut r.predicted, &mut r.target].into_iter().flatten() {
             sel.normalize();
@@ -147,26 +145,16 @@ pub fn load_jsonl<T>(
     what: &str,
     mut parse: impl FnMut(&str) -> Result<T, String>,
 ) -> Result<Loaded<T>, ReadError> {
-    let mut out = Loaded {
-        records: Vec::new(),
-        errors: Vec::new(),
-    };
+    let mut out = Loaded { records: Vec::new(), errors: Vec::new() };
     for (i, line) in reader.lines().enumerate() {
         let line_no = i + 1;
-        let text = line.map_err(|source| ReadError {
-            what: what.to_string(),
-            line: line_no,
-            source,
-        })?;
+        let text = line.map_err(|source| ReadError { what: what.to_string(), line: line_no, source })?;
         if text.trim().is_empty() {
             continue;
         }
         match parse(&text) {
             Ok(r) => out.records.push((line_no, r)),
-            Err(message) => out.errors.push(RecordError {
-                line: line_no,
-                message,
-            }),
+            Err(message) => out.errors.push(RecordError { line: line_no, message }),
         }
     }
     Ok(out)
@@ -192,16 +180,10 @@ mod tests {
         let r = Rollout::from_json_line(&one_line).expect("contract example parses");
         assert_eq!(r.group, "psf__requests-1142");
         let target = r.target.as_ref().expect("target");
-        assert_eq!(
-            target.line_ranges.as_deref(),
-            Some(&[LineRange::new("requests/models.py", 388, 397)][..])
-        );
+        assert_eq!(target.line_ranges.as_deref(), Some(&[LineRange::new("requests/models.py", 388, 397)][..]));
         assert_eq!(r.turns.as_ref().map(Vec::len), Some(2));
         assert_eq!(r.completion_tokens, Some(312));
-        assert_eq!(
-            r.predicted.as_ref().and_then(|p| p.functions.as_ref()),
-            None
-        );
+        assert_eq!(r.predicted.as_ref().and_then(|p| p.functions.as_ref()), None);
     }
 
     #[test]
@@ -220,18 +202,8 @@ mod tests {
         assert_eq!(loaded.records[0].0, 1);
         let lines: Vec<usize> = loaded.errors.iter().map(|e| e.line).collect();
         assert_eq!(lines, vec![3, 4, 5, 6]);
-        assert!(
-            loaded.errors[0]
-                .to_string()
-                .starts_with("line 3: unknown field `line_range`"),
-            "{}",
-            loaded.errors[0]
-        );
-        assert!(
-            loaded.errors[1].message.contains("1-based"),
-            "{}",
-            loaded.errors[1]
-        );
+        assert!(loaded.errors[0].to_string().starts_with("line 3: unknown field `line_range`"), "{}", loaded.errors[0]);
+        assert!(loaded.errors[1].message.contains("1-based"), "{}", loaded.errors[1]);
     }
 
     #[test]

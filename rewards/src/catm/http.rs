@@ -47,9 +47,7 @@ impl HttpJudgeConfig {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum UrlError {
-    #[error(
-        "judge URL `{0}` uses https; this client speaks http only (run a local TLS proxy and point the URL at it)"
-    )]
+    #[error("judge URL `{0}` uses https; this client speaks http only (run a local TLS proxy and point the URL at it)")]
     Https(String),
     #[error("judge URL `{0}` is not `http://host[:port][/path]`")]
     Shape(String),
@@ -75,30 +73,20 @@ impl HttpJudge {
         if url.starts_with("https://") {
             return Err(UrlError::Https(config.url.clone()));
         }
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| UrlError::Shape(config.url.clone()))?;
+        let rest = url.strip_prefix("http://").ok_or_else(|| UrlError::Shape(config.url.clone()))?;
         let (authority, base) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, ""),
         };
         let (host, port) = match authority.rsplit_once(':') {
-            Some((h, p)) => (
-                h,
-                p.parse().map_err(|_| UrlError::Shape(config.url.clone()))?,
-            ),
+            Some((h, p)) => (h, p.parse().map_err(|_| UrlError::Shape(config.url.clone()))?),
             None => (authority, 80),
         };
         if host.is_empty() {
             return Err(UrlError::Shape(config.url.clone()));
         }
         let path = format!("{base}/chat/completions");
-        Ok(HttpJudge {
-            host: host.to_string(),
-            port,
-            path,
-            config,
-        })
+        Ok(HttpJudge { host: host.to_string(), port, path, config })
     }
 
     /// The request body for one file.
@@ -127,12 +115,8 @@ impl HttpJudge {
             .ok_or_else(|| Attempt::Fatal(format!("{} resolves to no address", self.host)))?;
         let io = |e: std::io::Error| Attempt::Retry(format!("{}:{}: {e}", self.host, self.port));
         let mut stream = TcpStream::connect_timeout(&addr, self.config.timeout).map_err(io)?;
-        stream
-            .set_read_timeout(Some(self.config.timeout))
-            .map_err(io)?;
-        stream
-            .set_write_timeout(Some(self.config.timeout))
-            .map_err(io)?;
+        stream.set_read_timeout(Some(self.config.timeout)).map_err(io)?;
+        stream.set_write_timeout(Some(self.config.timeout)).map_err(io)?;
         let mut head = format!(
             "POST {} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
             self.path,
@@ -161,12 +145,7 @@ impl HttpJudge {
         let content = value
             .pointer("/choices/0/message/content")
             .and_then(Value::as_str)
-            .ok_or_else(|| {
-                Attempt::Retry(format!(
-                    "reply has no choices[0].message.content: {}",
-                    snippet(&text)
-                ))
-            })?;
+            .ok_or_else(|| Attempt::Retry(format!("reply has no choices[0].message.content: {}", snippet(&text))))?;
         Ok(content.to_string())
     }
 }
@@ -227,8 +206,7 @@ fn read_response(mut r: impl BufRead) -> std::io::Result<(u16, Vec<u8>)> {
             let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
             if name == "content-length" {
                 length = Some(value.parse().map_err(|_| bad("bad Content-Length"))?);
-            } else if name == "transfer-encoding" && value.to_ascii_lowercase().contains("chunked")
-            {
+            } else if name == "transfer-encoding" && value.to_ascii_lowercase().contains("chunked") {
                 chunked = true;
             }
         }
@@ -264,45 +242,23 @@ mod tests {
 
     #[test]
     fn urls() {
-        let j = HttpJudge::new(HttpJudgeConfig::new("http://127.0.0.1:8000/v1/", "m"))
-            .expect("valid url");
-        assert_eq!(
-            (j.host.as_str(), j.port, j.path.as_str()),
-            ("127.0.0.1", 8000, "/v1/chat/completions")
-        );
+        let j = HttpJudge::new(HttpJudgeConfig::new("http://127.0.0.1:8000/v1/", "m")).expect("valid url");
+        assert_eq!((j.host.as_str(), j.port, j.path.as_str()), ("127.0.0.1", 8000, "/v1/chat/completions"));
         let j = HttpJudge::new(HttpJudgeConfig::new("http://judge", "m")).expect("valid url");
         assert_eq!((j.port, j.path.as_str()), (80, "/chat/completions"));
-        assert!(matches!(
-            HttpJudge::new(HttpJudgeConfig::new("https://x/v1", "m")),
-            Err(UrlError::Https(_))
-        ));
-        assert!(matches!(
-            HttpJudge::new(HttpJudgeConfig::new("ftp://x", "m")),
-            Err(UrlError::Shape(_))
-        ));
-        assert!(matches!(
-            HttpJudge::new(HttpJudgeConfig::new("http://x:port", "m")),
-            Err(UrlError::Shape(_))
-        ));
+        assert!(matches!(HttpJudge::new(HttpJudgeConfig::new("https://x/v1", "m")), Err(UrlError::Https(_))));
+        assert!(matches!(HttpJudge::new(HttpJudgeConfig::new("ftp://x", "m")), Err(UrlError::Shape(_))));
+        assert!(matches!(HttpJudge::new(HttpJudgeConfig::new("http://x:port", "m")), Err(UrlError::Shape(_))));
     }
 
     #[test]
     fn responses_by_length_chunked_and_eof() {
         let by_len = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloEXTRA";
-        assert_eq!(
-            read_response(by_len.as_bytes()).expect("parses"),
-            (200, b"hello".to_vec())
-        );
+        assert_eq!(read_response(by_len.as_bytes()).expect("parses"), (200, b"hello".to_vec()));
         let chunked = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2;x=y\r\nlo\r\n0\r\n\r\n";
-        assert_eq!(
-            read_response(chunked.as_bytes()).expect("parses"),
-            (200, b"hello".to_vec())
-        );
+        assert_eq!(read_response(chunked.as_bytes()).expect("parses"), (200, b"hello".to_vec()));
         let eof = "HTTP/1.0 503 Busy\r\n\r\nlater";
-        assert_eq!(
-            read_response(eof.as_bytes()).expect("parses"),
-            (503, b"later".to_vec())
-        );
+        assert_eq!(read_response(eof.as_bytes()).expect("parses"), (503, b"later".to_vec()));
         assert!(read_response("garbage\r\n".as_bytes()).is_err());
     }
 }

@@ -52,11 +52,7 @@ pub fn conservative_verdict(reply: &str) -> Verdict {
             text = text.replace(form, " ");
         }
     }
-    if negative && !text.contains("RELEVANT") {
-        Verdict::NotRelevant
-    } else {
-        Verdict::Relevant
-    }
+    if negative && !text.contains("RELEVANT") { Verdict::NotRelevant } else { Verdict::Relevant }
 }
 
 /// A deterministic judge for tests, CI and offline runs: NOT_RELEVANT when the
@@ -87,11 +83,7 @@ impl Judge for HeuristicJudge {
     fn judge(&self, request: &JudgeRequest) -> Result<Verdict, JudgeError> {
         let lower = request.reasoning.to_lowercase();
         let dismissed = HeuristicJudge::DISMISSALS.iter().any(|d| lower.contains(d));
-        Ok(if dismissed {
-            Verdict::NotRelevant
-        } else {
-            Verdict::Relevant
-        })
+        Ok(if dismissed { Verdict::NotRelevant } else { Verdict::Relevant })
     }
 }
 
@@ -104,8 +96,7 @@ pub fn judge_all(
     progress: &(dyn Fn() + Sync),
 ) -> Vec<Result<Verdict, JudgeError>> {
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<Verdict, JudgeError>>>> =
-        Mutex::new(vec![None; requests.len()]);
+    let results: Mutex<Vec<Option<Result<Verdict, JudgeError>>>> = Mutex::new(vec![None; requests.len()]);
     let workers = parallelism.clamp(1, requests.len().max(1));
     std::thread::scope(|scope| {
         for _ in 0..workers {
@@ -116,9 +107,7 @@ pub fn judge_all(
                         break;
                     };
                     let verdict = judge.judge(request);
-                    results
-                        .lock()
-                        .expect("no worker panics while holding the lock")[i] = Some(verdict);
+                    results.lock().expect("no worker panics while holding the lock")[i] = Some(verdict);
                     progress();
                 }
             });
@@ -139,18 +128,12 @@ mod tests {
     #[test]
     fn conservative_rule() {
         assert_eq!(conservative_verdict("NOT_RELEVANT"), Verdict::NotRelevant);
-        assert_eq!(
-            conservative_verdict("Verdict: not relevant."),
-            Verdict::NotRelevant
-        );
+        assert_eq!(conservative_verdict("Verdict: not relevant."), Verdict::NotRelevant);
         assert_eq!(conservative_verdict("irrelevant"), Verdict::NotRelevant);
         assert_eq!(conservative_verdict("RELEVANT"), Verdict::Relevant);
         assert_eq!(conservative_verdict(""), Verdict::Relevant);
         assert_eq!(conservative_verdict("I cannot tell"), Verdict::Relevant);
-        assert_eq!(
-            conservative_verdict("RELEVANT or NOT_RELEVANT, hard to say"),
-            Verdict::Relevant
-        );
+        assert_eq!(conservative_verdict("RELEVANT or NOT_RELEVANT, hard to say"), Verdict::Relevant);
     }
 
     #[test]
@@ -173,11 +156,7 @@ mod tests {
         });
         assert_eq!(done.load(Ordering::Relaxed), 50);
         for (i, v) in verdicts.into_iter().enumerate() {
-            let want = if i % 3 == 0 {
-                Verdict::NotRelevant
-            } else {
-                Verdict::Relevant
-            };
+            let want = if i % 3 == 0 { Verdict::NotRelevant } else { Verdict::Relevant };
             assert_eq!(v, Ok(want), "request {i}");
         }
     }

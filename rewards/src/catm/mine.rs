@@ -91,9 +91,7 @@ pub struct MineOptions {
 
 impl Default for MineOptions {
     fn default() -> MineOptions {
-        MineOptions {
-            roots: vec!["/testbed/".into(), "/workspace/*/".into(), "/repo/".into()],
-        }
+        MineOptions { roots: vec!["/testbed/".into(), "/workspace/*/".into(), "/repo/".into()] }
     }
 }
 
@@ -145,8 +143,7 @@ pub fn mine(trajectory: &Trajectory, options: &MineOptions) -> (Vec<MinedRead>, 
             stats.view_calls += 1;
             let listed_dir = call.id.as_deref().is_some_and(|id| {
                 msgs[m + 1..].iter().any(|r| {
-                    r.tool_call_id.as_deref() == Some(id)
-                        && text_of(&r.content).contains("files and directories")
+                    r.tool_call_id.as_deref() == Some(id) && text_of(&r.content).contains("files and directories")
                 })
             });
             let path = match classify(&path, listed_dir, options) {
@@ -168,11 +165,7 @@ pub fn mine(trajectory: &Trajectory, options: &MineOptions) -> (Vec<MinedRead>, 
                     continue;
                 }
             };
-            let reasoning = msgs[m + 1..]
-                .iter()
-                .find(|r| r.role == "assistant")
-                .map(reasoning_of)
-                .unwrap_or_default();
+            let reasoning = msgs[m + 1..].iter().find(|r| r.role == "assistant").map(reasoning_of).unwrap_or_default();
             let tokens = token_len(&reasoning);
             match out.iter_mut().find(|r| r.path == path) {
                 Some(prev) if prev.tokens >= tokens => {}
@@ -180,11 +173,7 @@ pub fn mine(trajectory: &Trajectory, options: &MineOptions) -> (Vec<MinedRead>, 
                     prev.tokens = tokens;
                     prev.reasoning = reasoning;
                 }
-                None => out.push(MinedRead {
-                    path,
-                    tokens,
-                    reasoning,
-                }),
+                None => out.push(MinedRead { path, tokens, reasoning }),
             }
         }
     }
@@ -240,27 +229,14 @@ fn classify(raw: &str, listed_dir: bool, options: &MineOptions) -> Result<String
         return Err(Drop::Directory);
     }
     let rel = if raw.starts_with('/') {
-        options
-            .roots
-            .iter()
-            .find_map(|root| strip_root(raw, root))
-            .ok_or(Drop::Outside)?
+        options.roots.iter().find_map(|root| strip_root(raw, root)).ok_or(Drop::Outside)?
     } else {
         raw
     };
     let path = crate::paths::normalize(rel).map_err(|_| Drop::Outside)?;
     let name = path.rsplit('/').next().unwrap_or(&path);
     let upper = name.to_ascii_uppercase();
-    let doc_names = [
-        "README",
-        "CHANGELOG",
-        "CHANGES",
-        "LICENSE",
-        "CONTRIBUTING",
-        "AUTHORS",
-        "HISTORY",
-        "ISSUE",
-    ];
+    let doc_names = ["README", "CHANGELOG", "CHANGES", "LICENSE", "CONTRIBUTING", "AUTHORS", "HISTORY", "ISSUE"];
     if doc_names.iter().any(|d| upper.starts_with(d)) {
         return Err(Drop::Doc);
     }
@@ -294,11 +270,9 @@ fn strip_root<'a>(path: &'a str, root: &str) -> Option<&'a str> {
 fn text_of(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
+        Value::Array(parts) => {
+            parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n")
+        }
         _ => String::new(),
     }
 }
@@ -330,10 +304,7 @@ mod tests {
     #[test]
     fn roots_are_stripped() {
         assert_eq!(
-            strip_root(
-                "/workspace/psf__requests__1.0/requests/models.py",
-                "/workspace/*/"
-            ),
+            strip_root("/workspace/psf__requests__1.0/requests/models.py", "/workspace/*/"),
             Some("requests/models.py")
         );
         assert_eq!(strip_root("/testbed/a.py", "/testbed/"), Some("a.py"));

@@ -39,11 +39,7 @@ pub struct CatmOptions {
 
 impl Default for CatmOptions {
     fn default() -> CatmOptions {
-        CatmOptions {
-            mine: MineOptions::default(),
-            min_tokens: 30,
-            min_weight: 0.15,
-        }
+        CatmOptions { mine: MineOptions::default(), min_tokens: 30, min_weight: 0.15 }
     }
 }
 
@@ -75,10 +71,7 @@ impl Label {
             .catm
             .iter()
             .filter(|f| !task.targets.files.contains(&f.path))
-            .map(|f| crate::tasks::WeightedFile {
-                path: f.path.clone(),
-                weight: f.weight,
-            })
+            .map(|f| crate::tasks::WeightedFile { path: f.path.clone(), weight: f.weight })
             .collect();
     }
 }
@@ -177,15 +170,8 @@ pub fn prepare(
     instances: &[SwebenchInstance],
     options: &CatmOptions,
 ) -> Result<Prepared, CatmError> {
-    let mut summary = Summary {
-        trajectories: trajectories.len(),
-        ..Summary::default()
-    };
-    let index: HashMap<&str, usize> = instances
-        .iter()
-        .enumerate()
-        .map(|(i, x)| (x.instance_id.as_str(), i))
-        .collect();
+    let mut summary = Summary { trajectories: trajectories.len(), ..Summary::default() };
+    let index: HashMap<&str, usize> = instances.iter().enumerate().map(|(i, x)| (x.instance_id.as_str(), i)).collect();
     let mut mined: Vec<Option<Vec<MinedRead>>> = vec![None; instances.len()];
     for t in trajectories {
         let Some(&i) = index.get(t.instance_id.as_str()) else {
@@ -212,10 +198,8 @@ pub fn prepare(
         };
         summary.instances += 1;
         summary.files_mined += reads.len();
-        let patch = crate::diff::patch_targets(&inst.patch).map_err(|e| CatmError::Patch {
-            id: inst.instance_id.clone(),
-            message: e.to_string(),
-        })?;
+        let patch = crate::diff::patch_targets(&inst.patch)
+            .map_err(|e| CatmError::Patch { id: inst.instance_id.clone(), message: e.to_string() })?;
         for r in reads {
             if r.tokens < options.min_tokens {
                 summary.too_short += 1;
@@ -232,12 +216,7 @@ pub fn prepare(
         kept_instances.push((inst.instance_id.clone(), patch.files));
     }
     summary.judged = requests.len();
-    Ok(Prepared {
-        requests,
-        tokens,
-        instances: kept_instances,
-        summary,
-    })
+    Ok(Prepared { requests, tokens, instances: kept_instances, summary })
 }
 
 /// Stages 2 (verdicts given) and 3: weights and labels.
@@ -246,11 +225,7 @@ pub fn finish(
     verdicts: Vec<Result<Verdict, JudgeError>>,
     options: &CatmOptions,
 ) -> (Vec<Label>, Summary) {
-    assert_eq!(
-        verdicts.len(),
-        prepared.requests.len(),
-        "one verdict per judge request"
-    );
+    assert_eq!(verdicts.len(), prepared.requests.len(), "one verdict per judge request");
     let mut summary = prepared.summary;
     let mut relevant: Vec<usize> = Vec::new();
     for (i, v) in verdicts.into_iter().enumerate() {
@@ -264,22 +239,16 @@ pub fn finish(
             }
         }
     }
-    let lengths: Vec<f64> = relevant
-        .iter()
-        .map(|&i| prepared.tokens[i] as f64)
-        .collect();
+    let lengths: Vec<f64> = relevant.iter().map(|&i| prepared.tokens[i] as f64).collect();
     let w = weights::catm_weights(&lengths);
     let mut by_instance: HashMap<&str, Vec<LabelFile>> = HashMap::new();
     for (k, &i) in relevant.iter().enumerate() {
         let req = &prepared.requests[i];
-        by_instance
-            .entry(req.instance_id.as_str())
-            .or_default()
-            .push(LabelFile {
-                path: req.path.clone(),
-                tokens: prepared.tokens[i],
-                weight: w[k],
-            });
+        by_instance.entry(req.instance_id.as_str()).or_default().push(LabelFile {
+            path: req.path.clone(),
+            tokens: prepared.tokens[i],
+            weight: w[k],
+        });
     }
     let mut labels = Vec::with_capacity(prepared.instances.len());
     for (id, patch_files) in &prepared.instances {
@@ -296,12 +265,7 @@ pub fn finish(
             }
         }
         summary.instances_with_catm += usize::from(any);
-        labels.push(Label {
-            instance_id: id.clone(),
-            patch_files: patch_files.clone(),
-            catm,
-            files,
-        });
+        labels.push(Label { instance_id: id.clone(), patch_files: patch_files.clone(), catm, files });
     }
     (labels, summary)
 }

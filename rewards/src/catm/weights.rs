@@ -19,10 +19,7 @@ pub fn catm_weights(lengths: &[f64]) -> Vec<f64> {
         // Every length is 0: no file carries reasoning; all weigh the same.
         return vec![1.0; lengths.len()];
     }
-    let raw: Vec<f64> = lengths
-        .iter()
-        .map(|&l| 1.0 - (-std::f64::consts::LN_2 * l / beta).exp())
-        .collect();
+    let raw: Vec<f64> = lengths.iter().map(|&l| 1.0 - (-std::f64::consts::LN_2 * l / beta).exp()).collect();
     let mean = raw.iter().sum::<f64>() / raw.len() as f64;
     if mean.is_nan() || mean <= 0.0 {
         return vec![1.0; lengths.len()];
@@ -38,11 +35,7 @@ pub fn median(values: &[f64]) -> f64 {
     if n == 0 {
         return f64::NAN;
     }
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
 }
 
 #[cfg(test)]

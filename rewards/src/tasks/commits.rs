@@ -52,9 +52,9 @@ pub struct CommitOptions {
 impl Default for CommitOptions {
     fn default() -> CommitOptions {
         let exts = [
-            "py", "rs", "go", "c", "h", "cc", "cpp", "hpp", "cxx", "java", "kt", "scala", "js",
-            "jsx", "ts", "tsx", "rb", "php", "cs", "swift", "m", "mm", "lua", "pl", "sh", "hs",
-            "ml", "ex", "erl", "clj", "dart", "r", "jl", "zig", "sql",
+            "py", "rs", "go", "c", "h", "cc", "cpp", "hpp", "cxx", "java", "kt", "scala", "js", "jsx", "ts", "tsx",
+            "rb", "php", "cs", "swift", "m", "mm", "lua", "pl", "sh", "hs", "ml", "ex", "erl", "clj", "dart", "r",
+            "jl", "zig", "sql",
         ];
         CommitOptions {
             rev: "HEAD".to_string(),
@@ -90,24 +90,13 @@ pub enum CommitError {
 
 /// Mines tasks from the history of the repository at `repo_path`, newest first.
 pub fn mine_commits(repo_path: &Path, options: &CommitOptions) -> Result<Vec<Task>, CommitError> {
-    let repo = gix::open(repo_path).map_err(|source| CommitError::Open {
-        path: repo_path.to_path_buf(),
-        source,
-    })?;
+    let repo = gix::open(repo_path).map_err(|source| CommitError::Open { path: repo_path.to_path_buf(), source })?;
     let git = |context: String| {
         let path = repo_path.to_path_buf();
-        move |source: gix::Error| CommitError::Git {
-            path,
-            context,
-            source,
-        }
+        move |source: gix::Error| CommitError::Git { path, context, source }
     };
-    let tip =
-        resolve_rev(&repo, &options.rev).map_err(git(format!("resolving `{}`", options.rev)))?;
-    let walk = repo
-        .rev_walk([tip])
-        .all()
-        .map_err(git("walking history".into()))?;
+    let tip = resolve_rev(&repo, &options.rev).map_err(git(format!("resolving `{}`", options.rev)))?;
+    let walk = repo.rev_walk([tip]).all().map_err(git("walking history".into()))?;
     let repo_name = repo_path
         .canonicalize()
         .ok()
@@ -119,18 +108,12 @@ pub fn mine_commits(repo_path: &Path, options: &CommitOptions) -> Result<Vec<Tas
             break;
         }
         let info = info.map_err(git("walking history".into()))?;
-        let commit = info
-            .object()
-            .map_err(git(format!("reading commit {}", info.id)))?;
+        let commit = info.object().map_err(git(format!("reading commit {}", info.id)))?;
         let parents: Vec<gix::ObjectId> = commit.parent_ids().map(|id| id.detach()).collect();
         let [parent_id] = parents[..] else {
             continue;
         };
-        let message = commit
-            .message_raw_sloppy()
-            .to_str_lossy()
-            .trim()
-            .to_string();
+        let message = commit.message_raw_sloppy().to_str_lossy().trim().to_string();
         if is_trivial_message(&message, options.min_message_words) {
             continue;
         }
@@ -138,11 +121,8 @@ pub fn mine_commits(repo_path: &Path, options: &CommitOptions) -> Result<Vec<Tas
         let parent = repo.find_commit(parent_id).map_err(git(ctx.clone()))?;
         let old_tree = parent.tree().map_err(git(ctx.clone()))?;
         let new_tree = commit.tree().map_err(git(ctx.clone()))?;
-        let opts =
-            gix::diff::Options::default().with_rewrites(Some(gix::diff::Rewrites::default()));
-        let changes = repo
-            .diff_tree_to_tree(&old_tree, &new_tree, opts)
-            .map_err(git(ctx.clone()))?;
+        let opts = gix::diff::Options::default().with_rewrites(Some(gix::diff::Rewrites::default()));
+        let changes = repo.diff_tree_to_tree(&old_tree, &new_tree, opts).map_err(git(ctx.clone()))?;
         let Some(targets) = commit_targets(&repo, &changes, options).map_err(git(ctx))? else {
             continue;
         };
@@ -218,12 +198,7 @@ pub fn is_trivial_message(message: &str, min_words: usize) -> bool {
     if message.split_whitespace().count() < min_words {
         return true;
     }
-    let subject = message
-        .lines()
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let subject = message.lines().next().unwrap_or("").trim().to_ascii_lowercase();
     let prefixes = [
         "merge ",
         "revert ",
@@ -262,19 +237,10 @@ fn commit_targets(
     options: &CommitOptions,
 ) -> Result<Option<Targets>, gix::Error> {
     use gix::object::tree::diff::ChangeDetached as Change;
-    let mut targets = Targets {
-        files: Vec::new(),
-        line_ranges: Vec::new(),
-        functions: None,
-    };
+    let mut targets = Targets { files: Vec::new(), line_ranges: Vec::new(), functions: None };
     for change in changes {
         let (old, new) = match change {
-            Change::Addition {
-                location,
-                entry_mode,
-                id,
-                ..
-            } => {
+            Change::Addition { location, entry_mode, id, .. } => {
                 if !entry_mode.is_blob() || !is_source(&location.to_str_lossy(), options) {
                     continue;
                 }
@@ -286,45 +252,25 @@ fn commit_targets(
                 targets.files.push(location.to_str_lossy().into_owned());
                 continue;
             }
-            Change::Deletion {
-                location,
-                entry_mode,
-                id,
-                ..
-            } => {
+            Change::Deletion { location, entry_mode, id, .. } => {
                 if !entry_mode.is_blob() {
                     continue;
                 }
                 ((location, *id), None)
             }
-            Change::Modification {
-                location,
-                previous_id,
-                id,
-                entry_mode,
-                previous_entry_mode,
-            } => {
+            Change::Modification { location, previous_id, id, entry_mode, previous_entry_mode } => {
                 if !entry_mode.is_blob() || !previous_entry_mode.is_blob() {
                     continue;
                 }
                 ((location, *previous_id), Some(*id))
             }
-            Change::Rewrite {
-                source_location,
-                source_id,
-                id,
-                entry_mode,
-                copy,
-                ..
-            } => {
+            Change::Rewrite { source_location, source_id, id, entry_mode, copy, .. } => {
                 if !entry_mode.is_blob() {
                     continue;
                 }
                 if *copy {
                     // A copy leaves its source untouched: the new file is an addition.
-                    if !options.allow_added_files
-                        && is_source(&source_location.to_str_lossy(), options)
-                    {
+                    if !options.allow_added_files && is_source(&source_location.to_str_lossy(), options) {
                         return Ok(None);
                     }
                     continue;
@@ -341,18 +287,14 @@ fn commit_targets(
             Some(id) => repo.find_blob(id)?.take_data(),
             None => Vec::new(),
         };
-        targets.line_ranges.extend(
-            changed_ranges(&before, &after)
-                .into_iter()
-                .map(|(a, b)| LineRange::new(path.clone(), a, b)),
-        );
+        targets
+            .line_ranges
+            .extend(changed_ranges(&before, &after).into_iter().map(|(a, b)| LineRange::new(path.clone(), a, b)));
         targets.files.push(path);
     }
     // Path order, as `git diff` prints files (gix reports rewrites after the other changes).
     targets.files.sort();
-    targets
-        .line_ranges
-        .sort_by(|a, b| a.path.cmp(&b.path).then(a.start.cmp(&b.start)));
+    targets.line_ranges.sort_by(|a, b| a.path.cmp(&b.path).then(a.start.cmp(&b.start)));
     let n = targets.files.len();
     Ok((n >= options.min_files && n <= options.max_files).then_some(targets))
 }
@@ -366,11 +308,7 @@ pub fn changed_ranges(before: &[u8], after: &[u8]) -> Vec<(u32, u32)> {
     }
     if after.is_empty() {
         let lines = before.lines_with_terminator().count() as u32;
-        return if lines > 0 {
-            vec![(1, lines)]
-        } else {
-            Vec::new()
-        };
+        return if lines > 0 { vec![(1, lines)] } else { Vec::new() };
     }
     let input = InternedInput::new(before, after);
     let diff = gix::diff::blob::diff_with_slider_heuristics(Algorithm::Myers, &input);
@@ -425,24 +363,16 @@ mod tests {
         assert!(is_trivial_message("fix", 4));
         assert!(is_trivial_message("Merge branch 'x' into main now", 4));
         assert!(is_trivial_message("Bump version to 1.2.3 for release", 4));
-        assert!(!is_trivial_message(
-            "Handle empty headers in the request parser",
-            4
-        ));
+        assert!(!is_trivial_message("Handle empty headers in the request parser", 4));
     }
 
     #[test]
     fn changed_ranges_merge_like_git_hunks() {
         let before: String = (1..=30).map(|i| format!("line {i}\n")).collect();
-        let mut after = before
-            .replace("line 5\n", "five\n")
-            .replace("line 9\n", "nine\n");
+        let mut after = before.replace("line 5\n", "five\n").replace("line 9\n", "nine\n");
         after = after.replace("line 25\n", "line 25\nnew\n");
         // 5 and 9 are 3 unchanged lines apart (one hunk); the insertion after 25 is far away.
-        assert_eq!(
-            changed_ranges(before.as_bytes(), after.as_bytes()),
-            vec![(5, 9), (25, 25)]
-        );
+        assert_eq!(changed_ranges(before.as_bytes(), after.as_bytes()), vec![(5, 9), (25, 25)]);
         assert_eq!(changed_ranges(before.as_bytes(), b""), vec![(1, 30)]);
         assert_eq!(changed_ranges(b"a\n", b"top\na\n"), vec![(1, 1)]);
     }

@@ -34,8 +34,7 @@ pub struct SwebenchInstance {
 impl SwebenchInstance {
     /// The task of this instance. Fails when the patch does not parse or names no file.
     pub fn to_task(&self) -> Result<Task, String> {
-        let targets = crate::diff::patch_targets(&self.patch)
-            .map_err(|e| format!("{}: {e}", self.instance_id))?;
+        let targets = crate::diff::patch_targets(&self.patch).map_err(|e| format!("{}: {e}", self.instance_id))?;
         if targets.files.is_empty() {
             return Err(format!("{}: the patch changes no file", self.instance_id));
         }
@@ -53,11 +52,7 @@ impl SwebenchInstance {
             repo: RepoRef::Name(self.repo.clone()),
             base_commit: self.base_commit.clone(),
             prompt: self.problem_statement.clone(),
-            targets: Targets {
-                files: targets.files,
-                line_ranges: targets.line_ranges,
-                functions,
-            },
+            targets: Targets { files: targets.files, line_ranges: targets.line_ranges, functions },
             auxiliary: Vec::new(),
         })
     }
@@ -73,9 +68,7 @@ pub fn load_swebench(reader: impl BufRead) -> Result<Loaded<Task>, ReadError> {
 
 /// Reads SWE-bench-style JSONL as raw instances (CATM needs the patch itself).
 pub fn load_instances(reader: impl BufRead) -> Result<Loaded<SwebenchInstance>, ReadError> {
-    load_jsonl(reader, "SWE-bench instances", |text| {
-        serde_json::from_str(text).map_err(|e| e.to_string())
-    })
+    load_jsonl(reader, "SWE-bench instances", |text| serde_json::from_str(text).map_err(|e| e.to_string()))
 }
 
 #[cfg(test)]
@@ -92,16 +85,7 @@ mod tests {
         let task = &loaded.records[0].1;
         assert_eq!(task.repo, RepoRef::Name("o/r".into()));
         assert_eq!(task.targets.files, vec!["r/m.py"]);
-        assert_eq!(
-            task.targets.line_ranges,
-            vec![crate::metrics::LineRange::new("r/m.py", 6, 6)]
-        );
-        assert_eq!(
-            task.targets.functions,
-            Some(vec![
-                "r/m.py::A.f".to_string(),
-                "r/m.py::imports".to_string()
-            ])
-        );
+        assert_eq!(task.targets.line_ranges, vec![crate::metrics::LineRange::new("r/m.py", 6, 6)]);
+        assert_eq!(task.targets.functions, Some(vec!["r/m.py::A.f".to_string(), "r/m.py::imports".to_string()]));
     }
 }

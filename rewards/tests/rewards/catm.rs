@@ -67,13 +67,7 @@ fn stub_server(fail_first: usize) -> Stub {
             let _ = w.join();
         }
     });
-    Stub {
-        url: format!("http://{addr}/v1"),
-        stats,
-        stop,
-        addr,
-        thread: Some(thread),
-    }
+    Stub { url: format!("http://{addr}/v1"), stats, stop, addr, thread: Some(thread) }
 }
 
 fn serve(conn: TcpStream, stats: &Stats) {
@@ -83,10 +77,7 @@ fn serve(conn: TcpStream, stats: &Stats) {
     let mut reader = BufReader::new(conn.try_clone().expect("clone stream"));
     let mut line = String::new();
     reader.read_line(&mut line).expect("request line");
-    assert!(
-        line.starts_with("POST /v1/chat/completions HTTP/1.1"),
-        "{line}"
-    );
+    assert!(line.starts_with("POST /v1/chat/completions HTTP/1.1"), "{line}");
     let mut length = 0;
     loop {
         line.clear();
@@ -101,22 +92,15 @@ fn serve(conn: TcpStream, stats: &Stats) {
     let mut body = vec![0; length];
     reader.read_exact(&mut body).expect("body");
     let request: serde_json::Value = serde_json::from_slice(&body).expect("JSON body");
-    let user = request["messages"][1]["content"]
-        .as_str()
-        .expect("user message")
-        .to_string();
+    let user = request["messages"][1]["content"].as_str().expect("user message").to_string();
     // Hold the request briefly so concurrent requests overlap.
     std::thread::sleep(Duration::from_millis(15));
     let mut conn = conn;
-    let fail = stats
-        .fail_first
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
-            left.checked_sub(1)
-        })
-        .is_ok();
+    let fail = stats.fail_first.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| left.checked_sub(1)).is_ok();
     stats.in_flight.fetch_sub(1, Ordering::SeqCst);
     if fail {
-        let _ = conn.write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbusy");
+        let _ =
+            conn.write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbusy");
         return;
     }
     let verdict = if user.contains("dead end") {
@@ -126,9 +110,7 @@ fn serve(conn: TcpStream, stats: &Stats) {
     } else {
         "RELEVANT"
     };
-    let reply =
-        serde_json::json!({"choices": [{"message": {"role": "assistant", "content": verdict}}]})
-            .to_string();
+    let reply = serde_json::json!({"choices": [{"message": {"role": "assistant", "content": verdict}}]}).to_string();
     let response = if n.is_multiple_of(2) {
         format!(
             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
@@ -167,46 +149,22 @@ fn request(reasoning: &str) -> JudgeRequest {
 fn http_judge_retries_and_applies_the_conservative_rule() {
     let stub = stub_server(2);
     let judge = HttpJudge::new(config(&stub.url)).expect("valid url");
-    assert_eq!(
-        judge.judge(&request("this was a dead end")),
-        Ok(Verdict::NotRelevant)
-    );
-    assert_eq!(
-        stub.stats.requests.load(Ordering::SeqCst),
-        3,
-        "two 503s, then success"
-    );
-    assert_eq!(
-        judge.judge(&request("the bug is here")),
-        Ok(Verdict::Relevant)
-    );
-    assert_eq!(
-        judge.judge(&request("unsure about this one")),
-        Ok(Verdict::Relevant)
-    );
+    assert_eq!(judge.judge(&request("this was a dead end")), Ok(Verdict::NotRelevant));
+    assert_eq!(stub.stats.requests.load(Ordering::SeqCst), 3, "two 503s, then success");
+    assert_eq!(judge.judge(&request("the bug is here")), Ok(Verdict::Relevant));
+    assert_eq!(judge.judge(&request("unsure about this one")), Ok(Verdict::Relevant));
 }
 
 #[test]
 fn http_judge_gives_up_after_its_retries() {
     let stub = stub_server(100);
-    let judge = HttpJudge::new(HttpJudgeConfig {
-        retries: 2,
-        ..config(&stub.url)
-    })
-    .expect("valid url");
+    let judge = HttpJudge::new(HttpJudgeConfig { retries: 2, ..config(&stub.url) }).expect("valid url");
     let err = judge.judge(&request("x")).expect_err("always 503");
     assert_eq!(err.attempts, 3);
     assert!(err.message.contains("HTTP 503"), "{err}");
     // Nothing listens on a closed port: a connection error after retries.
-    let dead = TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr");
-    let judge = HttpJudge::new(HttpJudgeConfig {
-        retries: 1,
-        ..config(&format!("http://{dead}"))
-    })
-    .expect("url");
+    let dead = TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr");
+    let judge = HttpJudge::new(HttpJudgeConfig { retries: 1, ..config(&format!("http://{dead}")) }).expect("url");
     assert_eq!(judge.judge(&request("x")).expect_err("refused").attempts, 2);
 }
 
@@ -214,17 +172,13 @@ fn http_judge_gives_up_after_its_retries() {
 fn parallel_judging_is_bounded() {
     let stub = stub_server(0);
     let judge = HttpJudge::new(config(&stub.url)).expect("valid url");
-    let requests: Vec<JudgeRequest> = (0..24)
-        .map(|i| request(if i % 4 == 0 { "dead end" } else { "useful" }))
-        .collect();
+    let requests: Vec<JudgeRequest> =
+        (0..24).map(|i| request(if i % 4 == 0 { "dead end" } else { "useful" })).collect();
     let verdicts = judge_all(&judge, &requests, 3, &|| {});
     let max = stub.stats.max_in_flight.load(Ordering::SeqCst);
     assert!(max <= 3, "{max} requests in flight with parallelism 3");
     assert!(max >= 2, "requests should overlap (max in flight {max})");
-    let not_relevant = verdicts
-        .iter()
-        .filter(|v| **v == Ok(Verdict::NotRelevant))
-        .count();
+    let not_relevant = verdicts.iter().filter(|v| **v == Ok(Verdict::NotRelevant)).count();
     assert_eq!(not_relevant, 6);
 }
 
@@ -244,12 +198,10 @@ fn trajectory(instance: &str, reads: &[(&str, String)]) -> Trajectory {
     for (k, (path, reasoning)) in reads.iter().enumerate() {
         let id = format!("c{k}");
         messages.push(serde_json::json!({"role": "assistant", "content": "", "tool_calls": [view(&id, path)]}));
-        messages
-            .push(serde_json::json!({"role": "tool", "tool_call_id": id, "content": "file text"}));
+        messages.push(serde_json::json!({"role": "tool", "tool_call_id": id, "content": "file text"}));
         messages.push(serde_json::json!({"role": "assistant", "content": reasoning}));
     }
-    serde_json::from_value(serde_json::json!({"instance_id": instance, "messages": messages}))
-        .expect("trajectory")
+    serde_json::from_value(serde_json::json!({"instance_id": instance, "messages": messages})).expect("trajectory")
 }
 
 fn instance(id: &str, file: &str) -> SwebenchInstance {
@@ -258,9 +210,7 @@ fn instance(id: &str, file: &str) -> SwebenchInstance {
         repo: "o/r".into(),
         base_commit: "abc".into(),
         problem_statement: "issue text".into(),
-        patch: format!(
-            "diff --git a/{file} b/{file}\n--- a/{file}\n+++ b/{file}\n@@ -1 +1 @@\n-a\n+b\n"
-        ),
+        patch: format!("diff --git a/{file} b/{file}\n--- a/{file}\n+++ b/{file}\n@@ -1 +1 @@\n-a\n+b\n"),
         expected_spans: None,
     }
 }
@@ -279,18 +229,11 @@ fn pipeline_labels_and_retention() {
             ],
         ),
         // A second trajectory of i1 reads helpers.py at greater length: the longer reasoning wins.
-        trajectory(
-            "i1",
-            &[("/testbed/pkg/helpers.py", words(120, "helper again"))],
-        ),
+        trajectory("i1", &[("/testbed/pkg/helpers.py", words(120, "helper again"))]),
         trajectory("i2", &[("/testbed/lib/x.py", words(2, "tiny"))]),
         trajectory("unknown", &[("/testbed/a.py", words(50, "x"))]),
     ];
-    let instances = vec![
-        instance("i1", "pkg/core.py"),
-        instance("i2", "lib/y.py"),
-        instance("i3", "z.py"),
-    ];
+    let instances = vec![instance("i1", "pkg/core.py"), instance("i2", "lib/y.py"), instance("i3", "z.py")];
     let options = CatmOptions::default();
     let stub = stub_server(1);
     let judge = HttpJudge::new(config(&stub.url)).expect("valid url");
@@ -303,11 +246,7 @@ fn pipeline_labels_and_retention() {
     let l1 = &labels[0];
     assert_eq!(l1.instance_id, "i1");
     assert_eq!(l1.patch_files, vec!["pkg/core.py"]);
-    let catm: Vec<(&str, usize)> = l1
-        .catm
-        .iter()
-        .map(|f| (f.path.as_str(), f.tokens))
-        .collect();
+    let catm: Vec<(&str, usize)> = l1.catm.iter().map(|f| (f.path.as_str(), f.tokens)).collect();
     assert_eq!(catm, vec![("pkg/core.py", 202), ("pkg/helpers.py", 122)]);
     let mean = l1.catm.iter().map(|f| f.weight).sum::<f64>() / 2.0;
     assert!((mean - 1.0).abs() < 1e-12);
@@ -326,21 +265,11 @@ fn pipeline_labels_and_retention() {
     assert_eq!(summary.kept, 2);
     assert_eq!(summary.instances_with_catm, 1);
     assert!((summary.file_retention() - 0.4).abs() < 1e-12);
-    assert!(
-        summary
-            .render()
-            .contains("retention: 40.0% of mined files, 50.0% of instances"),
-        "{}",
-        summary.render()
-    );
+    assert!(summary.render().contains("retention: 40.0% of mined files, 50.0% of instances"), "{}", summary.render());
 
     // The heuristic judge sees the same dead end.
-    let (labels_h, summary_h) =
-        run(&trajectories, &instances, &HeuristicJudge, 4, &options).expect("runs");
-    assert_eq!(
-        summary_h.not_relevant, 0,
-        "\"a dead end\" is not one of the heuristic's dismissals"
-    );
+    let (labels_h, summary_h) = run(&trajectories, &instances, &HeuristicJudge, 4, &options).expect("runs");
+    assert_eq!(summary_h.not_relevant, 0, "\"a dead end\" is not one of the heuristic's dismissals");
     assert_eq!(labels_h[0].catm.len(), 3);
 }
 
@@ -350,21 +279,9 @@ fn labels_round_trip_and_attach_to_tasks() {
         instance_id: "i1".into(),
         patch_files: vec!["a.py".into()],
         catm: vec![
-            rewardlab_rewards::catm::LabelFile {
-                path: "a.py".into(),
-                tokens: 90,
-                weight: 1.2,
-            },
-            rewardlab_rewards::catm::LabelFile {
-                path: "b.py".into(),
-                tokens: 60,
-                weight: 0.9,
-            },
-            rewardlab_rewards::catm::LabelFile {
-                path: "c.py".into(),
-                tokens: 31,
-                weight: 0.1,
-            },
+            rewardlab_rewards::catm::LabelFile { path: "a.py".into(), tokens: 90, weight: 1.2 },
+            rewardlab_rewards::catm::LabelFile { path: "b.py".into(), tokens: 60, weight: 0.9 },
+            rewardlab_rewards::catm::LabelFile { path: "c.py".into(), tokens: 31, weight: 0.1 },
         ],
         files: vec!["a.py".into(), "b.py".into()],
     };
@@ -375,13 +292,6 @@ fn labels_round_trip_and_attach_to_tasks() {
     label.attach_to(&mut task);
     assert_eq!(task.auxiliary.len(), 2);
     let target = task.target_selection(0.15);
-    assert_eq!(
-        target.files,
-        Some(label.files.clone()),
-        "G = patch files + files with w >= 0.15"
-    );
-    assert_eq!(
-        task.target_selection(f64::INFINITY).files,
-        Some(vec!["a.py".to_string()])
-    );
+    assert_eq!(target.files, Some(label.files.clone()), "G = patch files + files with w >= 0.15");
+    assert_eq!(task.target_selection(f64::INFINITY).files, Some(vec!["a.py".to_string()]));
 }

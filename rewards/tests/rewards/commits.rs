@@ -20,11 +20,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .env("HOME", dir)
         .output()
         .expect("the git binary runs (it is the oracle of this test)");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).expect("utf-8 git output")
 }
 
@@ -57,26 +53,18 @@ fn mined_targets_match_git_diff() {
     commit(dir, "Initial import of the package sources");
 
     // Two nearby edits (one hunk) and a far one in core.py, plus a test edit.
-    let core = lines(40, "core")
-        .replace("core line 5\n", "five\n")
-        .replace("core line 9\n", "nine\n");
+    let core = lines(40, "core").replace("core line 5\n", "five\n").replace("core line 9\n", "nine\n");
     let core = core.replace("core line 30\n", "core line 30\ninserted\n");
     write(dir, "pkg/core.py", &core);
     write(dir, "tests/test_core.py", &lines(6, "test"));
-    let edit = commit(
-        dir,
-        "Fix the parser when headers are empty\n\nLonger body text.",
-    );
+    let edit = commit(dir, "Fix the parser when headers are empty\n\nLonger body text.");
 
     // Rename with an edit, and delete util.py.
     let renamed = lines(20, "old").replace("old line 10\n", "ten\n");
     std::fs::remove_file(dir.join("pkg/old_name.py")).expect("rm");
     write(dir, "pkg/new_name.py", &renamed);
     std::fs::remove_file(dir.join("pkg/util.py")).expect("rm");
-    let rename = commit(
-        dir,
-        "Rename the old module and drop the unused util helpers",
-    );
+    let rename = commit(dir, "Rename the old module and drop the unused util helpers");
 
     // Filtered out: trivial message, tests/docs only, an added file.
     write(dir, "pkg/core.py", &core.replace("nine\n", "NINE\n"));
@@ -90,30 +78,13 @@ fn mined_targets_match_git_diff() {
 
     // A merge commit.
     git(dir, &["checkout", "-q", "-b", "side", "HEAD~1"]);
-    write(
-        dir,
-        "pkg/new_name.py",
-        &renamed.replace("old line 1\n", "one\n"),
-    );
+    write(dir, "pkg/new_name.py", &renamed.replace("old line 1\n", "one\n"));
     commit(dir, "Side branch change to the renamed module");
     git(dir, &["checkout", "-q", "main"]);
-    git(
-        dir,
-        &[
-            "merge",
-            "-q",
-            "--no-ff",
-            "-m",
-            "Merge the side branch into main",
-            "side",
-        ],
-    );
+    git(dir, &["merge", "-q", "--no-ff", "-m", "Merge the side branch into main", "side"]);
 
     let tasks = mine_commits(dir, &CommitOptions::default()).expect("mining works");
-    let mut subjects: Vec<&str> = tasks
-        .iter()
-        .map(|t| t.prompt.lines().next().unwrap_or(""))
-        .collect();
+    let mut subjects: Vec<&str> = tasks.iter().map(|t| t.prompt.lines().next().unwrap_or("")).collect();
     subjects.sort_unstable();
     assert_eq!(
         subjects,
@@ -127,10 +98,7 @@ fn mined_targets_match_git_diff() {
     for task in &tasks {
         let sha = &task.id[task.id.len() - 12..];
         let full = git(dir, &["rev-parse", sha]).trim().to_string();
-        assert_eq!(
-            task.base_commit,
-            git(dir, &["rev-parse", &format!("{full}^")]).trim()
-        );
+        assert_eq!(task.base_commit, git(dir, &["rev-parse", &format!("{full}^")]).trim());
         assert_eq!(task.repo, RepoRef::Path(dir.to_path_buf()));
         assert_eq!(task.targets.functions, None);
         let patch = git(dir, &["diff", "-M", &task.base_commit, &full, "--", "pkg"]);
@@ -142,23 +110,9 @@ fn mined_targets_match_git_diff() {
         assert_eq!(task.targets.files, want.files, "{}", task.prompt);
         assert_eq!(got, want.line_ranges, "{}", task.prompt);
     }
-    let edit_task = tasks
-        .iter()
-        .find(|t| t.id.ends_with(&edit[..12]))
-        .expect("edit task");
-    let shown: Vec<String> = edit_task
-        .targets
-        .line_ranges
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let edit_task = tasks.iter().find(|t| t.id.ends_with(&edit[..12])).expect("edit task");
+    let shown: Vec<String> = edit_task.targets.line_ranges.iter().map(ToString::to_string).collect();
     assert_eq!(shown, vec!["pkg/core.py:5-9", "pkg/core.py:30-30"]);
-    let rename_task = tasks
-        .iter()
-        .find(|t| t.id.ends_with(&rename[..12]))
-        .expect("rename task");
-    assert_eq!(
-        rename_task.targets.files,
-        vec!["pkg/old_name.py", "pkg/util.py"]
-    );
+    let rename_task = tasks.iter().find(|t| t.id.ends_with(&rename[..12])).expect("rename task");
+    assert_eq!(rename_task.targets.files, vec!["pkg/old_name.py", "pkg/util.py"]);
 }

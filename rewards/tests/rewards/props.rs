@@ -8,10 +8,7 @@ use rewardlab_rewards::metrics::match_line_ranges;
 use rewardlab_rewards::{Counts, LineMatch, LineRange, ToolCall};
 
 fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: 256,
-        ..ProptestConfig::default()
-    }
+    ProptestConfig { cases: 256, ..ProptestConfig::default() }
 }
 
 fn names(max: usize) -> impl Strategy<Value = Vec<String>> {
@@ -38,9 +35,7 @@ fn dedup(v: &[LineRange]) -> Vec<LineRange> {
 
 fn ranges(max: usize) -> impl Strategy<Value = Vec<LineRange>> {
     vec((0u8..3, 1u32..60, 0u32..20), 0..max).prop_map(|v| {
-        v.into_iter()
-            .map(|(file, start, len)| LineRange::new(format!("f{file}.py"), start, start + len))
-            .collect()
+        v.into_iter().map(|(file, start, len)| LineRange::new(format!("f{file}.py"), start, start + len)).collect()
     })
 }
 

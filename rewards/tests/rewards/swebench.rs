@@ -9,10 +9,7 @@ use rewardlab_rewards::tasks::load_swebench;
 /// it in some checkouts (`<repo>/shared`).
 fn data_file() -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let candidates = [
-        root.join("../shared/data/swebench_lite.jsonl"),
-        root.join("shared/data/swebench_lite.jsonl"),
-    ];
+    let candidates = [root.join("../shared/data/swebench_lite.jsonl"), root.join("shared/data/swebench_lite.jsonl")];
     for c in &candidates {
         if c.is_file() {
             return c.clone();
@@ -44,16 +41,9 @@ fn every_swebench_lite_instance_has_targets_matching_its_headers() {
     let path = data_file();
     let text = std::fs::read_to_string(&path).expect("data file is readable");
     let loaded = load_swebench(text.as_bytes()).expect("in-memory read");
-    assert!(
-        loaded.errors.is_empty(),
-        "bad instances: {:?}",
-        loaded.errors
-    );
+    assert!(loaded.errors.is_empty(), "bad instances: {:?}", loaded.errors);
     assert_eq!(loaded.records.len(), 300);
-    let raw: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("valid JSON line"))
-        .collect();
+    let raw: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).expect("valid JSON line")).collect();
     let mut with_ranges = 0;
     let mut functions = 0;
     for ((_, task), raw) in loaded.records.iter().zip(&raw) {
@@ -61,26 +51,12 @@ fn every_swebench_lite_instance_has_targets_matching_its_headers() {
         assert!(!task.targets.files.is_empty(), "{}", task.id);
         assert_eq!(task.targets.files, header_paths(patch), "{}", task.id);
         for r in &task.targets.line_ranges {
-            assert!(
-                task.targets.files.contains(&r.path),
-                "{}: range {r} outside the target files",
-                task.id
-            );
+            assert!(task.targets.files.contains(&r.path), "{}: range {r} outside the target files", task.id);
         }
         with_ranges += usize::from(!task.targets.line_ranges.is_empty());
-        let spans = raw["expected_spans"]
-            .as_object()
-            .expect("expected_spans is an object");
-        let want: usize = spans
-            .values()
-            .map(|v| v.as_array().map_or(0, Vec::len))
-            .sum();
-        let got = task
-            .targets
-            .functions
-            .as_ref()
-            .expect("spans present")
-            .len();
+        let spans = raw["expected_spans"].as_object().expect("expected_spans is an object");
+        let want: usize = spans.values().map(|v| v.as_array().map_or(0, Vec::len)).sum();
+        let got = task.targets.functions.as_ref().expect("spans present").len();
         assert_eq!(got, want, "{}", task.id);
         functions += got;
     }

@@ -72,14 +72,9 @@ pub fn run(args: CatmArgs) -> anyhow::Result<u8> {
     let Some(trajectories) = trajectories else {
         return Ok(1);
     };
-    let file = File::open(&args.instances)
-        .with_context(|| format!("opening {}", args.instances.display()))?;
+    let file = File::open(&args.instances).with_context(|| format!("opening {}", args.instances.display()))?;
     let instances = load_instances(BufReader::new(file))?;
-    let Some(instances) = records_or_report(
-        instances,
-        &args.instances.display().to_string(),
-        args.skip_bad,
-    ) else {
+    let Some(instances) = records_or_report(instances, &args.instances.display().to_string(), args.skip_bad) else {
         return Ok(1);
     };
 
@@ -89,10 +84,7 @@ pub fn run(args: CatmArgs) -> anyhow::Result<u8> {
                 bail!("--judge http needs --judge-url");
             };
             let api_key = match &args.judge_key_env {
-                Some(var) => Some(
-                    std::env::var(var)
-                        .with_context(|| format!("reading the judge key from ${var}"))?,
-                ),
+                Some(var) => Some(std::env::var(var).with_context(|| format!("reading the judge key from ${var}"))?),
                 None => None,
             };
             let config = HttpJudgeConfig {
@@ -106,32 +98,24 @@ pub fn run(args: CatmArgs) -> anyhow::Result<u8> {
         _ => Box::new(HeuristicJudge),
     };
 
-    let options = CatmOptions {
-        min_tokens: args.min_tokens,
-        min_weight: args.min_weight,
-        ..CatmOptions::default()
-    };
+    let options = CatmOptions { min_tokens: args.min_tokens, min_weight: args.min_weight, ..CatmOptions::default() };
     let prepared = prepare(&trajectories, &instances, &options)?;
     let bar = ProgressBar::new(prepared.requests.len() as u64);
     bar.set_style(
         ProgressStyle::with_template("judging {bar:40} {pos}/{len} files ({per_sec}, eta {eta})")
             .expect("the progress template is valid"),
     );
-    let verdicts = judge_all(judge.as_ref(), &prepared.requests, args.parallel, &|| {
-        bar.inc(1)
-    });
+    let verdicts = judge_all(judge.as_ref(), &prepared.requests, args.parallel, &|| bar.inc(1));
     bar.finish_and_clear();
     let (labels, summary) = finish(prepared, verdicts, &options);
 
-    let out =
-        File::create(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+    let out = File::create(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     let mut out = BufWriter::new(out);
     for label in &labels {
         serde_json::to_writer(&mut out, label)?;
         out.write_all(b"\n")?;
     }
-    out.flush()
-        .with_context(|| format!("writing {}", args.out.display()))?;
+    out.flush().with_context(|| format!("writing {}", args.out.display()))?;
     eprint!("{}", summary.render());
     eprintln!("wrote {} labels to {}", labels.len(), args.out.display());
     Ok(0)
@@ -146,20 +130,13 @@ fn read_jsonl<T>(
 ) -> anyhow::Result<Option<Vec<T>>> {
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let loaded = load_jsonl(BufReader::new(file), what, parse)?;
-    Ok(records_or_report(
-        loaded,
-        &path.display().to_string(),
-        skip_bad,
-    ))
+    Ok(records_or_report(loaded, &path.display().to_string(), skip_bad))
 }
 
 fn records_or_report<T>(loaded: Loaded<T>, name: &str, skip_bad: bool) -> Option<Vec<T>> {
     report(name, &loaded.errors);
     if !loaded.errors.is_empty() && !skip_bad {
-        eprintln!(
-            "{name}: {} bad line(s); nothing mined (pass --skip-bad to skip them)",
-            loaded.errors.len()
-        );
+        eprintln!("{name}: {} bad line(s); nothing mined (pass --skip-bad to skip them)", loaded.errors.len());
         return None;
     }
     Some(loaded.records.into_iter().map(|(_, r)| r).collect())
