@@ -76,10 +76,7 @@ fn hand_loop(n: usize, reward_of: impl Fn(usize) -> f64, discount: impl Fn(usize
         .zip(out.advantage.chunks_exact_mut(GROUP));
     for (g, ((reward, adv), advantage)) in groups.enumerate() {
         let base = g * GROUP;
-        let mut r = [0.0; GROUP];
-        for i in 0..GROUP {
-            r[i] = reward_of(base + i);
-        }
+        let r: [f64; GROUP] = std::array::from_fn(|i| reward_of(base + i));
         reward.copy_from_slice(&r);
         grpo_group(&r, |i| discount(base + i), adv, advantage);
     }

@@ -11,10 +11,12 @@
 
 pub mod ast;
 pub mod check;
+pub mod codegen;
 pub mod cpu;
 pub mod csv_table;
 pub mod diag;
 pub mod eval;
+pub mod gpu;
 pub mod hir;
 pub mod interp;
 pub mod interval;

@@ -34,9 +34,11 @@
 //! # Errors
 //!
 //! The same as the interpreter, by construction: the same up-front checks
-//! (missing feature, group size), and when an output is NaN or infinite the
-//! interpreter is re-run on the table to name the definition that went
-//! non-finite first. That costs an interpreter run, but only on failure.
+//! (missing feature, group size; see `interp::prepare`). Each block checks
+//! its output values for NaN and infinities while they are still in cache;
+//! when one is found, the interpreter is re-run on the table to name the
+//! definition that went non-finite first, with the rollout's details. That
+//! costs an interpreter run, but only on failure.
 
 mod exec;
 mod kernels;

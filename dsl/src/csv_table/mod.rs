@@ -56,26 +56,16 @@ pub enum CsvError {
         #[source]
         source: csv::Error,
     },
-    #[error(
-        "line 1: no `group` column (the header names features as a reward file does: `group,Fb(file),c,...`)"
-    )]
+    #[error("line 1: no `group` column (the header names features as a reward file does: `group,Fb(file),c,...`)")]
     NoGroupColumn,
     #[error("line 1: column `{column}` appears twice")]
     DuplicateColumn { column: String },
     #[error("line 1: no column `{column}`")]
     MissingColumn { column: String },
     #[error("line {line}: {got} fields, the header has {expected}")]
-    FieldCount {
-        line: u64,
-        expected: usize,
-        got: usize,
-    },
+    FieldCount { line: u64, expected: usize, got: usize },
     #[error("line {line}: `{column}` is {value:?}, not a number")]
-    BadNumber {
-        line: u64,
-        column: String,
-        value: String,
-    },
+    BadNumber { line: u64, column: String, value: String },
     #[error("line {line}: the group name is empty")]
     EmptyGroup { line: u64 },
     #[error("{got} output rows for a table of {want} rows")]
@@ -90,16 +80,9 @@ pub enum CsvError {
 /// (each must be in the header; other columns are kept as text, for the
 /// writer); without, every column but `group` is.
 pub fn read_features(input: impl Read, columns: Option<&[&str]>) -> Result<CsvFeatures, CsvError> {
-    let mut reader = csv::ReaderBuilder::new()
-        .flexible(true)
-        .trim(csv::Trim::All)
-        .from_reader(input);
-    let headers: Vec<String> = reader
-        .headers()
-        .map_err(|source| CsvError::Csv { line: 1, source })?
-        .iter()
-        .map(str::to_string)
-        .collect();
+    let mut reader = csv::ReaderBuilder::new().flexible(true).trim(csv::Trim::All).from_reader(input);
+    let headers: Vec<String> =
+        reader.headers().map_err(|source| CsvError::Csv { line: 1, source })?.iter().map(str::to_string).collect();
     let mut seen = HashMap::new();
     for (i, h) in headers.iter().enumerate() {
         if seen.insert(h.as_str(), i).is_some() {
@@ -110,11 +93,7 @@ pub fn read_features(input: impl Read, columns: Option<&[&str]>) -> Result<CsvFe
     let numeric: Vec<usize> = match columns {
         Some(keys) => keys
             .iter()
-            .map(|k| {
-                seen.get(k).copied().ok_or_else(|| CsvError::MissingColumn {
-                    column: k.to_string(),
-                })
-            })
+            .map(|k| seen.get(k).copied().ok_or_else(|| CsvError::MissingColumn { column: k.to_string() }))
             .collect::<Result<_, _>>()?,
         None => (0..headers.len()).filter(|&i| i != group_col).collect(),
     };
@@ -135,11 +114,7 @@ pub fn read_features(input: impl Read, columns: Option<&[&str]>) -> Result<CsvFe
         }
         let line = record.position().map_or(0, |p| p.line());
         if record.len() != headers.len() {
-            return Err(CsvError::FieldCount {
-                line,
-                expected: headers.len(),
-                got: record.len(),
-            });
+            return Err(CsvError::FieldCount { line, expected: headers.len(), got: record.len() });
         }
         let group = &record[group_col];
         if group.is_empty() {
@@ -181,52 +156,30 @@ pub fn read_features(input: impl Read, columns: Option<&[&str]>) -> Result<CsvFe
     }
     let mut table = FeatureTable::new(group_names.into_iter().zip(sizes))?;
     for (column, &i) in values.into_iter().zip(&numeric) {
-        table.add_column(
-            headers[i].clone(),
-            order.iter().map(|&r| column[r]).collect(),
-        )?;
+        table.add_column(headers[i].clone(), order.iter().map(|&r| column[r]).collect())?;
     }
-    Ok(CsvFeatures {
-        table,
-        order,
-        headers,
-        records,
-    })
+    Ok(CsvFeatures { table, order, headers, records })
 }
 
 /// [`read_features`] from a file; errors name the file.
 pub fn read_features_file(path: &Path, columns: Option<&[&str]>) -> Result<CsvFeatures, CsvError> {
-    let file = std::fs::File::open(path).map_err(|source| CsvError::Open {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    read_features(std::io::BufReader::new(file), columns).map_err(|source| CsvError::File {
-        path: path.to_path_buf(),
-        source: Box::new(source),
-    })
+    let file = std::fs::File::open(path).map_err(|source| CsvError::Open { path: path.to_path_buf(), source })?;
+    read_features(std::io::BufReader::new(file), columns)
+        .map_err(|source| CsvError::File { path: path.to_path_buf(), source: Box::new(source) })
 }
 
 /// Writes the input columns and `reward,adv,advantage`, rows in input order.
 /// `outputs` are in table order (as evaluation returns them). Input columns
 /// named like an output are replaced, so an output file can be re-evaluated.
-pub fn write_outputs(
-    output: impl Write,
-    features: &CsvFeatures,
-    outputs: &Outputs,
-) -> Result<(), CsvError> {
+pub fn write_outputs(output: impl Write, features: &CsvFeatures, outputs: &Outputs) -> Result<(), CsvError> {
     let rows = features.order.len();
-    for got in [
-        outputs.reward.len(),
-        outputs.adv.len(),
-        outputs.advantage.len(),
-    ] {
+    for got in [outputs.reward.len(), outputs.adv.len(), outputs.advantage.len()] {
         if got != rows {
             return Err(CsvError::OutputLength { got, want: rows });
         }
     }
-    let kept: Vec<usize> = (0..features.headers.len())
-        .filter(|&i| !OUTPUT_COLUMNS.contains(&features.headers[i].as_str()))
-        .collect();
+    let kept: Vec<usize> =
+        (0..features.headers.len()).filter(|&i| !OUTPUT_COLUMNS.contains(&features.headers[i].as_str())).collect();
     let mut table_row = vec![0; rows];
     for (t, &input) in features.order.iter().enumerate() {
         table_row[input] = t;
@@ -236,19 +189,12 @@ pub fn write_outputs(
         csv::ErrorKind::Io(io) => CsvError::Write(io),
         other => CsvError::Write(std::io::Error::other(format!("{other:?}"))),
     };
-    let header = kept
-        .iter()
-        .map(|&i| features.headers[i].as_str())
-        .chain(OUTPUT_COLUMNS);
+    let header = kept.iter().map(|&i| features.headers[i].as_str()).chain(OUTPUT_COLUMNS);
     writer.write_record(header).map_err(csv_err)?;
     for (input, record) in features.records.iter().enumerate() {
         let t = table_row[input];
-        let values =
-            [outputs.reward[t], outputs.adv[t], outputs.advantage[t]].map(|v| v.to_string());
-        let fields = kept
-            .iter()
-            .map(|&i| record[i].as_str())
-            .chain(values.iter().map(String::as_str));
+        let values = [outputs.reward[t], outputs.adv[t], outputs.advantage[t]].map(|v| v.to_string());
+        let fields = kept.iter().map(|&i| record[i].as_str()).chain(values.iter().map(String::as_str));
         writer.write_record(fields).map_err(csv_err)?;
     }
     writer.flush()?;

@@ -32,22 +32,14 @@ use crate::hir::{DefId, Expr, Program, Scope};
 use crate::table::{FeatureTable, Outputs};
 
 /// Evaluates `reward`, `adv` and `advantage` for every row of `table`.
-pub fn eval(
-    program: &Program,
-    table: &FeatureTable,
-    options: &EvalOptions,
-) -> Result<Outputs, EvalError> {
+pub fn eval(program: &Program, table: &FeatureTable, options: &EvalOptions) -> Result<Outputs, EvalError> {
     let reach = Reach::outputs(program);
     let features = prepare(program, table, options, &reach)?;
     let mut interp = Interp::new(program, table, features);
     let reward = interp.def(program.reward);
     let adv = interp.def(program.adv);
     let advantage = interp.def(program.advantage);
-    let outputs = Outputs {
-        reward: reward.to_vec(),
-        adv: adv.to_vec(),
-        advantage: advantage.to_vec(),
-    };
+    let outputs = Outputs { reward: reward.to_vec(), adv: adv.to_vec(), advantage: advantage.to_vec() };
     if options.non_finite == NonFinite::Error {
         let failing = failing_rows(&outputs);
         if !failing.is_empty() {
@@ -150,9 +142,7 @@ pub(crate) fn prepare<'t>(
         match table.column(&feature.key) {
             Some(column) => columns.push(Some(column)),
             None => {
-                return Err(EvalError::MissingFeature {
-                    key: feature.key.clone(),
-                });
+                return Err(EvalError::MissingFeature { key: feature.key.clone() });
             }
         }
     }
@@ -160,11 +150,7 @@ pub(crate) fn prepare<'t>(
         for g in 0..table.groups() {
             let got = table.group_rows(g).len();
             if got != want {
-                return Err(EvalError::GroupSize {
-                    group: table.group_name(g).to_string(),
-                    got,
-                    want,
-                });
+                return Err(EvalError::GroupSize { group: table.group_name(g).to_string(), got, want });
             }
         }
     }
@@ -174,11 +160,7 @@ pub(crate) fn prepare<'t>(
 /// The rows where `reward`, `adv` or `advantage` is NaN or infinite, ascending.
 pub(crate) fn failing_rows(outputs: &Outputs) -> Vec<usize> {
     (0..outputs.reward.len())
-        .filter(|&r| {
-            !(outputs.reward[r].is_finite()
-                && outputs.adv[r].is_finite()
-                && outputs.advantage[r].is_finite())
-        })
+        .filter(|&r| !(outputs.reward[r].is_finite() && outputs.adv[r].is_finite() && outputs.advantage[r].is_finite()))
         .collect()
 }
 
@@ -189,10 +171,7 @@ pub(crate) fn failing_rows(outputs: &Outputs) -> Vec<usize> {
 /// the interpreter finds every output finite (the backends disagree).
 pub(crate) fn diagnose_non_finite(program: &Program, table: &FeatureTable) -> Option<EvalError> {
     let reach = Reach::outputs(program);
-    let options = EvalOptions {
-        group_size: None,
-        non_finite: NonFinite::Allow,
-    };
+    let options = EvalOptions { group_size: None, non_finite: NonFinite::Allow };
     let features = prepare(program, table, &options, &reach).ok()?;
     let mut interp = Interp::new(program, table, features);
     let outputs = Outputs {
@@ -204,22 +183,12 @@ pub(crate) fn diagnose_non_finite(program: &Program, table: &FeatureTable) -> Op
     (!failing.is_empty()).then(|| interp.non_finite_error(&reach, &failing))
 }
 
-pub(crate) fn non_finite_at(
-    program: &Program,
-    table: &FeatureTable,
-    def: DefId,
-    value: f64,
-    row: usize,
-) -> EvalError {
+pub(crate) fn non_finite_at(program: &Program, table: &FeatureTable, def: DefId, value: f64, row: usize) -> EvalError {
     let g = table.group_of(row);
     let features = program
         .features
         .iter()
-        .filter_map(|f| {
-            table
-                .column(&f.key)
-                .map(|column| (f.key.clone(), column[row]))
-        })
+        .filter_map(|f| table.column(&f.key).map(|column| (f.key.clone(), column[row])))
         .collect();
     EvalError::NonFinite {
         def: program.def(def).name.clone(),
@@ -240,17 +209,8 @@ struct Interp<'a> {
 }
 
 impl<'a> Interp<'a> {
-    fn new(
-        program: &'a Program,
-        table: &'a FeatureTable,
-        features: Vec<Option<&'a [f64]>>,
-    ) -> Interp<'a> {
-        Interp {
-            program,
-            table,
-            features,
-            defs: vec![None; program.defs.len()],
-        }
+    fn new(program: &'a Program, table: &'a FeatureTable, features: Vec<Option<&'a [f64]>>) -> Interp<'a> {
+        Interp { program, table, features, defs: vec![None; program.defs.len()] }
     }
 
     fn rows(&self) -> usize {
@@ -271,21 +231,12 @@ impl<'a> Interp<'a> {
             Expr::Number(x) => vec![*x; self.rows()],
             Expr::Bool(b) => vec![ops::from_bool(*b); self.rows()],
             Expr::Param(p) => vec![self.program.params[*p].value; self.rows()],
-            Expr::Feature(f) => self.features[*f]
-                .expect("reached features were resolved by `prepare`")
-                .to_vec(),
+            Expr::Feature(f) => self.features[*f].expect("reached features were resolved by `prepare`").to_vec(),
             Expr::Def(d) => self.def(*d).to_vec(),
-            Expr::Unary(op, x) => self
-                .expr(x)
-                .into_iter()
-                .map(|x| ops::unary(*op, x))
-                .collect(),
+            Expr::Unary(op, x) => self.expr(x).into_iter().map(|x| ops::unary(*op, x)).collect(),
             Expr::Binary(op, a, b) => {
                 let (a, b) = (self.expr(a), self.expr(b));
-                a.iter()
-                    .zip(&b)
-                    .map(|(&a, &b)| ops::binary(*op, a, b))
-                    .collect()
+                a.iter().zip(&b).map(|(&a, &b)| ops::binary(*op, a, b)).collect()
             }
             Expr::Call(f, args) => {
                 let args: Vec<Vec<f64>> = args.iter().map(|a| self.expr(a)).collect();
@@ -298,9 +249,7 @@ impl<'a> Interp<'a> {
             }
             Expr::In(x, lo, hi) => {
                 let (x, lo, hi) = (self.expr(x), self.expr(lo), self.expr(hi));
-                (0..self.rows())
-                    .map(|r| ops::in_range(x[r], lo[r], hi[r]))
-                    .collect()
+                (0..self.rows()).map(|r| ops::in_range(x[r], lo[r], hi[r])).collect()
             }
             Expr::Reduce(scope, op, arg) => {
                 // `count` has no argument; its values are never read.
@@ -310,9 +259,7 @@ impl<'a> Interp<'a> {
                 };
                 let mut out = vec![0.0; self.rows()];
                 let segments: Vec<std::ops::Range<usize>> = match scope {
-                    Scope::Group => (0..self.table.groups())
-                        .map(|g| self.table.group_rows(g))
-                        .collect(),
+                    Scope::Group => (0..self.table.groups()).map(|g| self.table.group_rows(g)).collect(),
                     Scope::Batch => std::iter::once(0..self.rows()).collect(),
                 };
                 for rows in segments {
@@ -336,19 +283,11 @@ impl<'a> Interp<'a> {
     /// mean it poisoned). A definition that is non-finite only on rows whose
     /// outputs are fine (a guarded `if(c > 0, x / c, 0)`) is not blamed.
     fn non_finite_error(&self, reach: &Reach, failing: &[usize]) -> EvalError {
-        let blame = (0..self.program.defs.len())
-            .filter(|&d| reach.defs[d])
-            .find_map(|d| {
-                let values = self.defs[d]
-                    .as_ref()
-                    .expect("reached definitions were evaluated");
-                failing
-                    .iter()
-                    .find(|&&r| !values[r].is_finite())
-                    .map(|&r| (d, values[r], r))
-            });
-        let (def, value, row) =
-            blame.expect("a failing row has a non-finite output, and outputs are reached");
+        let blame = (0..self.program.defs.len()).filter(|&d| reach.defs[d]).find_map(|d| {
+            let values = self.defs[d].as_ref().expect("reached definitions were evaluated");
+            failing.iter().find(|&&r| !values[r].is_finite()).map(|&r| (d, values[r], r))
+        });
+        let (def, value, row) = blame.expect("a failing row has a non-finite output, and outputs are reached");
         non_finite_at(self.program, self.table, def, value, row)
     }
 }

@@ -145,34 +145,52 @@ pub fn call(f: Func, args: &[f64]) -> f64 {
         (Func::Clip, [x, lo, hi]) => clip(*x, *lo, *hi),
         (Func::If, [b, x, y]) => select(*b, *x, *y),
         (f, [x]) => func1(f, *x),
-        (f, args) => panic!(
-            "{}() with {} arguments reached evaluation; the checker rejects it",
-            f.name(),
-            args.len()
-        ),
+        (f, args) => panic!("{}() with {} arguments reached evaluation; the checker rejects it", f.name(), args.len()),
     }
 }
 
 /// The sum that every reduction uses: left to right within [`SUM_CHUNK`]-row
 /// chunks, chunk sums left to right. Chunks run in parallel (rayon) but the
 /// combination order is fixed, so the result does not depend on the thread count.
+#[inline]
 pub fn sum(xs: &[f64]) -> f64 {
-    sum_map(xs, |x| x)
+    if xs.len() <= SUM_CHUNK { sum_seq(xs) } else { sum_chunked(xs, sum_seq) }
 }
 
-/// [`sum`] of `f(x)` over `xs`, with the same fixed order.
-pub fn sum_map(xs: &[f64], f: impl Fn(f64) -> f64 + Sync) -> f64 {
-    if xs.len() <= SUM_CHUNK {
-        return xs.iter().fold(0.0, |acc, &x| acc + f(x));
+/// [`sum`] of the squared deviations from `mean`, in the same order.
+#[inline]
+pub fn sum_sq_dev(xs: &[f64], mean: f64) -> f64 {
+    if xs.len() <= SUM_CHUNK { sum_sq_dev_seq(xs, mean) } else { sum_chunked(xs, |chunk| sum_sq_dev_seq(chunk, mean)) }
+}
+
+// The sequential kernels are plain monomorphic loops: a group reduction is a
+// handful of values, so the call must cost nothing.
+#[inline]
+fn sum_seq(xs: &[f64]) -> f64 {
+    let mut acc = 0.0;
+    for &x in xs {
+        acc += x;
     }
-    let partial: Vec<f64> = xs
-        .par_chunks(SUM_CHUNK)
-        .map(|chunk| chunk.iter().fold(0.0, |acc, &x| acc + f(x)))
-        .collect();
-    partial.iter().fold(0.0, |acc, &x| acc + x)
+    acc
+}
+
+#[inline]
+fn sum_sq_dev_seq(xs: &[f64], mean: f64) -> f64 {
+    let mut acc = 0.0;
+    for &x in xs {
+        acc += (x - mean) * (x - mean);
+    }
+    acc
+}
+
+#[cold]
+fn sum_chunked(xs: &[f64], chunk_sum: impl Fn(&[f64]) -> f64 + Sync + Send) -> f64 {
+    let partial: Vec<f64> = xs.par_chunks(SUM_CHUNK).map(chunk_sum).collect();
+    sum_seq(&partial)
 }
 
 /// A reduction of `xs` to one value (every op but `rank`). `count` ignores the values.
+#[inline]
 pub fn reduce(op: ReduceOp, xs: &[f64]) -> f64 {
     let n = xs.len() as f64;
     match op {
@@ -182,7 +200,7 @@ pub fn reduce(op: ReduceOp, xs: &[f64]) -> f64 {
             // Two passes (mean, then squared deviations): the textbook
             // E[x²] - E[x]² loses everything to cancellation on near-constant groups.
             let mean = sum(xs) / n;
-            (sum_map(xs, |x| (x - mean) * (x - mean)) / n).sqrt()
+            (sum_sq_dev(xs, mean) / n).sqrt()
         }
         ReduceOp::Max => fold_extreme(xs, max),
         ReduceOp::Min => fold_extreme(xs, min),

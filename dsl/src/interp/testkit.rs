@@ -20,21 +20,12 @@ impl Builder {
         if let Some(id) = self.features.iter().position(|f| f.key == key) {
             return Expr::Feature(id);
         }
-        self.features.push(FeatureRef {
-            name: key.to_string(),
-            level: None,
-            args: Vec::new(),
-            key: key.to_string(),
-        });
+        self.features.push(FeatureRef { name: key.to_string(), level: None, args: Vec::new(), key: key.to_string() });
         Expr::Feature(self.features.len() - 1)
     }
 
     pub(crate) fn param(&mut self, name: &str, value: f64) -> Expr {
-        self.params.push(Param {
-            name: name.to_string(),
-            value,
-            span: Span::default(),
-        });
+        self.params.push(Param { name: name.to_string(), value, span: Span::default() });
         Expr::Param(self.params.len() - 1)
     }
 
@@ -70,13 +61,7 @@ impl Builder {
     }
 
     pub(crate) fn advantage(&mut self, expr: Expr) -> Expr {
-        Expr::Def(self.push(
-            "advantage",
-            DefKind::Advantage,
-            Layer::Advantage,
-            expr,
-            Type::Number,
-        ))
+        Expr::Def(self.push("advantage", DefKind::Advantage, Layer::Advantage, expr, Type::Number))
     }
 
     /// Finishes a program defined with [`Builder::reward`] and maybe
@@ -87,23 +72,11 @@ impl Builder {
         let reward = find(&self.defs, DefKind::Reward).expect("reward is defined");
         let adv = match find(&self.defs, DefKind::Adv) {
             Some(adv) => adv,
-            None => self.push(
-                "adv",
-                DefKind::Adv,
-                Layer::Advantage,
-                grpo(Expr::Def(reward)),
-                Type::Number,
-            ),
+            None => self.push("adv", DefKind::Adv, Layer::Advantage, grpo(Expr::Def(reward)), Type::Number),
         };
         let advantage = match find(&self.defs, DefKind::Advantage) {
             Some(a) => a,
-            None => self.push(
-                "advantage",
-                DefKind::Advantage,
-                Layer::Advantage,
-                Expr::Def(adv),
-                Type::Number,
-            ),
+            None => self.push("advantage", DefKind::Advantage, Layer::Advantage, Expr::Def(adv), Type::Number),
         };
         Program {
             params: self.params,
@@ -174,22 +147,12 @@ pub(crate) fn codegrep_v3() -> Program {
     let mut b = Builder::default();
     let fb = b.feature("Fb(file)");
     let c = b.feature("c");
-    let reward = bin(
-        BinOp::Mul,
-        fb,
-        call(Func::Mask, vec![bin(BinOp::Gt, c.clone(), num(0.0))]),
-    );
+    let reward = bin(BinOp::Mul, fb, call(Func::Mask, vec![bin(BinOp::Gt, c.clone(), num(0.0))]));
     let advantage = move |_r: Expr, adv: Expr| {
         bin(
             BinOp::Mul,
             adv,
-            call(
-                Func::Sqrt,
-                vec![call(
-                    Func::Min,
-                    vec![bin(BinOp::Div, c.clone(), num(4.0)), num(1.0)],
-                )],
-            ),
+            call(Func::Sqrt, vec![call(Func::Min, vec![bin(BinOp::Div, c.clone(), num(4.0)), num(1.0)])]),
         )
     };
     b.finish(reward, None, Some(&advantage))
@@ -197,11 +160,9 @@ pub(crate) fn codegrep_v3() -> Program {
 
 /// A table of groups of the given sizes with the given columns.
 pub(crate) fn table(sizes: &[usize], columns: &[(&str, &[f64])]) -> FeatureTable {
-    let mut t = FeatureTable::new(sizes.iter().enumerate().map(|(g, &n)| (format!("g{g}"), n)))
-        .expect("non-empty");
+    let mut t = FeatureTable::new(sizes.iter().enumerate().map(|(g, &n)| (format!("g{g}"), n))).expect("non-empty");
     for (key, values) in columns {
-        t.add_column(*key, values.to_vec())
-            .expect("well-formed test column");
+        t.add_column(*key, values.to_vec()).expect("well-formed test column");
     }
     t
 }

@@ -5,31 +5,19 @@ use crate::hir::{Func, Layer, ReduceOp};
 use crate::interp::testkit::*;
 
 fn close(a: &[f64], b: &[f64]) -> bool {
-    a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|(x, y)| (x - y).abs() <= 1e-12 * (1.0 + y.abs()))
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-12 * (1.0 + y.abs()))
 }
 
 #[test]
 fn codegrep_v3_by_hand() {
     let p = codegrep_v3();
-    let t = table(
-        &[2, 2],
-        &[
-            ("Fb(file)", &[1.0, 0.5, 0.8, 0.8]),
-            ("c", &[2.0, 0.0, 8.0, 1.0]),
-        ],
-    );
+    let t = table(&[2, 2], &[("Fb(file)", &[1.0, 0.5, 0.8, 0.8]), ("c", &[2.0, 0.0, 8.0, 1.0])]);
     let out = eval(&p, &t, &EvalOptions::default()).expect("finite");
     assert_eq!(out.reward, vec![1.0, 0.0, 0.8, 0.8]);
     // Group 0: mean 0.5, std 0.5; group 1: no spread.
     let a0 = 0.5 / (0.5 + 1e-4);
     assert!(close(&out.adv, &[a0, -a0, 0.0, 0.0]));
-    assert!(close(
-        &out.advantage,
-        &[a0 * 0.5f64.sqrt(), -a0 * 0.0, 0.0, 0.0]
-    ));
+    assert!(close(&out.advantage, &[a0 * 0.5f64.sqrt(), -a0 * 0.0, 0.0, 0.0]));
 }
 
 #[test]
@@ -38,30 +26,12 @@ fn group_and_batch_reductions_broadcast() {
     let x = b.feature("x");
     let sum = b.let_("s", Layer::Advantage, group(ReduceOp::Sum, x.clone()));
     let rank = b.let_("k", Layer::Advantage, group(ReduceOp::Rank, x.clone()));
-    let count = b.let_(
-        "n",
-        Layer::Advantage,
-        Expr::Reduce(Scope::Group, ReduceOp::Count, None),
-    );
+    let count = b.let_("n", Layer::Advantage, Expr::Reduce(Scope::Group, ReduceOp::Count, None));
     let bmax = b.let_("m", Layer::Advantage, batch(ReduceOp::Max, x.clone()));
-    let bcount = b.let_(
-        "bn",
-        Layer::Advantage,
-        Expr::Reduce(Scope::Batch, ReduceOp::Count, None),
-    );
-    let adv = move |_r: Expr| {
-        bin(
-            BinOp::Add,
-            bin(BinOp::Mul, sum.clone(), num(100.0)),
-            rank.clone(),
-        )
-    };
+    let bcount = b.let_("bn", Layer::Advantage, Expr::Reduce(Scope::Batch, ReduceOp::Count, None));
+    let adv = move |_r: Expr| bin(BinOp::Add, bin(BinOp::Mul, sum.clone(), num(100.0)), rank.clone());
     let advantage = move |_r: Expr, _a: Expr| {
-        bin(
-            BinOp::Add,
-            bin(BinOp::Mul, count.clone(), num(100.0)),
-            bin(BinOp::Mul, bmax.clone(), bcount.clone()),
-        )
+        bin(BinOp::Add, bin(BinOp::Mul, count.clone(), num(100.0)), bin(BinOp::Mul, bmax.clone(), bcount.clone()))
     };
     let p = b.finish(x, Some(&adv), Some(&advantage));
     let t = table(&[3, 1], &[("x", &[2.0, 1.0, 2.0, 5.0])]);
@@ -77,30 +47,12 @@ fn functions_follow_the_language() {
     let p = b.finish(x.clone(), None, None);
     let cases: Vec<(Expr, Vec<f64>)> = vec![
         (call(Func::Sign, vec![x.clone()]), vec![-1.0, 0.0, 1.0]),
-        (
-            call(Func::Clip, vec![x.clone(), num(-0.5), num(0.5)]),
-            vec![-0.5, 0.0, 0.5],
-        ),
-        (
-            call(Func::Max, vec![x.clone(), num(0.0), num(-7.0)]),
-            vec![0.0, 0.0, 2.0],
-        ),
-        (
-            Expr::In(Box::new(x.clone()), Box::new(num(0.0)), Box::new(num(2.0))),
-            vec![0.0, 1.0, 1.0],
-        ),
-        (
-            call(
-                Func::If,
-                vec![bin(BinOp::Lt, x.clone(), num(0.0)), num(10.0), x.clone()],
-            ),
-            vec![10.0, 0.0, 2.0],
-        ),
+        (call(Func::Clip, vec![x.clone(), num(-0.5), num(0.5)]), vec![-0.5, 0.0, 0.5]),
+        (call(Func::Max, vec![x.clone(), num(0.0), num(-7.0)]), vec![0.0, 0.0, 2.0]),
+        (Expr::In(Box::new(x.clone()), Box::new(num(0.0)), Box::new(num(2.0))), vec![0.0, 1.0, 1.0]),
+        (call(Func::If, vec![bin(BinOp::Lt, x.clone(), num(0.0)), num(10.0), x.clone()]), vec![10.0, 0.0, 2.0]),
         (bin(BinOp::Pow, x.clone(), num(2.0)), vec![1.0, 0.0, 4.0]),
-        (
-            call(Func::Mask, vec![bin(BinOp::Ne, x.clone(), num(0.0))]),
-            vec![1.0, 0.0, 1.0],
-        ),
+        (call(Func::Mask, vec![bin(BinOp::Ne, x.clone(), num(0.0))]), vec![1.0, 0.0, 1.0]),
     ];
     let t = table(&[3], &[("x", &[-1.0, 0.0, 2.0])]);
     for (expr, want) in cases {
@@ -113,25 +65,10 @@ fn functions_follow_the_language() {
 fn missing_feature_and_group_size_are_errors() {
     let p = codegrep_v3();
     let t = table(&[2], &[("c", &[1.0, 2.0])]);
-    assert_eq!(
-        eval(&p, &t, &EvalOptions::default()),
-        Err(EvalError::MissingFeature {
-            key: "Fb(file)".into()
-        })
-    );
+    assert_eq!(eval(&p, &t, &EvalOptions::default()), Err(EvalError::MissingFeature { key: "Fb(file)".into() }));
     let t = table(&[2, 3], &[("Fb(file)", &[0.0; 5]), ("c", &[1.0; 5])]);
-    let options = EvalOptions {
-        group_size: Some(2),
-        ..EvalOptions::default()
-    };
-    assert_eq!(
-        eval(&p, &t, &options),
-        Err(EvalError::GroupSize {
-            group: "g1".into(),
-            got: 3,
-            want: 2
-        })
-    );
+    let options = EvalOptions { group_size: Some(2), ..EvalOptions::default() };
+    assert_eq!(eval(&p, &t, &options), Err(EvalError::GroupSize { group: "g1".into(), got: 3, want: 2 }));
 }
 
 #[test]
@@ -151,36 +88,16 @@ fn non_finite_names_the_first_faulty_definition() {
     let mut b = Builder::default();
     let x = b.feature("x");
     let adv = |r: Expr| {
-        bin(
-            BinOp::Div,
-            bin(BinOp::Sub, r.clone(), group(ReduceOp::Mean, r.clone())),
-            group(ReduceOp::Std, r),
-        )
+        bin(BinOp::Div, bin(BinOp::Sub, r.clone(), group(ReduceOp::Mean, r.clone())), group(ReduceOp::Std, r))
     };
     let p = b.finish(x, Some(&adv), None);
     let t = table(&[2, 2], &[("x", &[0.0, 1.0, 3.0, 3.0])]);
     let err = eval(&p, &t, &EvalOptions::default()).expect_err("0/0 in group g1");
-    let EvalError::NonFinite {
-        def,
-        group,
-        index_in_group,
-        row,
-        features,
-        value,
-    } = err
-    else {
-        panic!("{err:?}")
-    };
-    assert_eq!(
-        (def.as_str(), group.as_str(), index_in_group, row),
-        ("adv", "g1", 0, 2)
-    );
+    let EvalError::NonFinite { def, group, index_in_group, row, features, value } = err else { panic!("{err:?}") };
+    assert_eq!((def.as_str(), group.as_str(), index_in_group, row), ("adv", "g1", 0, 2));
     assert!(value.is_nan());
     assert_eq!(features, vec![("x".to_string(), 3.0)]);
-    let allow = EvalOptions {
-        non_finite: NonFinite::Allow,
-        ..EvalOptions::default()
-    };
+    let allow = EvalOptions { non_finite: NonFinite::Allow, ..EvalOptions::default() };
     assert!(eval(&p, &t, &allow).expect("allowed").adv[2].is_nan());
 }
 
@@ -195,25 +112,9 @@ fn non_finite_in_a_let_is_named_after_the_let() {
     // but the let is the root of the fault.
     let t = table(&[2], &[("Fb(file)", &[1.0, 1.0]), ("c", &[1.0, 0.0])]);
     let err = eval(&p, &t, &EvalOptions::default()).expect_err("1/0");
-    let EvalError::NonFinite {
-        def,
-        row,
-        value,
-        index_in_group,
-        ..
-    } = &err
-    else {
-        panic!("{err:?}")
-    };
-    assert_eq!(
-        (def.as_str(), *row, *index_in_group, *value),
-        ("per_call", 1, 1, f64::INFINITY)
-    );
-    assert!(
-        err.to_string()
-            .contains("`per_call` is inf for rollout 1 of group `g0` (row 1)"),
-        "{err}"
-    );
+    let EvalError::NonFinite { def, row, value, index_in_group, .. } = &err else { panic!("{err:?}") };
+    assert_eq!((def.as_str(), *row, *index_in_group, *value), ("per_call", 1, 1, f64::INFINITY));
+    assert!(err.to_string().contains("`per_call` is inf for rollout 1 of group `g0` (row 1)"), "{err}");
 }
 
 #[test]
@@ -222,18 +123,10 @@ fn a_guarded_non_finite_let_is_no_error() {
     let fb = b.feature("Fb(file)");
     let c = b.feature("c");
     let per_call = b.let_("per_call", Layer::Reward, bin(BinOp::Div, fb, c.clone()));
-    let reward = call(
-        Func::If,
-        vec![bin(BinOp::Gt, c, num(0.0)), per_call, num(0.0)],
-    );
+    let reward = call(Func::If, vec![bin(BinOp::Gt, c, num(0.0)), per_call, num(0.0)]);
     let p = b.finish(reward, None, None);
     let t = table(&[2], &[("Fb(file)", &[1.0, 1.0]), ("c", &[1.0, 0.0])]);
-    assert_eq!(
-        eval(&p, &t, &EvalOptions::default())
-            .expect("guarded")
-            .reward,
-        vec![1.0, 0.0]
-    );
+    assert_eq!(eval(&p, &t, &EvalOptions::default()).expect("guarded").reward, vec![1.0, 0.0]);
 }
 
 #[test]
@@ -247,10 +140,7 @@ fn an_output_that_nothing_else_reads_is_blamed() {
     let p = b.build();
     let t = table(&[2], &[("x", &[1.0, 0.0])]);
     let err = eval(&p, &t, &EvalOptions::default()).expect_err("1/0");
-    assert!(
-        matches!(&err, EvalError::NonFinite { def, row: 1, .. } if def == "reward"),
-        "{err:?}"
-    );
+    assert!(matches!(&err, EvalError::NonFinite { def, row: 1, .. } if def == "reward"), "{err:?}");
 }
 
 #[test]

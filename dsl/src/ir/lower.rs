@@ -47,9 +47,7 @@ enum Node {
 impl Node {
     fn children(&self) -> impl Iterator<Item = NodeId> {
         let (n, ids) = match *self {
-            Node::Const(_) | Node::Param(_) | Node::Feature(_) | Node::Reduce(_, _, None) => {
-                (0, [0; 3])
-            }
+            Node::Const(_) | Node::Param(_) | Node::Feature(_) | Node::Reduce(_, _, None) => (0, [0; 3]),
             Node::Unary(_, a) | Node::Func(_, a) | Node::Reduce(_, _, Some(a)) => (1, [a, 0, 0]),
             Node::Binary(_, a, b) | Node::Min(a, b) | Node::Max(a, b) => (2, [a, b, 0]),
             Node::Select(a, b, c) | Node::In(a, b, c) => (3, [a, b, c]),
@@ -155,26 +153,35 @@ impl Dag<'_> {
         }
     }
 
+    /// Whether every value of a node is exactly 0.0 or 1.0: comparisons,
+    /// logic and `mask` make only those (a bool *feature* may hold anything
+    /// its data source wrote, so it does not count).
+    fn is_zero_or_one(&self, node: NodeId) -> bool {
+        match self.nodes[node] {
+            Node::Const(bits) => bits == 0.0f64.to_bits() || bits == 1.0f64.to_bits(),
+            Node::Binary(op, ..) => !matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Pow),
+            Node::Unary(UnOp::Not, _) | Node::In(..) | Node::Func(Func::Mask, _) => true,
+            Node::Select(_, x, y) => self.is_zero_or_one(x) && self.is_zero_or_one(y),
+            _ => false,
+        }
+    }
+
     fn call(&mut self, f: Func, args: &[NodeId]) -> NodeId {
         match (f, args) {
             // Folded left, as `ops::call` folds.
-            (Func::Min, [first, rest @ ..]) => rest
-                .iter()
-                .fold(*first, |a, &b| self.intern(Node::Min(a, b))),
-            (Func::Max, [first, rest @ ..]) => rest
-                .iter()
-                .fold(*first, |a, &b| self.intern(Node::Max(a, b))),
+            (Func::Min, [first, rest @ ..]) => rest.iter().fold(*first, |a, &b| self.intern(Node::Min(a, b))),
+            (Func::Max, [first, rest @ ..]) => rest.iter().fold(*first, |a, &b| self.intern(Node::Max(a, b))),
             (Func::Clip, [x, lo, hi]) => {
                 let low = self.intern(Node::Max(*x, *lo));
                 self.intern(Node::Min(low, *hi))
             }
             (Func::If, [b, x, y]) => self.intern(Node::Select(*b, *x, *y)),
+            // `mask` of a value that is already exactly 0 or 1 is that value.
+            (Func::Mask, [b]) if self.is_zero_or_one(*b) => *b,
             (f, [x]) => self.intern(Node::Func(f, *x)),
-            (f, args) => panic!(
-                "{}() with {} arguments reached lowering; the checker rejects it",
-                f.name(),
-                args.len()
-            ),
+            (f, args) => {
+                panic!("{}() with {} arguments reached lowering; the checker rejects it", f.name(), args.len())
+            }
         }
     }
 }
@@ -190,6 +197,11 @@ struct Scheduler<'d, 'p> {
     columns: Vec<String>,
     group_value: HashMap<NodeId, usize>,
     batch_value: HashMap<NodeId, usize>,
+    /// The column of each output (two outputs of one node get a column each).
+    output_columns: [usize; 3],
+    /// Further columns a node is stored to: an output that is the same
+    /// value as an earlier one (`advantage = adv`).
+    aliases: HashMap<NodeId, Vec<usize>>,
 }
 
 impl<'d, 'p> Scheduler<'d, 'p> {
@@ -219,6 +231,8 @@ impl<'d, 'p> Scheduler<'d, 'p> {
             column: vec![None; n],
             columns: Vec::new(),
             group_value: HashMap::new(),
+            output_columns: [0; 3],
+            aliases: HashMap::new(),
             batch_value: HashMap::new(),
         }
     }
@@ -227,12 +241,7 @@ impl<'d, 'p> Scheduler<'d, 'p> {
         if let Some(c) = self.column[id] {
             return c;
         }
-        let name = self
-            .dag
-            .names
-            .get(&id)
-            .cloned()
-            .unwrap_or_else(|| format!("t{}", self.columns.len()));
+        let name = self.dag.names.get(&id).cloned().unwrap_or_else(|| format!("t{}", self.columns.len()));
         self.columns.push(name);
         self.column[id] = Some(self.columns.len() - 1);
         self.columns.len() - 1
@@ -246,8 +255,22 @@ impl<'d, 'p> Scheduler<'d, 'p> {
         // later stage needs is read from its column when it has one and
         // recomputed otherwise: a few ops per row are cheaper than writing and
         // reading back a full-length column.
-        for o in self.outputs {
-            self.materialise(o);
+        // Outputs of one value get a column each, stored from the same
+        // register while it is in cache (rather than the caller copying a
+        // full column afterwards). Ranks are written by their own stage, so
+        // an output equal to an earlier rank output shares its column.
+        const NAMES: [&str; 3] = ["reward", "adv", "advantage"];
+        for (i, o) in self.outputs.into_iter().enumerate() {
+            let is_rank = matches!(nodes[o], Node::Reduce(_, ReduceOp::Rank, _));
+            self.output_columns[i] = match self.column[o] {
+                Some(_) if !is_rank => {
+                    self.columns.push(NAMES[i].to_string());
+                    let alias = self.columns.len() - 1;
+                    self.aliases.entry(o).or_default().push(alias);
+                    alias
+                }
+                _ => self.materialise(o),
+            };
         }
         for (id, &node) in nodes.iter().enumerate() {
             if !self.live[id] {
@@ -260,22 +283,14 @@ impl<'d, 'p> Scheduler<'d, 'p> {
                 }
                 Node::Reduce(scope, _, arg) => {
                     self.reduce_arg(arg);
-                    let values = if scope == Scope::Group {
-                        &mut self.group_value
-                    } else {
-                        &mut self.batch_value
-                    };
+                    let values = if scope == Scope::Group { &mut self.group_value } else { &mut self.batch_value };
                     let next = values.len();
                     values.entry(id).or_insert(next);
                 }
                 _ => {}
             }
         }
-        let max_level = (0..nodes.len())
-            .filter(|&i| self.live[i])
-            .map(|i| self.level[i])
-            .max()
-            .unwrap_or(0);
+        let max_level = (0..nodes.len()).filter(|&i| self.live[i]).map(|i| self.level[i]).max().unwrap_or(0);
         let mut stages = Vec::new();
         for k in 0..=max_level {
             let stage = self.elementwise(k);
@@ -284,9 +299,8 @@ impl<'d, 'p> Scheduler<'d, 'p> {
             }
             // Reductions of stage k's columns, group ones first: they fuse with
             // the elementwise stages around them, batch ones end a pass.
-            let reductions: Vec<NodeId> = (0..nodes.len())
-                .filter(|&i| self.live[i] && self.level[i] == k + 1)
-                .collect();
+            let reductions: Vec<NodeId> =
+                (0..nodes.len()).filter(|&i| self.live[i] && self.level[i] == k + 1).collect();
             for scope in [Scope::Group, Scope::Batch] {
                 for &id in &reductions {
                     if let Node::Reduce(s, op, arg) = nodes[id]
@@ -297,26 +311,13 @@ impl<'d, 'p> Scheduler<'d, 'p> {
                 }
             }
         }
-        let column = |id: NodeId| self.column[id].expect("outputs are materialised");
         IrProgram {
-            features: self
-                .dag
-                .program
-                .features
-                .iter()
-                .map(|f| f.key.clone())
-                .collect(),
-            params: self
-                .dag
-                .program
-                .params
-                .iter()
-                .map(|p| (p.name.clone(), p.value))
-                .collect(),
+            features: self.dag.program.features.iter().map(|f| f.key.clone()).collect(),
+            params: self.dag.program.params.iter().map(|p| (p.name.clone(), p.value)).collect(),
             outputs: Outputs {
-                reward: column(self.outputs[0]),
-                adv: column(self.outputs[1]),
-                advantage: column(self.outputs[2]),
+                reward: self.output_columns[0],
+                adv: self.output_columns[1],
+                advantage: self.output_columns[2],
             },
             columns: self.columns,
             group_values: self.group_value.len(),
@@ -346,24 +347,14 @@ impl<'d, 'p> Scheduler<'d, 'p> {
     fn reduction(&self, id: NodeId, scope: Scope, op: ReduceOp, arg: Option<NodeId>) -> Stage {
         let arg = self.source(arg);
         match (scope, op) {
-            (Scope::Group, ReduceOp::Rank) => Stage::GroupRank {
-                arg,
-                out: self.column[id].expect("ranks are columns"),
-            },
-            (Scope::Batch, ReduceOp::Rank) => Stage::BatchRank {
-                arg,
-                out: self.column[id].expect("ranks are columns"),
-            },
-            (Scope::Group, op) => Stage::GroupReduce {
-                op,
-                arg,
-                out: self.group_value[&id],
-            },
-            (Scope::Batch, op) => Stage::BatchReduce {
-                op,
-                arg,
-                out: self.batch_value[&id],
-            },
+            (Scope::Group, ReduceOp::Rank) => {
+                Stage::GroupRank { arg, out: self.column[id].expect("ranks are columns") }
+            }
+            (Scope::Batch, ReduceOp::Rank) => {
+                Stage::BatchRank { arg, out: self.column[id].expect("ranks are columns") }
+            }
+            (Scope::Group, op) => Stage::GroupReduce { op, arg, out: self.group_value[&id] },
+            (Scope::Batch, op) => Stage::BatchReduce { op, arg, out: self.batch_value[&id] },
         }
     }
 
@@ -381,21 +372,16 @@ impl<'d, 'p> Scheduler<'d, 'p> {
                 && !matches!(self.dag.nodes[id], Node::Reduce(_, ReduceOp::Rank, _));
             if computed_here {
                 let reg = self.emit(k, id, &mut stage, &mut regs);
-                stage
-                    .stores
-                    .push((reg, self.column[id].expect("checked above")));
+                stage.stores.push((reg, self.column[id].expect("checked above")));
+                for &alias in self.aliases.get(&id).into_iter().flatten() {
+                    stage.stores.push((reg, alias));
+                }
             }
         }
         stage
     }
 
-    fn emit(
-        &self,
-        k: usize,
-        id: NodeId,
-        stage: &mut Elementwise,
-        regs: &mut HashMap<NodeId, Reg>,
-    ) -> Reg {
+    fn emit(&self, k: usize, id: NodeId, stage: &mut Elementwise, regs: &mut HashMap<NodeId, Reg>) -> Reg {
         if let Some(&r) = regs.get(&id) {
             return r;
         }
@@ -404,8 +390,7 @@ impl<'d, 'p> Scheduler<'d, 'p> {
             Node::Const(bits) => Op::Const(f64::from_bits(bits)),
             Node::Param(p) => Op::Param(p),
             Node::Feature(f) => Op::Feature(f),
-            Node::Reduce(Scope::Group, ReduceOp::Rank, _)
-            | Node::Reduce(Scope::Batch, ReduceOp::Rank, _) => {
+            Node::Reduce(Scope::Group, ReduceOp::Rank, _) | Node::Reduce(Scope::Batch, ReduceOp::Rank, _) => {
                 Op::Column(self.column[id].expect("ranks are columns"))
             }
             Node::Reduce(Scope::Group, ..) => Op::Group(self.group_value[&id]),

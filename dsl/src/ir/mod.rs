@@ -85,24 +85,10 @@ pub enum Source {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Stage {
     Elementwise(Elementwise),
-    GroupReduce {
-        op: ReduceOp,
-        arg: Source,
-        out: GroupValueId,
-    },
-    GroupRank {
-        arg: Source,
-        out: ColumnId,
-    },
-    BatchReduce {
-        op: ReduceOp,
-        arg: Source,
-        out: BatchValueId,
-    },
-    BatchRank {
-        arg: Source,
-        out: ColumnId,
-    },
+    GroupReduce { op: ReduceOp, arg: Source, out: GroupValueId },
+    GroupRank { arg: Source, out: ColumnId },
+    BatchReduce { op: ReduceOp, arg: Source, out: BatchValueId },
+    BatchRank { arg: Source, out: ColumnId },
 }
 
 /// One fused pass over the rows.
@@ -140,12 +126,7 @@ impl Op {
     /// The registers the op reads.
     pub fn args(&self) -> impl Iterator<Item = Reg> {
         let (n, regs) = match *self {
-            Op::Const(_)
-            | Op::Param(_)
-            | Op::Feature(_)
-            | Op::Column(_)
-            | Op::Group(_)
-            | Op::Batch(_) => (0, [0; 3]),
+            Op::Const(_) | Op::Param(_) | Op::Feature(_) | Op::Column(_) | Op::Group(_) | Op::Batch(_) => (0, [0; 3]),
             Op::Unary(_, a) | Op::Func(_, a) => (1, [a, 0, 0]),
             Op::Binary(_, a, b) | Op::Min(a, b) | Op::Max(a, b) => (2, [a, b, 0]),
             Op::Select(a, b, c) | Op::In(a, b, c) => (3, [a, b, c]),
@@ -200,25 +181,15 @@ impl fmt::Display for IrProgram {
                 Stage::GroupReduce { op, arg, out } => {
                     writeln!(f, "stage {i}: group g{out} = {}({})", op.name(), src(arg))?
                 }
-                Stage::GroupRank { arg, out } => {
-                    writeln!(f, "stage {i}: group {} = rank({})", col(*out), src(arg))?
-                }
+                Stage::GroupRank { arg, out } => writeln!(f, "stage {i}: group {} = rank({})", col(*out), src(arg))?,
                 Stage::BatchReduce { op, arg, out } => {
                     writeln!(f, "stage {i}: batch b{out} = {}({})", op.name(), src(arg))?
                 }
-                Stage::BatchRank { arg, out } => {
-                    writeln!(f, "stage {i}: batch {} = rank({})", col(*out), src(arg))?
-                }
+                Stage::BatchRank { arg, out } => writeln!(f, "stage {i}: batch {} = rank({})", col(*out), src(arg))?,
             }
         }
         let o = &self.outputs;
-        writeln!(
-            f,
-            "outputs reward = {}, adv = {}, advantage = {}",
-            col(o.reward),
-            col(o.adv),
-            col(o.advantage)
-        )
+        writeln!(f, "outputs reward = {}, adv = {}, advantage = {}", col(o.reward), col(o.adv), col(o.advantage))
     }
 }
 

@@ -45,9 +45,8 @@ fn ir_of_codegrep_v3() {
           r1 = feature f1
           r2 = const 0
           r3 = gt r1 r2
-          r4 = mask r3
-          r5 = mul r0 r4
-          store c0:reward = r5
+          r4 = mul r0 r3
+          store c0:reward = r4
         stage 1: group g0 = mean(c0:reward)
         stage 2: group g1 = std(c0:reward)
         stage 3: elementwise
