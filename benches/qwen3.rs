@@ -60,9 +60,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("rewardlab_cached", |b| {
         b.iter(|| {
             let mut cache = f.ours.new_cache(1);
-            f.ours
-                .forward_cached(&ids, &[vec![true; PROMPT]], &mut cache, Pass::SAMPLE, true)
-                .expect("forward")
+            f.ours.forward_cached(&ids, &[vec![true; PROMPT]], &mut cache, Pass::SAMPLE, true).expect("forward")
         })
     });
     g.bench_function("candle_transformers", |b| {
@@ -76,10 +74,7 @@ fn bench(c: &mut Criterion) {
     });
     g.finish();
 
-    let params = SamplingParams {
-        max_new_tokens: NEW,
-        ..SamplingParams::default()
-    };
+    let params = SamplingParams { max_new_tokens: NEW, ..SamplingParams::default() };
     let short = prompt(16);
     let mut g = c.benchmark_group("qwen3_decode_64");
     g.warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3)).sample_size(10);

@@ -68,10 +68,7 @@ impl ShardedSafetensors {
             let (path, data) = map(&path)?;
             let st = SafeTensors::deserialize(&data).map_err(st_err(&path))?;
             let location = st.names().into_iter().map(|n| (n.to_owned(), 0)).collect();
-            Ok(Self {
-                shards: vec![(path, data)],
-                location,
-            })
+            Ok(Self { shards: vec![(path, data)], location })
         }
     }
 
@@ -116,9 +113,7 @@ impl candle_nn::var_builder::SimpleBackend for ShardedSafetensors {
     }
 
     fn get_unchecked(&self, name: &str, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
-        self.load(name, dev)
-            .map_err(|e| candle_core::Error::Msg(e.to_string()))?
-            .to_dtype(dtype)
+        self.load(name, dev).map_err(|e| candle_core::Error::Msg(e.to_string()))?.to_dtype(dtype)
     }
 
     fn contains_tensor(&self, name: &str) -> bool {
@@ -148,13 +143,8 @@ pub fn write_checkpoint(dir: &Path, tensors: &BTreeMap<String, Tensor>, shards: 
         filled += bytes_of(t);
     }
     let n = groups.len();
-    let mut index = ShardIndex {
-        metadata: serde_json::Map::new(),
-        weight_map: BTreeMap::new(),
-    };
-    index
-        .metadata
-        .insert("total_size".to_owned(), serde_json::Value::from(total as u64));
+    let mut index = ShardIndex { metadata: serde_json::Map::new(), weight_map: BTreeMap::new() };
+    index.metadata.insert("total_size".to_owned(), serde_json::Value::from(total as u64));
     for (i, group) in groups.into_iter().enumerate() {
         let file = format!("model-{:05}-of-{n:05}.safetensors", i + 1);
         for (name, _) in &group {
@@ -169,9 +159,7 @@ pub fn write_checkpoint(dir: &Path, tensors: &BTreeMap<String, Tensor>, shards: 
 
 /// Writes named tensors to one safetensors file.
 pub(crate) fn save<'a>(path: &Path, tensors: impl Iterator<Item = (&'a String, &'a Tensor)>) -> Result<()> {
-    let owned: Vec<(String, Tensor)> = tensors
-        .map(|(n, t)| Ok((n.clone(), t.contiguous()?)))
-        .collect::<Result<_>>()?;
+    let owned: Vec<(String, Tensor)> = tensors.map(|(n, t)| Ok((n.clone(), t.contiguous()?))).collect::<Result<_>>()?;
     safetensors::serialize_to_file(owned, None, path).map_err(st_err(path))
 }
 

@@ -11,22 +11,13 @@ pub enum Error {
     Candle(#[from] candle_core::Error),
     /// A file could not be read or written.
     #[error("cannot access {path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     /// A JSON file (config, index, adapter config, tokenizer) did not parse.
     #[error("invalid JSON in {path}: {source}")]
-    Json {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
+    Json { path: PathBuf, source: serde_json::Error },
     /// A safetensors file is malformed.
     #[error("safetensors file {path}: {source}")]
-    Safetensors {
-        path: PathBuf,
-        source: safetensors::SafeTensorError,
-    },
+    Safetensors { path: PathBuf, source: safetensors::SafeTensorError },
     /// A checkpoint is inconsistent (missing tensor, shard, unexpected shape).
     #[error("checkpoint {path}: {message}")]
     Checkpoint { path: PathBuf, message: String },

@@ -23,6 +23,7 @@ mod error;
 pub mod lora;
 pub mod peft;
 pub mod policy;
+pub mod proxy;
 pub mod qwen3;
 pub mod sampling;
 pub mod sft;

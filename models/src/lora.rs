@@ -73,12 +73,7 @@ pub struct LoraConfig {
 
 impl Default for LoraConfig {
     fn default() -> Self {
-        Self {
-            r: 32,
-            alpha: 64.0,
-            targets: TargetModule::ALL.to_vec(),
-            seed: 0,
-        }
+        Self { r: 32, alpha: 64.0, targets: TargetModule::ALL.to_vec(), seed: 0 }
     }
 }
 
@@ -108,11 +103,7 @@ pub struct LoraLinear {
 impl LoraLinear {
     /// Wraps a frozen `(out, in)` weight.
     pub fn new(weight: Tensor, bias: Option<Tensor>, adapter: Option<LoraAdapter>) -> Self {
-        Self {
-            weight,
-            bias,
-            adapter,
-        }
+        Self { weight, bias, adapter }
     }
 
     /// Loads `weight` (and `bias`) under `vb` and adds an adapter when `init` targets `target`.
@@ -152,10 +143,7 @@ impl LoraLinear {
         if pass.lora
             && let Some(ad) = &self.adapter
         {
-            let delta = x2
-                .to_dtype(DType::F32)?
-                .matmul(&ad.a.as_tensor().t()?)?
-                .matmul(&ad.b.as_tensor().t()?)?;
+            let delta = x2.to_dtype(DType::F32)?.matmul(&ad.a.as_tensor().t()?)?.matmul(&ad.b.as_tensor().t()?)?;
             let delta = (delta * ad.scale)?.to_dtype(y.dtype())?;
             y = (y + delta)?;
         }
@@ -191,15 +179,9 @@ impl AdapterInit {
             return Ok(None);
         }
         let bound = 1.0 / (in_dim as f32).sqrt();
-        let a: Vec<f32> = (0..cfg.r * in_dim)
-            .map(|_| self.rng.random_range(-bound..bound))
-            .collect();
+        let a: Vec<f32> = (0..cfg.r * in_dim).map(|_| self.rng.random_range(-bound..bound)).collect();
         let a = Var::from_tensor(&Tensor::from_vec(a, (cfg.r, in_dim), &self.device)?)?;
         let b = Var::zeros((out_dim, cfg.r), DType::F32, &self.device)?;
-        Ok(Some(LoraAdapter {
-            a,
-            b,
-            scale: cfg.scale(),
-        }))
+        Ok(Some(LoraAdapter { a, b, scale: cfg.scale() }))
     }
 }

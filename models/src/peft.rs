@@ -70,10 +70,7 @@ impl AdapterConfig {
 
     /// The equivalent [`LoraConfig`]; refuses PEFT variants whose math differs.
     pub fn lora_config(&self, path: &Path) -> Result<LoraConfig> {
-        let fail = |message: String| Error::Adapter {
-            path: path.to_path_buf(),
-            message,
-        };
+        let fail = |message: String| Error::Adapter { path: path.to_path_buf(), message };
         if self.peft_type != "LORA" {
             return Err(fail(format!("peft_type {:?} is not LORA", self.peft_type)));
         }
@@ -85,12 +82,7 @@ impl AdapterConfig {
             .iter()
             .map(|n| TargetModule::from_name(n).ok_or_else(|| fail(format!("unknown target module {n:?}"))))
             .collect::<Result<Vec<_>>>()?;
-        Ok(LoraConfig {
-            r: self.r,
-            alpha: self.lora_alpha,
-            targets,
-            seed: 0,
-        })
+        Ok(LoraConfig { r: self.r, alpha: self.lora_alpha, targets, seed: 0 })
     }
 }
 
@@ -126,13 +118,8 @@ pub fn save_adapter(model: &Qwen3Model, dir: &Path, base_model: Option<&str>) ->
 pub fn load_adapter(model: &Qwen3Model, dir: &Path) -> Result<()> {
     let cfg_path = dir.join(ADAPTER_CONFIG);
     let saved = read_adapter_config(dir)?.lora_config(&cfg_path)?;
-    let fail = |message: String| Error::Adapter {
-        path: dir.to_path_buf(),
-        message,
-    };
-    let ours = model
-        .lora_config()
-        .ok_or_else(|| fail("the model was built without adapters".into()))?;
+    let fail = |message: String| Error::Adapter { path: dir.to_path_buf(), message };
+    let ours = model.lora_config().ok_or_else(|| fail("the model was built without adapters".into()))?;
     if ours.r != saved.r || ours.alpha != saved.alpha || !same_targets(&ours.targets, &saved.targets) {
         return Err(fail(format!(
             "adapter is r={} α={} on {:?}; the model's is r={} α={} on {:?}",
@@ -140,8 +127,8 @@ pub fn load_adapter(model: &Qwen3Model, dir: &Path) -> Result<()> {
         )));
     }
     let path = dir.join(ADAPTER_WEIGHTS);
-    let tensors = candle_core::safetensors::load(&path, model.device())
-        .map_err(|e| fail(format!("{}: {e}", path.display())))?;
+    let tensors =
+        candle_core::safetensors::load(&path, model.device()).map_err(|e| fail(format!("{}: {e}", path.display())))?;
     let mut used = 0;
     for (name, linear) in model.linears() {
         let Some(ad) = linear.adapter() else { continue };
@@ -156,10 +143,7 @@ pub fn load_adapter(model: &Qwen3Model, dir: &Path) -> Result<()> {
         }
     }
     if used != tensors.len() {
-        return Err(fail(format!(
-            "{} tensors in the file, {used} matched the model's adapters",
-            tensors.len()
-        )));
+        return Err(fail(format!("{} tensors in the file, {used} matched the model's adapters", tensors.len())));
     }
     Ok(())
 }

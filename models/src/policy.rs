@@ -62,12 +62,7 @@ impl Qwen3Policy {
         if sampling.stop_tokens.is_empty() {
             sampling.stop_tokens = vec![tokenizer.special().im_end, tokenizer.special().endoftext];
         }
-        Self {
-            model,
-            tokenizer,
-            sampling,
-            rng: ChaCha8Rng::seed_from_u64(seed),
-        }
+        Self { model, tokenizer, sampling, rng: ChaCha8Rng::seed_from_u64(seed) }
     }
 
     pub fn model(&self) -> &Qwen3Model {
@@ -129,9 +124,7 @@ pub fn backward_checkpointed(
     loss_of_logprobs: impl FnOnce(&Tensor) -> Result<Tensor>,
 ) -> Result<(Tensor, candle_core::backprop::GradStore)> {
     let batch = ScoringBatch::new(sequences, masks, model.device())?;
-    model.backward_checkpointed(&batch.ids, Pass::TRAIN, |logits| {
-        loss_of_logprobs(&batch.logprobs(logits)?)
-    })
+    model.backward_checkpointed(&batch.ids, Pass::TRAIN, |logits| loss_of_logprobs(&batch.logprobs(logits)?))
 }
 
 /// Right-padded ids and the per-target weights of a scoring batch.
@@ -144,10 +137,7 @@ impl ScoringBatch {
     fn new(sequences: &[Vec<u32>], masks: &[Vec<bool>], device: &Device) -> Result<Self> {
         let batch = sequences.len();
         if batch == 0 || masks.len() != batch {
-            return Err(Error::Invalid(format!(
-                "{batch} sequences but {} masks (need equal, non-zero)",
-                masks.len()
-            )));
+            return Err(Error::Invalid(format!("{batch} sequences but {} masks (need equal, non-zero)", masks.len())));
         }
         let len = sequences.iter().map(Vec::len).max().unwrap_or(0);
         if len < 2 {

@@ -29,13 +29,7 @@ pub struct SamplingParams {
 
 impl Default for SamplingParams {
     fn default() -> Self {
-        Self {
-            temperature: 1.0,
-            top_p: 0.9,
-            top_k: 50,
-            max_new_tokens: 4096,
-            stop_tokens: Vec::new(),
-        }
+        Self { temperature: 1.0, top_p: 0.9, top_k: 50, max_new_tokens: 4096, stop_tokens: Vec::new() }
     }
 }
 
@@ -87,11 +81,7 @@ pub fn generate<R: Rng>(
     let ids = Tensor::from_vec(ids, (batch, longest), device)?;
     let mut logits = model.forward_cached(&ids, &valid, &mut cache, pass, true)?;
     let mut out: Vec<Generation> = (0..batch)
-        .map(|_| Generation {
-            tokens: Vec::new(),
-            logprobs: Vec::new(),
-            finish: FinishReason::Length,
-        })
+        .map(|_| Generation { tokens: Vec::new(), logprobs: Vec::new(), finish: FinishReason::Length })
         .collect();
     let mut active = vec![true; batch];
     for step in 0..params.max_new_tokens {
@@ -167,10 +157,7 @@ pub fn sample_token<R: Rng>(logits: &[f32], params: &SamplingParams, rng: &mut R
 }
 
 fn argmax(xs: &[f32]) -> usize {
-    xs.iter()
-        .enumerate()
-        .max_by(|a, b| a.1.total_cmp(b.1))
-        .map_or(0, |(i, _)| i)
+    xs.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i)
 }
 
 #[cfg(test)]
@@ -183,26 +170,14 @@ mod tests {
     fn top_k_and_top_p_restrict_the_support() {
         let logits = [4.0f32, 3.0, 2.0, 1.0, 0.0, -1.0];
         let mut rng = ChaCha8Rng::seed_from_u64(7);
-        let k2 = SamplingParams {
-            top_k: 2,
-            top_p: 1.0,
-            ..SamplingParams::default()
-        };
-        let p_small = SamplingParams {
-            top_k: 0,
-            top_p: 0.5,
-            ..SamplingParams::default()
-        };
+        let k2 = SamplingParams { top_k: 2, top_p: 1.0, ..SamplingParams::default() };
+        let p_small = SamplingParams { top_k: 0, top_p: 0.5, ..SamplingParams::default() };
         for _ in 0..500 {
             assert!(sample_token(&logits, &k2, &mut rng).0 < 2);
             // p(token 0) ≈ 0.64 ≥ 0.5, so the nucleus is token 0 alone.
             assert_eq!(sample_token(&logits, &p_small, &mut rng).0, 0);
         }
-        let all = SamplingParams {
-            top_k: 0,
-            top_p: 1.0,
-            ..SamplingParams::default()
-        };
+        let all = SamplingParams { top_k: 0, top_p: 1.0, ..SamplingParams::default() };
         let seen: std::collections::HashSet<u32> = (0..2000).map(|_| sample_token(&logits, &all, &mut rng).0).collect();
         assert_eq!(seen.len(), 6);
     }
@@ -210,20 +185,12 @@ mod tests {
     #[test]
     fn logprob_is_the_tempered_log_softmax() {
         let logits = [1.0f32, 2.0, 0.5];
-        let params = SamplingParams {
-            temperature: 0.5,
-            top_k: 0,
-            top_p: 1.0,
-            ..SamplingParams::default()
-        };
+        let params = SamplingParams { temperature: 0.5, top_k: 0, top_p: 1.0, ..SamplingParams::default() };
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let (tok, lp) = sample_token(&logits, &params, &mut rng);
         let z: f32 = logits.iter().map(|l| (l / 0.5).exp()).sum();
         assert!((lp - ((logits[tok as usize] / 0.5).exp() / z).ln()).abs() < 1e-5);
-        let greedy = SamplingParams {
-            temperature: 0.0,
-            ..params
-        };
+        let greedy = SamplingParams { temperature: 0.0, ..params };
         assert_eq!(sample_token(&logits, &greedy, &mut rng).0, 1);
     }
 }

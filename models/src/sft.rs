@@ -16,10 +16,7 @@ pub struct SftOptions {
 
 impl Default for SftOptions {
     fn default() -> Self {
-        Self {
-            learning_rate: 1e-4,
-            weight_decay: 0.0,
-        }
+        Self { learning_rate: 1e-4, weight_decay: 0.0 }
     }
 }
 
@@ -45,14 +42,9 @@ impl SftTrainer {
         if vars.is_empty() {
             return Err(Error::Invalid("the model has no LoRA adapters to train".into()));
         }
-        let params = ParamsAdamW {
-            lr: options.learning_rate,
-            weight_decay: options.weight_decay,
-            ..ParamsAdamW::default()
-        };
-        Ok(Self {
-            optimizer: AdamW::new(vars, params)?,
-        })
+        let params =
+            ParamsAdamW { lr: options.learning_rate, weight_decay: options.weight_decay, ..ParamsAdamW::default() };
+        Ok(Self { optimizer: AdamW::new(vars, params)? })
     }
 
     /// One step on a batch; returns the loss before the update.

@@ -208,10 +208,7 @@ pub fn parse_tool_calls(generated: &str) -> Vec<std::result::Result<ToolCall, To
         rest = &rest[body_start + len + CLOSE.len()..];
     }
     if found > MAX_CALLS_PER_TURN {
-        out.push(Err(ToolCallError::TooMany {
-            found,
-            limit: MAX_CALLS_PER_TURN,
-        }));
+        out.push(Err(ToolCallError::TooMany { found, limit: MAX_CALLS_PER_TURN }));
     }
     out
 }
@@ -227,10 +224,7 @@ fn parse_one_call(body: &str) -> std::result::Result<ToolCall, ToolCallError> {
     if !args.is_object() {
         return Err(ToolCallError::Shape);
     }
-    let bad = |e: serde_json::Error| ToolCallError::Arguments {
-        tool: name.to_owned(),
-        message: e.to_string(),
-    };
+    let bad = |e: serde_json::Error| ToolCallError::Arguments { tool: name.to_owned(), message: e.to_string() };
     match name {
         "grep" => Ok(ToolCall::Grep(serde_json::from_value(args).map_err(bad)?)),
         "glob" => Ok(ToolCall::Glob(serde_json::from_value(args).map_err(bad)?)),
@@ -272,11 +266,7 @@ fn parse_line_range(s: &str) -> std::result::Result<LineRange, AnswerError> {
     if path.is_empty() || start == 0 || end < start {
         return Err(err());
     }
-    Ok(LineRange {
-        path: path.to_owned(),
-        start,
-        end,
-    })
+    Ok(LineRange { path: path.to_owned(), start, end })
 }
 
 /// The tokens of a multi-turn rollout, with the loss mask and the sampler's log-probs.
@@ -296,12 +286,7 @@ pub struct Rollout {
 impl Rollout {
     /// Starts a rollout with the system turn (instructions and tools) and the task's user turn.
     pub fn new(tok: &QwenTokenizer, instructions: &str, user: &str) -> Result<Self> {
-        let mut r = Self {
-            tokens: Vec::new(),
-            loss_mask: Vec::new(),
-            sampled_logprobs: Vec::new(),
-            open_turn: false,
-        };
+        let mut r = Self { tokens: Vec::new(), loss_mask: Vec::new(), sampled_logprobs: Vec::new(), open_turn: false };
         r.push_context(tok, &render_turn("system", &system_prompt(instructions)))?;
         r.push_context(tok, &render_turn("user", user))?;
         Ok(r)
@@ -411,20 +396,9 @@ mod tests {
         assert_eq!(calls.len(), 7);
         assert_eq!(
             calls[0],
-            Ok(ToolCall::Grep(GrepArgs {
-                pattern: "fn main".into(),
-                path: Some("src".into()),
-                case_sensitive: None
-            }))
+            Ok(ToolCall::Grep(GrepArgs { pattern: "fn main".into(), path: Some("src".into()), case_sensitive: None }))
         );
-        assert_eq!(
-            calls[1],
-            Ok(ToolCall::Read(ReadArgs {
-                path: "a.rs".into(),
-                start: Some(3),
-                end: Some(9)
-            }))
-        );
+        assert_eq!(calls[1], Ok(ToolCall::Read(ReadArgs { path: "a.rs".into(), start: Some(3), end: Some(9) })));
         assert!(matches!(&calls[2], Err(ToolCallError::Arguments { tool, .. }) if tool == "glob"));
         assert_eq!(calls[3], Err(ToolCallError::UnknownTool("rm".into())));
         assert!(matches!(calls[4], Err(ToolCallError::Json(_))));
@@ -446,14 +420,7 @@ mod tests {
         let ok = r#"done <answer>{"files": ["a/b.py"], "line_ranges": ["a/b.py:3-9"]}</answer>"#;
         let a = parse_answer(ok).expect("present").expect("valid");
         assert_eq!(a.files, vec!["a/b.py"]);
-        assert_eq!(
-            a.parsed_line_ranges().expect("valid"),
-            vec![LineRange {
-                path: "a/b.py".into(),
-                start: 3,
-                end: 9
-            }]
-        );
+        assert_eq!(a.parsed_line_ranges().expect("valid"), vec![LineRange { path: "a/b.py".into(), start: 3, end: 9 }]);
         assert_eq!(parse_answer("no answer here"), None);
         let bad = r#"<answer>{"files": ["x"], "line_ranges": ["x:9-3"]}</answer>"#;
         assert_eq!(parse_answer(bad), Some(Err(AnswerError::LineRange("x:9-3".into()))));

@@ -27,7 +27,8 @@ pub const TINY_VOCAB: usize = 512;
 
 /// Qwen2/3's pre-tokenization regex (contractions, letters, single digits, punctuation runs,
 /// newlines, spaces).
-const QWEN_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN_SPLIT: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// Text the tiny tokenizer learns its merges from: the template, tool calls and code.
 const CORPUS: &[&str] = &[
@@ -89,19 +90,14 @@ pub fn write_checkpoint_with(dir: &Path, seed: u64, cfg: &Qwen3Config, shards: u
     let tokenizer = build_tokenizer()?;
     let needed = tokenizer.get_vocab_size(true);
     if cfg.vocab_size < needed {
-        return Err(Error::Config(format!(
-            "vocab_size {} is below the tiny tokenizer's {needed} ids",
-            cfg.vocab_size
-        )));
+        return Err(Error::Config(format!("vocab_size {} is below the tiny tokenizer's {needed} ids", cfg.vocab_size)));
     }
     std::fs::create_dir_all(dir).map_err(Error::io(dir))?;
     let config_path = dir.join("config.json");
     let text = serde_json::to_string_pretty(cfg).map_err(Error::json(&config_path))?;
     std::fs::write(&config_path, text).map_err(Error::io(&config_path))?;
     let tok_path = dir.join("tokenizer.json");
-    tokenizer
-        .save(&tok_path, true)
-        .map_err(|e| Error::Tokenizer(format!("writing {}: {e}", tok_path.display())))?;
+    tokenizer.save(&tok_path, true).map_err(|e| Error::Tokenizer(format!("writing {}: {e}", tok_path.display())))?;
     write_checkpoint(dir, &random_weights(cfg, seed)?, shards)
 }
 
@@ -166,29 +162,20 @@ pub fn build_tokenizer() -> Result<Tokenizer> {
         .map_err(terr)?;
     let mut tokenizer = Tokenizer::new(BPE::default());
     tokenizer.with_normalizer(Some(NFC)).map_err(terr)?;
-    tokenizer.with_pre_tokenizer(Some(Sequence::new(vec![
-        split.into(),
-        ByteLevel::new(false, false, false).into(),
-    ])));
+    tokenizer.with_pre_tokenizer(Some(Sequence::new(vec![split.into(), ByteLevel::new(false, false, false).into()])));
     tokenizer.with_decoder(Some(ByteLevel::default()));
     let mut trainer = TrainerWrapper::BpeTrainer(
         BpeTrainerBuilder::new()
-        .vocab_size(TINY_BPE_VOCAB)
-        .min_frequency(1)
-        .show_progress(false)
-        .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
-        .build(),
+            .vocab_size(TINY_BPE_VOCAB)
+            .min_frequency(1)
+            .show_progress(false)
+            .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
+            .build(),
     );
-    tokenizer
-        .train(&mut trainer, CORPUS.iter().copied())
-        .map_err(terr)?;
+    tokenizer.train(&mut trainer, CORPUS.iter().copied()).map_err(terr)?;
     // Qwen marks the chat delimiters special and the tool/think tags as plain added tokens.
     let (special, plain) = SPECIAL_TOKENS.split_at(3);
-    tokenizer
-        .add_special_tokens(special.iter().map(|t| AddedToken::from(*t, true)))
-        .map_err(terr)?;
-    tokenizer
-        .add_tokens(plain.iter().map(|t| AddedToken::from(*t, false)))
-        .map_err(terr)?;
+    tokenizer.add_special_tokens(special.iter().map(|t| AddedToken::from(*t, true))).map_err(terr)?;
+    tokenizer.add_tokens(plain.iter().map(|t| AddedToken::from(*t, false))).map_err(terr)?;
     Ok(tokenizer)
 }

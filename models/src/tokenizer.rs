@@ -41,8 +41,8 @@ pub struct QwenTokenizer {
 impl QwenTokenizer {
     /// Reads `tokenizer.json`; fails when one of [`SPECIAL_TOKENS`] is missing.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let inner = tokenizers::Tokenizer::from_file(path)
-            .map_err(|e| Error::Tokenizer(format!("{}: {e}", path.display())))?;
+        let inner =
+            tokenizers::Tokenizer::from_file(path).map_err(|e| Error::Tokenizer(format!("{}: {e}", path.display())))?;
         Self::new(inner)
     }
 
@@ -82,9 +82,7 @@ impl QwenTokenizer {
 
     /// Decodes ids, keeping special tokens (the tool-call parser needs them).
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.inner
-            .decode(ids, false)
-            .map_err(|e| Error::Tokenizer(format!("decoding {} ids: {e}", ids.len())))
+        self.inner.decode(ids, false).map_err(|e| Error::Tokenizer(format!("decoding {} ids: {e}", ids.len())))
     }
 
     /// Vocabulary size including added tokens.

@@ -1,10 +1,10 @@
 //! Integration tests of rewardlab-models: one binary, a module per area.
 
 mod models {
+    mod adapters;
     mod common;
+    mod lora;
     mod oracle;
     mod paths;
-    mod lora;
     mod rollout;
-    mod adapters;
 }

@@ -83,17 +83,12 @@ impl Attention {
         let scale = 1.0 / (d as f64).sqrt();
         let scores = (q.matmul(&k.t()?)? * scale)?;
         // Softmax in f32 whatever the weights' dtype: bf16 exponentials lose too much.
-        let scores = scores
-            .to_dtype(DType::F32)?
-            .reshape((b, hkv, groups, l, t))?
-            .broadcast_add(&mask.causal)?;
+        let scores = scores.to_dtype(DType::F32)?.reshape((b, hkv, groups, l, t))?.broadcast_add(&mask.causal)?;
         let scores = match &mask.keys {
             Some(keys) => scores.broadcast_add(keys)?,
             None => scores,
         };
-        let probs = softmax_last(&scores, mode)?
-            .to_dtype(v.dtype())?
-            .reshape((b, hkv, groups * l, t))?;
+        let probs = softmax_last(&scores, mode)?.to_dtype(v.dtype())?.reshape((b, hkv, groups * l, t))?;
         probs.matmul(v)?.reshape((b, h, l, d))
     }
 }

@@ -14,6 +14,8 @@
 
 use candle_core::{DType, Device, Tensor};
 
+use super::rope::Positions;
+
 /// The KV cache of one batch of sequences across all layers, plus per-row bookkeeping.
 #[derive(Debug)]
 pub struct KvCache {
@@ -35,13 +37,7 @@ impl KvCache {
     /// generation whose length is known never regrows (regrowing briefly holds old + new).
     pub fn with_capacity(batch: usize, layers: usize, slots: usize) -> Self {
         Self {
-            layers: (0..layers)
-                .map(|_| LayerKv {
-                    kv: None,
-                    len: 0,
-                    reserve: slots,
-                })
-                .collect(),
+            layers: (0..layers).map(|_| LayerKv { kv: None, len: 0, reserve: slots }).collect(),
             batch,
             valid: vec![Vec::new(); batch],
             next_pos: vec![0; batch],
@@ -70,7 +66,7 @@ impl KvCache {
 
     /// Registers a chunk of `len` slots per row; returns the per-slot RoPE positions
     /// `(batch, len)` and the attention mask for the chunk's queries over all keys.
-    pub(crate) fn admit(&mut self, chunk_valid: &[Vec<bool>], device: &Device) -> crate::Result<(Tensor, AttnMask)> {
+    pub(crate) fn admit(&mut self, chunk_valid: &[Vec<bool>], device: &Device) -> crate::Result<(Positions, AttnMask)> {
         let len = chunk_valid.first().map_or(0, Vec::len);
         if chunk_valid.len() != self.batch || len == 0 || chunk_valid.iter().any(|r| r.len() != len) {
             return Err(crate::Error::Invalid(format!(
@@ -92,15 +88,15 @@ impl KvCache {
             self.valid[row].extend_from_slice(chunk);
             key_bias.extend(self.valid[row].iter().map(|&ok| if ok { 0f32 } else { PAD_BIAS }));
         }
+        let causal = causal_mask(len, base, device)?;
+        // Without any padding so far (the common single-prompt case), every row sits at slots
+        // = positions: shared RoPE rows and no key bias, which saves a gather and an add.
+        if self.valid.iter().all(|row| row.iter().all(|&ok| ok)) {
+            return Ok((Positions::Range { start: base, len }, AttnMask { causal, keys: None }));
+        }
         let positions = Tensor::from_vec(positions, (self.batch, len), device)?;
         let key_bias = Tensor::from_vec(key_bias, (self.batch, 1, 1, 1, keys), device)?;
-        Ok((
-            positions,
-            AttnMask {
-                causal: causal_mask(len, base, device)?,
-                keys: Some(key_bias),
-            },
-        ))
+        Ok((Positions::PerRow(positions), AttnMask { causal, keys: Some(key_bias) }))
     }
 }
 
@@ -122,9 +118,8 @@ pub(crate) struct AttnMask {
 /// The causal mask for `len` queries that follow `base` earlier slots.
 pub(crate) fn causal_mask(len: usize, base: usize, device: &Device) -> candle_core::Result<Tensor> {
     let keys = base + len;
-    let mask: Vec<f32> = (0..len)
-        .flat_map(|i| (0..keys).map(move |j| if j <= base + i { 0.0 } else { f32::NEG_INFINITY }))
-        .collect();
+    let mask: Vec<f32> =
+        (0..len).flat_map(|i| (0..keys).map(move |j| if j <= base + i { 0.0 } else { f32::NEG_INFINITY })).collect();
     Tensor::from_vec(mask, (1, 1, 1, len, keys), device)
 }
 

@@ -64,8 +64,7 @@ impl Qwen3Config {
 
     /// The per-head width (explicit `head_dim`, else `hidden_size / num_attention_heads`).
     pub fn head_dim(&self) -> usize {
-        self.head_dim
-            .unwrap_or(self.hidden_size / self.num_attention_heads.max(1))
+        self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads.max(1))
     }
 
     /// Query heads that share one key/value head.
@@ -77,24 +76,21 @@ impl Qwen3Config {
     pub fn validate(&self) -> Result<()> {
         let fail = |m: String| Err(Error::Config(m));
         if self.model_type != "qwen3" {
-            return fail(format!(
-                "model_type is {:?}; only \"qwen3\" is implemented",
-                self.model_type
-            ));
+            return fail(format!("model_type is {:?}; only \"qwen3\" is implemented", self.model_type));
         }
         if self.hidden_act != "silu" {
             return fail(format!("hidden_act {:?} (only silu)", self.hidden_act));
         }
         if self.num_attention_heads == 0
             || self.num_key_value_heads == 0
-            || self.num_attention_heads % self.num_key_value_heads != 0
+            || !self.num_attention_heads.is_multiple_of(self.num_key_value_heads)
         {
             return fail(format!(
                 "num_attention_heads {} is not a positive multiple of num_key_value_heads {}",
                 self.num_attention_heads, self.num_key_value_heads
             ));
         }
-        if self.head_dim() == 0 || self.head_dim() % 2 != 0 {
+        if self.head_dim() == 0 || !self.head_dim().is_multiple_of(2) {
             return fail(format!("head_dim {} must be even and positive", self.head_dim()));
         }
         if self.use_sliding_window {

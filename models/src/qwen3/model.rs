@@ -100,11 +100,8 @@ impl Qwen3Model {
                 self.cfg.max_position_embeddings
             )));
         }
-        let tables = self.rope.tables(&Positions::Prefix { len })?;
-        let mask = AttnMask {
-            causal: causal_mask(len, 0, &self.device)?,
-            keys: None,
-        };
+        let tables = self.rope.tables(&Positions::Range { start: 0, len })?;
+        let mask = AttnMask { causal: causal_mask(len, 0, &self.device)?, keys: None };
         let mut h = self.embed(ids)?;
         for layer in &self.layers {
             h = layer.forward(&h, &tables, &mask, None, pass)?;
@@ -140,7 +137,7 @@ impl Qwen3Model {
                 self.cfg.max_position_embeddings
             )));
         }
-        let tables = self.rope.tables(&Positions::PerRow(positions))?;
+        let tables = self.rope.tables(&positions)?;
         let mut h = self.embed(ids)?;
         for (layer, kv) in self.layers.iter().zip(cache.layers.iter_mut()) {
             h = layer.forward(&h, &tables, &mask, Some(kv), pass)?;
@@ -161,11 +158,8 @@ impl Qwen3Model {
         loss_of_logits: impl FnOnce(&Tensor) -> Result<Tensor>,
     ) -> Result<(Tensor, GradStore)> {
         let (_, len) = ids.dims2()?;
-        let tables = self.rope.tables(&Positions::Prefix { len })?;
-        let mask = AttnMask {
-            causal: causal_mask(len, 0, &self.device)?,
-            keys: None,
-        };
+        let tables = self.rope.tables(&Positions::Range { start: 0, len })?;
+        let mask = AttnMask { causal: causal_mask(len, 0, &self.device)?, keys: None };
         let adapter_ids: Vec<Var> = self.lora_vars();
         let keep = |from: GradStore, into: &mut GradStore| -> Result<()> {
             let mut from = from;
@@ -189,9 +183,9 @@ impl Qwen3Model {
         let top = Var::from_tensor(&h)?;
         let loss = loss_of_logits(&self.head(&self.norm.forward(top.as_tensor(), pass.mode)?)?)?;
         let mut grads = loss.backward()?;
-        let mut upstream = grads.remove(top.as_tensor()).ok_or_else(|| {
-            Error::Invalid("the loss does not depend on the model's output".into())
-        })?;
+        let mut upstream = grads
+            .remove(top.as_tensor())
+            .ok_or_else(|| Error::Invalid("the loss does not depend on the model's output".into()))?;
         let mut total = GradStore::default();
         keep(grads, &mut total)?;
         // Backward through the layers, recomputing each from its saved input.
@@ -220,11 +214,7 @@ impl Qwen3Model {
 
     /// Every adapter matrix (A then B per module, layer by layer), for the optimizer.
     pub fn lora_vars(&self) -> Vec<Var> {
-        self.linears()
-            .into_iter()
-            .filter_map(|(_, l)| l.adapter())
-            .flat_map(|a| [a.a.clone(), a.b.clone()])
-            .collect()
+        self.linears().into_iter().filter_map(|(_, l)| l.adapter()).flat_map(|a| [a.a.clone(), a.b.clone()]).collect()
     }
 
     /// Every linear projection under its checkpoint name (`model.layers.3.mlp.up_proj`).
@@ -258,10 +248,7 @@ impl Qwen3Model {
     fn embed(&self, ids: &Tensor) -> Result<Tensor> {
         let (b, l) = ids.dims2()?;
         let flat = ids.flatten_all()?;
-        Ok(self
-            .embed_tokens
-            .index_select(&flat, 0)?
-            .reshape((b, l, self.cfg.hidden_size))?)
+        Ok(self.embed_tokens.index_select(&flat, 0)?.reshape((b, l, self.cfg.hidden_size))?)
     }
 
     fn head(&self, h: &Tensor) -> Result<Tensor> {

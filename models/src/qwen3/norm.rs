@@ -14,10 +14,7 @@ pub(crate) struct RmsNorm {
 
 impl RmsNorm {
     pub(crate) fn new(dim: usize, eps: f64, vb: VarBuilder) -> candle_core::Result<Self> {
-        Ok(Self {
-            weight: vb.get(dim, "weight")?,
-            eps,
-        })
+        Ok(Self { weight: vb.get(dim, "weight")?, eps })
     }
 
     /// Normalises in f32 and scales in the model's dtype, as Hugging Face's Qwen3RMSNorm does.
@@ -30,9 +27,7 @@ impl RmsNorm {
                 let xf = x.to_dtype(DType::F32)?;
                 let mean_sq = xf.sqr()?.mean_keepdim(D::Minus1)?;
                 let inv_rms = (mean_sq + self.eps)?.sqrt()?.recip()?;
-                xf.broadcast_mul(&inv_rms)?
-                    .to_dtype(dtype)?
-                    .broadcast_mul(&self.weight)
+                xf.broadcast_mul(&inv_rms)?.to_dtype(dtype)?.broadcast_mul(&self.weight)
             }
         }
     }

@@ -7,8 +7,9 @@ use super::{Mode, Qwen3Config};
 /// Where the tokens of a forward call sit in their sequences.
 #[derive(Debug, Clone)]
 pub(crate) enum Positions {
-    /// Every row holds positions `0..len` (the training path: right-padded batches).
-    Prefix { len: usize },
+    /// Every row holds positions `start..start + len` (the training path, right-padded
+    /// batches; the cached path before any padding).
+    Range { start: usize, len: usize },
     /// One position per (row, slot): `(batch, len)` u32 tensor (the cached path with padding).
     PerRow(Tensor),
 }
@@ -26,24 +27,22 @@ impl Rope {
         let half = dim / 2;
         let max = cfg.max_position_embeddings;
         // Computed in f32 like the reference implementation so bf16 tables round identically.
-        let inv_freq: Vec<f32> = (0..half)
-            .map(|i| 1.0 / (cfg.rope_theta.powf((2 * i) as f64 / dim as f64) as f32))
-            .collect();
+        let inv_freq: Vec<f32> =
+            (0..half).map(|i| 1.0 / (cfg.rope_theta.powf((2 * i) as f64 / dim as f64) as f32)).collect();
         let mut angles = Vec::with_capacity(max * half);
         for p in 0..max {
             angles.extend(inv_freq.iter().map(|f| p as f32 * f));
         }
         let angles = Tensor::from_vec(angles, (max, half), device)?;
-        Ok(Self {
-            cos: angles.cos()?.to_dtype(dtype)?,
-            sin: angles.sin()?.to_dtype(dtype)?,
-        })
+        Ok(Self { cos: angles.cos()?.to_dtype(dtype)?, sin: angles.sin()?.to_dtype(dtype)? })
     }
 
     /// The cos/sin rows for `positions`: `(len, half)` for a prefix, `(batch, len, half)` per row.
     pub(crate) fn tables(&self, positions: &Positions) -> candle_core::Result<(Tensor, Tensor)> {
         match positions {
-            Positions::Prefix { len } => Ok((self.cos.narrow(0, 0, *len)?, self.sin.narrow(0, 0, *len)?)),
+            Positions::Range { start, len } => {
+                Ok((self.cos.narrow(0, *start, *len)?.contiguous()?, self.sin.narrow(0, *start, *len)?.contiguous()?))
+            }
             Positions::PerRow(pos) => {
                 let (b, l) = pos.dims2()?;
                 let flat = pos.flatten_all()?;

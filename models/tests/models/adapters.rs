@@ -9,12 +9,7 @@ use super::common::{ids, load, max_diff, tiny, tokens};
 #[test]
 fn peft_adapter_round_trips() {
     let dir = tiny();
-    let cfg = LoraConfig {
-        r: 4,
-        alpha: 8.0,
-        seed: 9,
-        ..LoraConfig::default()
-    };
+    let cfg = LoraConfig { r: 4, alpha: 8.0, seed: 9, ..LoraConfig::default() };
     let model = load(dir.path(), Some(&cfg));
     for (_, l) in model.linears() {
         let b = &l.adapter().expect("adapter").b;

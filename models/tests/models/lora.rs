@@ -7,12 +7,7 @@ use rewardlab_models::{Device, LoraConfig, Pass, Tensor};
 use super::common::{ids, load, max_abs, max_diff, tiny, tokens};
 
 fn lora() -> LoraConfig {
-    LoraConfig {
-        r: 8,
-        alpha: 16.0,
-        seed: 4,
-        ..LoraConfig::default()
-    }
+    LoraConfig { r: 8, alpha: 16.0, seed: 4, ..LoraConfig::default() }
 }
 
 fn batch() -> (Vec<Vec<u32>>, Vec<Vec<bool>>) {

@@ -81,9 +81,7 @@ fn bf16_load_runs_and_tracks_f32() {
     assert!(d < 0.1 * scale, "bf16 logits drift {d} against scale {scale}");
     // The sampling path runs in bf16 as well.
     let mut cache = bf16.new_cache(1);
-    let out = bf16
-        .forward_cached(&input, &[vec![true; 16]], &mut cache, Pass::SAMPLE, true)
-        .expect("bf16 cached");
+    let out = bf16.forward_cached(&input, &[vec![true; 16]], &mut cache, Pass::SAMPLE, true).expect("bf16 cached");
     assert_eq!(out.dims(), &[1, 1, 512]);
     let _ = Tensor::zeros(1, DType::F32, &Device::Cpu);
 }

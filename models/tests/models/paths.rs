@@ -9,16 +9,14 @@ fn cached_chunks_equal_training_logits() {
     let dir = tiny();
     let model = super::common::load(dir.path(), None);
     let seq = tokens(20, 9, 480);
-    let full = model.forward_train(&ids(&[seq.clone()]), Pass::REFERENCE).expect("train");
+    let full = model.forward_train(&ids(std::slice::from_ref(&seq)), Pass::REFERENCE).expect("train");
     // Prefill 7 tokens, then 5, then one at a time.
     let mut cache = model.new_cache(1);
     let mut pieces = Vec::new();
     let mut at = 0;
     for len in [7usize, 5, 1, 1, 1, 1, 1, 1, 1, 1] {
         let chunk = ids(&[seq[at..at + len].to_vec()]);
-        let out = model
-            .forward_cached(&chunk, &[vec![true; len]], &mut cache, Pass::SAMPLE, false)
-            .expect("cached");
+        let out = model.forward_cached(&chunk, &[vec![true; len]], &mut cache, Pass::SAMPLE, false).expect("cached");
         pieces.push(out);
         at += len;
     }
@@ -37,7 +35,7 @@ fn left_padding_in_a_batch_changes_nothing() {
     let alone = |seq: &Vec<u32>| {
         let mut cache = model.new_cache(1);
         model
-            .forward_cached(&ids(&[seq.clone()]), &[vec![true; seq.len()]], &mut cache, Pass::SAMPLE, true)
+            .forward_cached(&ids(std::slice::from_ref(seq)), &[vec![true; seq.len()]], &mut cache, Pass::SAMPLE, true)
             .expect("alone")
     };
     let mut padded_short = vec![0u32; 5];
@@ -52,13 +50,10 @@ fn left_padding_in_a_batch_changes_nothing() {
     assert!(max_diff(&row(1), &alone(&long)) < 1e-4);
     // A decode step where only the second row is active leaves the first row's next step exact.
     let step = ids(&[vec![17], vec![23]]);
-    let _ = model
-        .forward_cached(&step, &[vec![false], vec![true]], &mut cache, Pass::SAMPLE, true)
-        .expect("row 0 idle");
+    let _ =
+        model.forward_cached(&step, &[vec![false], vec![true]], &mut cache, Pass::SAMPLE, true).expect("row 0 idle");
     let step = ids(&[vec![42], vec![5]]);
-    let out = model
-        .forward_cached(&step, &[vec![true], vec![true]], &mut cache, Pass::SAMPLE, true)
-        .expect("both");
+    let out = model.forward_cached(&step, &[vec![true], vec![true]], &mut cache, Pass::SAMPLE, true).expect("both");
     let mut expect_short = short.clone();
     expect_short.push(42);
     let mut expect_long = long.clone();
@@ -74,13 +69,7 @@ fn generate_samples_batches_and_records_logprobs() {
     let dir = tiny();
     let model = super::common::load(dir.path(), None);
     let prompts = vec![tokens(9, 1, 480), tokens(4, 2, 480), tokens(9, 1, 480)];
-    let params = SamplingParams {
-        temperature: 1.0,
-        top_p: 1.0,
-        top_k: 0,
-        max_new_tokens: 12,
-        stop_tokens: vec![7],
-    };
+    let params = SamplingParams { temperature: 1.0, top_p: 1.0, top_k: 0, max_new_tokens: 12, stop_tokens: vec![7] };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
     let gens = generate(&model, &prompts, &params, Pass::SAMPLE, &mut rng).expect("generate");
     assert_eq!(gens.len(), 3);
@@ -90,7 +79,7 @@ fn generate_samples_batches_and_records_logprobs() {
         // The recorded log-probs equal a fresh scoring of prompt + generation (T = 1, no cut).
         let mut seq = p.clone();
         seq.extend(&g.tokens);
-        let logits = model.forward_train(&ids(&[seq.clone()]), Pass::REFERENCE).expect("score");
+        let logits = model.forward_train(&ids(std::slice::from_ref(&seq)), Pass::REFERENCE).expect("score");
         let lsm = candle_nn::ops::log_softmax(&logits, 2).expect("lsm");
         for (k, (&tok, &lp)) in g.tokens.iter().zip(&g.logprobs).enumerate() {
             let pos = p.len() + k - 1;

@@ -37,8 +37,7 @@ fn loss_mask_covers_exactly_the_generated_tokens() {
     let lp1: Vec<f32> = (0..turn1.len()).map(|i| -0.1 * (i + 1) as f32).collect();
     let prompt1 = r.prompt(&tok).expect("prompt");
     r.push_generation(&tok, &turn1, &lp1).expect("push");
-    r.push_tool_responses(&tok, &["requests/sessions.py:12: cookies = {}".to_owned()])
-        .expect("tool");
+    r.push_tool_responses(&tok, &["requests/sessions.py:12: cookies = {}".to_owned()]).expect("tool");
     // A turn cut by the token limit (no <|im_end|>): the template closes it, unmasked.
     let turn2 = tok.encode("Let me read").expect("turn 2");
     r.push_generation(&tok, &turn2, &vec![-0.5; turn2.len()]).expect("push");

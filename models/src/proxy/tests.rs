@@ -1,0 +1,414 @@
+//! Tests of the proxy policy over an in-memory fake repository: the tools are
+//! simulated (literal grep, wildcard glob, line read) so the tests exercise
+//! every decision kind without a git store. The engine tests in
+//! `rewardlab-framework` drive the policy through the real sandbox.
+
+use std::collections::BTreeSet;
+
+use rewardlab_sandbox::{Status, ToolCall, ToolResult};
+
+use super::*;
+use crate::agent::{Answer, OptimStep, Policy, Sampling, TaskPrompt, TurnInfo, TurnOutput};
+
+const ISSUE: &str = "# `RetryPolicy.send` raises ValueError for budget
+
+We run acme 1.2 in kubernetes together with requests. We also use `CacheClient` from the cache layer, with `cache.max_entries` set to a small value.
+
+Calling `RetryPolicy.send` with an unusual budget raises `ValueError` instead of handling it.
+
+Traceback:
+
+```
+Traceback (most recent call last):
+  File \"/srv/app/worker.py\", line 88, in handle
+    result = run_job(job)
+  File \"/srv/app/.venv/lib/python3.11/site-packages/acme/net/retry.py\", line 3, in send
+    raise ValueError(f\"invalid retry budget: {budget!r}\")
+ValueError: invalid retry budget: 'net.socket'
+```
+
+I first suspected `RetryTimer` in the network layer since it also deals with sockets.
+
+Expected: the retry policy should accept the budget or fail with a clear message.
+";
+
+const TARGET: &str = "acme/net/retry.py";
+
+const FILES: &[(&str, &str)] = &[
+    (
+        "acme/net/retry.py",
+        "class RetryPolicy:\n    def send(self, budget):\n        if not budget:\n            raise ValueError(f\"invalid retry budget: {budget!r}\")\n        return budget\n",
+    ),
+    (
+        "acme/net/timer.py",
+        "class RetryTimer:\n    def send(self, budget):\n        # the retry budget of the timer\n        return budget\n",
+    ),
+    (
+        "acme/cache/client.py",
+        "class CacheClient:\n    max_entries = 4\n    def send(self, budget):\n        return budget\n",
+    ),
+    ("tests/test_retry.py", "from acme.net.retry import RetryPolicy\n\ndef test_send():\n    RetryPolicy().send(1)\n"),
+    ("docs/budget.md", "The retry budget of a policy.\nA handling budget.\n"),
+    ("acme/worker.py", "def run_job(job):\n    return job\n\ndef handle(job):\n    return run_job(job)\n"),
+];
+
+/// The simulated tools.
+fn run(call: &ToolCall) -> ToolResult {
+    let ok = |output: String, entities: Vec<String>| ToolResult { output, entities, status: Status::Ok };
+    match call {
+        ToolCall::Grep(args) => {
+            let needle = args.pattern.replace('\\', "");
+            let mut lines = Vec::new();
+            let mut entities = Vec::new();
+            for (path, text) in FILES {
+                for (i, line) in text.lines().enumerate() {
+                    if line.contains(&needle) {
+                        lines.push(format!("{path}:{}:{line}", i + 1));
+                        entities.push(format!("{path}:{}", i + 1));
+                    }
+                }
+            }
+            ok(lines.join("\n"), entities)
+        }
+        ToolCall::Glob(args) => {
+            let paths: Vec<String> =
+                FILES.iter().map(|(p, _)| p.to_string()).filter(|p| wildcard(&args.pattern, p)).collect();
+            ok(paths.join("\n"), paths)
+        }
+        ToolCall::Read(args) => match FILES.iter().find(|(p, _)| *p == args.path) {
+            Some((path, text)) => {
+                let entities = (1..=text.lines().count()).map(|i| format!("{path}:{i}")).collect();
+                ok(text.to_string(), entities)
+            }
+            None => ToolResult::error(rewardlab_sandbox::ErrorKind::NotFound, format!("no file {}", args.path)),
+        },
+        other => panic!("unexpected call {other:?}"),
+    }
+}
+
+/// `*` matches anything (this fake does not distinguish `*` from `**`).
+fn wildcard(pattern: &str, text: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let mut rest = text;
+    for (i, part) in parts.iter().enumerate() {
+        if i == 0 {
+            match rest.strip_prefix(part) {
+                Some(r) => rest = r,
+                None => return false,
+            }
+        } else if i == parts.len() - 1 {
+            return rest.ends_with(part);
+        } else {
+            match rest.find(part) {
+                Some(at) => rest = &rest[at + part.len()..],
+                None => return false,
+            }
+        }
+    }
+    rest.is_empty()
+}
+
+/// Runs one rollout of up to `max_turns` turns; returns the episode and its answer.
+fn rollout(policy: &ProxyPolicy, sampling: Sampling, seed: u64, max_turns: usize) -> (ProxyEpisode, Option<Answer>) {
+    let task = TaskPrompt { id: "t".into(), text: ISSUE.into() };
+    let mut episode = policy.begin(&task, sampling, seed);
+    for index in 0..max_turns {
+        let turn = TurnInfo { index, max_turns, max_calls_per_turn: 8, must_answer: index + 1 == max_turns };
+        let mut output = policy.act(&mut [&mut episode], turn);
+        match output.pop() {
+            Some(TurnOutput::Answer(answer)) => return (episode, Some(answer)),
+            Some(TurnOutput::Calls(calls)) => {
+                let results: Vec<ToolResult> =
+                    calls.iter().map(|c| c.as_ref().map_or_else(|r| r.clone(), run)).collect();
+                policy.observe(&mut episode, &results);
+            }
+            other => panic!("unexpected turn output {other:?}"),
+        }
+    }
+    (episode, None)
+}
+
+/// File-level F1 against the single target.
+fn reward(answer: &Option<Answer>) -> f64 {
+    let Some(Answer::Structured { files, .. }) = answer else { return 0.0 };
+    if !files.iter().any(|f| f == TARGET) {
+        return 0.0;
+    }
+    let precision = 1.0 / files.len() as f64;
+    2.0 * precision / (precision + 1.0)
+}
+
+fn optim(lr: f64) -> OptimStep {
+    OptimStep { lr, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0, max_grad_norm: Some(1.0) }
+}
+
+/// A policy with small pseudo-random parameters, so no softmax is uniform.
+fn perturbed() -> ProxyPolicy {
+    let theta = (0..DIM).map(|i| (i as f64 * 0.7311).sin() * 0.8).collect();
+    ProxyPolicy::with_theta(ProxyConfig::default(), theta)
+}
+
+/// Rollouts that used every decision kind.
+fn episodes(policy: &ProxyPolicy, n: u64) -> Vec<ProxyEpisode> {
+    (0..n).map(|s| rollout(policy, Sampling::Sample { temperature: 0.7 }, s, 4).0).collect()
+}
+
+#[test]
+fn terms_come_from_messages_tracebacks_identifiers_and_prose() {
+    let terms = text::extract(ISSUE);
+    let find = |source, text: &str| terms.iter().find(|t| t.source == source && t.text == text);
+    let head = find(text::Source::MessageHead, "invalid retry budget").expect("message head");
+    assert!(head.in_traceback && head.in_code);
+    assert!(find(text::Source::MessageFull, "invalid retry budget: 'net.socket'").is_some());
+    let path = find(text::Source::Path, "acme/net/retry.py").expect("site-packages path made relative");
+    assert!(path.in_traceback);
+    assert!(find(text::Source::Path, "app/worker.py").is_some(), "absolute paths keep their last two parts");
+    let ident = find(text::Source::Identifier, "RetryPolicy.send").expect("dotted identifier");
+    assert!(ident.in_title && ident.count >= 2, "{ident:?}");
+    assert!(find(text::Source::Identifier, "cache.max_entries").is_some());
+    assert!(find(text::Source::Word, "kubernetes").is_some());
+    assert!(find(text::Source::Word, "should").is_none(), "stop words are dropped");
+    // Versions and the interpreter's own paths are not search terms.
+    assert!(terms.iter().all(|t| !t.text.starts_with(|c: char| c.is_ascii_digit())), "{terms:?}");
+    assert!(terms.iter().all(|t| !t.text.contains("site-packages") && t.text != "venv"), "{terms:?}");
+    assert_eq!(text::regex_literal("a.b(c)*"), "a\\.b\\(c\\)\\*");
+    assert_eq!(text::snake_case("RetryPolicy"), "retry_policy");
+}
+
+#[test]
+fn gradient_matches_finite_differences() {
+    let policy = perturbed();
+    let episodes = episodes(&policy, 6);
+    let refs: Vec<&ProxyEpisode> = episodes.iter().collect();
+    let lens: Vec<usize> = refs.iter().map(|e| e.units.len()).collect();
+    assert!(lens.iter().sum::<usize>() > 20, "rollouts made decisions: {lens:?}");
+    // One-hot coefficients on a spread of units, each checked on its own.
+    let mut checked = 0;
+    for (e, &len) in lens.iter().enumerate() {
+        for u in (0..len).step_by(3) {
+            let coeffs: Vec<Vec<f64>> =
+                lens.iter().enumerate().map(|(j, &n)| (0..n).map(|k| f64::from(j == e && k == u)).collect()).collect();
+            let mut probe = policy.clone();
+            probe.backward(&refs, &coeffs);
+            let analytic = probe.grad.clone();
+            for (i, &analytic) in analytic.iter().enumerate() {
+                let h = 1e-5;
+                let mut plus = policy.clone();
+                plus.theta[i] += h;
+                let mut minus = policy.clone();
+                minus.theta[i] -= h;
+                let numeric = (plus.logprobs(&refs)[e][u] - minus.logprobs(&refs)[e][u]) / (2.0 * h);
+                let scale = analytic.abs().max(numeric.abs()).max(1e-3);
+                assert!(
+                    (analytic - numeric).abs() / scale < 1e-6,
+                    "unit {e}/{u}, parameter {i}: analytic {analytic} vs numeric {numeric}"
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 8);
+}
+
+#[test]
+fn recomputed_logprobs_equal_the_sampled_ones_and_the_reference_at_the_start() {
+    let policy = perturbed();
+    let episodes = episodes(&policy, 5);
+    let refs: Vec<&ProxyEpisode> = episodes.iter().collect();
+    let current = policy.logprobs(&refs);
+    let reference = policy.reference_logprobs(&refs);
+    for (e, episode) in episodes.iter().enumerate() {
+        let sampled = policy.sampled_logprobs(episode);
+        assert_eq!(sampled.len(), current[e].len());
+        for (u, s) in sampled.iter().enumerate() {
+            assert!(*s <= 0.0 && s.is_finite());
+            assert!((current[e][u] - s).abs() < 1e-12, "{e}/{u}");
+            assert!((reference[e][u] - s).abs() < 1e-12, "{e}/{u}");
+        }
+        let entropy = policy.entropy(episode);
+        assert!(entropy > 0.0 && entropy.is_finite());
+    }
+    // After a step the current log-probs move and the reference ones do not.
+    let mut trained = policy.clone();
+    let coeffs: Vec<Vec<f64>> = refs.iter().map(|e| vec![-1.0; e.units.len()]).collect();
+    trained.backward(&refs, &coeffs);
+    let stats = trained.step(&optim(0.05));
+    assert!(stats.grad_norm > 0.0);
+    assert_ne!(trained.logprobs(&refs), current);
+    assert_eq!(trained.reference_logprobs(&refs), reference);
+}
+
+#[test]
+fn same_seed_same_rollout_and_greedy_is_deterministic() {
+    let policy = perturbed();
+    let sample = Sampling::Sample { temperature: 1.0 };
+    let (a, answer_a) = rollout(&policy, sample, 42, 4);
+    let (b, answer_b) = rollout(&policy, sample, 42, 4);
+    assert_eq!(answer_a, answer_b);
+    assert_eq!(policy.sampled_logprobs(&a), policy.sampled_logprobs(&b));
+    assert_eq!(policy.completion_tokens(&a), policy.completion_tokens(&b));
+    let others: BTreeSet<String> =
+        (0..8).map(|s| format!("{:?}", policy.sampled_logprobs(&rollout(&policy, sample, s, 4).0))).collect();
+    assert!(others.len() > 1, "different seeds give different rollouts");
+    let greedy: Vec<Option<Answer>> = (0..3).map(|s| rollout(&policy, Sampling::Greedy, s, 4).1).collect();
+    assert!(greedy.windows(2).all(|w| w[0] == w[1]), "greedy ignores the seed: {greedy:?}");
+}
+
+#[test]
+fn the_fresh_policy_searches_first_and_counts_token_equivalents() {
+    let policy = ProxyPolicy::default();
+    let (episode, answer) = rollout(&policy, Sampling::Greedy, 0, 4);
+    let Some(Answer::Structured { files, line_ranges }) = answer else { panic!("greedy answers: {answer:?}") };
+    // Greedy at the prior: one call in turn 0, answer in turn 1 with every file seen.
+    assert_eq!(episode.used.len(), 1);
+    assert_eq!(files.len(), episode.seen.len());
+    for range in &line_ranges {
+        let (path, span) = range.rsplit_once(':').expect("path:a-b");
+        assert!(files.iter().any(|f| f == path));
+        let (a, b) = span.split_once('-').expect("a-b");
+        assert!(a.parse::<u64>().expect("a") <= b.parse::<u64>().expect("b"));
+    }
+    assert_eq!(
+        policy.completion_tokens(&episode),
+        2 * TOKENS_PER_TURN + TOKENS_PER_CALL + TOKENS_PER_FILE * files.len()
+    );
+}
+
+#[test]
+fn reinforce_raises_the_probability_of_the_rewarded_choices() {
+    let mut policy = ProxyPolicy::default();
+    let group = 16u64;
+    let mut mean_rewards = Vec::new();
+    for iteration in 0..40u64 {
+        let runs: Vec<(ProxyEpisode, Option<Answer>)> = (0..group)
+            .map(|g| rollout(&policy, Sampling::Sample { temperature: 1.0 }, iteration * 1000 + g, 4))
+            .collect();
+        let rewards: Vec<f64> = runs.iter().map(|(_, a)| reward(a)).collect();
+        let mean = rewards.iter().sum::<f64>() / group as f64;
+        mean_rewards.push(mean);
+        // REINFORCE with a mean baseline: loss = −Σ A · logp / G, so ∂loss/∂logp_u = −A / G.
+        let refs: Vec<&ProxyEpisode> = runs.iter().map(|(e, _)| e).collect();
+        let coeffs: Vec<Vec<f64>> =
+            refs.iter().zip(&rewards).map(|(e, r)| vec![-(r - mean) / group as f64; e.units.len()]).collect();
+        policy.backward(&refs, &coeffs);
+        policy.step(&optim(0.1));
+    }
+    let early = mean_rewards[..5].iter().sum::<f64>() / 5.0;
+    let late = mean_rewards[35..].iter().sum::<f64>() / 5.0;
+    assert!(late > early + 0.2, "mean reward {early:.3} → {late:.3}: {mean_rewards:?}");
+    // The greedy policy now answers with the target file.
+    let greedy = rollout(&policy, Sampling::Greedy, 0, 4).1;
+    assert!(reward(&greedy) > 0.6, "greedy answer after training: {greedy:?}");
+    assert!(reward(&rollout(&ProxyPolicy::default(), Sampling::Greedy, 0, 4).1) < reward(&greedy));
+    // The include decision puts more weight on files a message grep hit.
+    let message = features::INCLUDE_FILE + 4;
+    assert!(policy.theta()[message] > 0.1, "θ[hit by message] = {}", policy.theta()[message]);
+}
+
+#[test]
+fn state_round_trip_restores_bitwise_the_same_behaviour() {
+    let mut policy = perturbed();
+    let episodes = episodes(&policy, 3);
+    let refs: Vec<&ProxyEpisode> = episodes.iter().collect();
+    let coeffs: Vec<Vec<f64>> = refs.iter().map(|e| vec![0.3; e.units.len()]).collect();
+    policy.backward(&refs, &coeffs);
+    policy.step(&optim(0.05));
+    let json = serde_json::to_string(&policy.state()).expect("state serialises");
+    let mut restored = ProxyPolicy::default();
+    restored.restore(serde_json::from_str(&json).expect("state deserialises"));
+    assert_eq!(restored, policy);
+    assert_eq!(restored.logprobs(&refs), policy.logprobs(&refs));
+    let sample = Sampling::Sample { temperature: 1.0 };
+    assert_eq!(rollout(&restored, sample, 9, 4).1, rollout(&policy, sample, 9, 4).1);
+    // The optimiser state came along: the next steps agree bit for bit.
+    for p in [&mut policy, &mut restored] {
+        p.backward(&refs, &coeffs);
+        p.step(&optim(0.05));
+    }
+    assert_eq!(restored.theta(), policy.theta());
+    let mut bad = policy.state();
+    bad.theta.pop();
+    assert_eq!(
+        ProxyPolicy::default().try_restore(bad),
+        Err(ProxyError::Dimension { field: "theta", got: DIM - 1, expected: DIM })
+    );
+}
+
+#[test]
+fn calls_never_repeat_in_a_rollout_and_reads_target_seen_files() {
+    let policy = perturbed();
+    for seed in 0..12 {
+        let task = TaskPrompt { id: "t".into(), text: ISSUE.into() };
+        let mut episode = policy.begin(&task, Sampling::Sample { temperature: 1.0 }, seed);
+        let mut made = BTreeSet::new();
+        for index in 0..4 {
+            let turn = TurnInfo { index, max_turns: 4, max_calls_per_turn: 8, must_answer: index == 3 };
+            let seen_before: BTreeSet<String> = episode.seen.iter().map(|f| f.path.clone()).collect();
+            match policy.act(&mut [&mut episode], turn).pop() {
+                Some(TurnOutput::Calls(calls)) => {
+                    assert!(!calls.is_empty() && calls.len() <= 8);
+                    let calls: Vec<ToolCall> =
+                        calls.into_iter().map(|c| c.expect("the proxy makes valid calls")).collect();
+                    for call in &calls {
+                        assert!(made.insert(call.to_json().to_string()), "seed {seed}: {call:?} repeated");
+                        if let ToolCall::Read(args) = call {
+                            assert!(seen_before.contains(&args.path), "read of an unseen file {}", args.path);
+                        }
+                    }
+                    let results: Vec<ToolResult> = calls.iter().map(run).collect();
+                    policy.observe(&mut episode, &results);
+                }
+                Some(TurnOutput::Answer(Answer::Structured { files, .. })) => {
+                    let seen: BTreeSet<&String> = episode.seen.iter().map(|f| &f.path).collect();
+                    assert!(files.iter().all(|f| seen.contains(f)), "answers only name seen files");
+                    break;
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn line_ranges_widen_hits_and_merge_when_they_touch() {
+    let lines: BTreeSet<u64> = [1, 5, 9, 30].into_iter().collect();
+    assert_eq!(ranges(&lines, 3).collect::<Vec<_>>(), vec![(1, 12), (27, 33)]);
+    assert_eq!(ranges(&BTreeSet::new(), 3).count(), 0);
+}
+
+#[test]
+fn names_defined_in_read_files_become_grep_candidates() {
+    let task = TaskPrompt { id: "t".into(), text: ISSUE.into() };
+    let off = ProxyPolicy::default();
+    let mut episode = off.begin(&task, Sampling::Greedy, 0);
+    let read = ToolCall::Read(rewardlab_sandbox::ReadArgs { path: TARGET.into(), start: None, end: None });
+    episode.pending.push(episode::Candidate {
+        kind: episode::CallKind::ReadSeen,
+        call: read.clone(),
+        term: None,
+        seen: None,
+    });
+    episode.observe(&[run(&read)]);
+    assert!(episode.text_candidates.iter().all(|c| c.kind != episode::CallKind::GrepResultName), "off by default");
+    let policy = ProxyPolicy::new(ProxyConfig { mine_result_names: true, ..ProxyConfig::default() });
+    let mut episode = policy.begin(&task, Sampling::Greedy, 0);
+    let read_candidate =
+        episode::Candidate { kind: episode::CallKind::ReadSeen, call: read.clone(), term: None, seen: None };
+    episode.pending.push(read_candidate);
+    episode.observe(&[run(&read)]);
+    let names: Vec<(String, Vec<(usize, f64)>)> = episode
+        .text_candidates
+        .iter()
+        .filter(|c| c.kind == episode::CallKind::GrepResultName)
+        .map(|c| match &c.call {
+            ToolCall::Grep(args) => (args.pattern.clone(), features::call_features(&episode, c)),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let patterns: Vec<&str> = names.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(patterns, ["RetryPolicy\\(", "send\\("]);
+    // Both are named in the issue (`RetryPolicy.send`), so both carry the "named in the issue" feature.
+    let named = features::GREP_TEXT + 13;
+    assert!(names.iter().all(|(_, phi)| phi.contains(&(named, 1.0))), "{names:?}");
+    assert!(episode.seen[episode.seen_index[TARGET]].read);
+}

@@ -1,0 +1,375 @@
+//! Search terms from an issue's text, extracted deterministically.
+//!
+//! The issue is scanned line by line, tracking fenced code blocks (and
+//! whether a block is a Python traceback) and the title. Each term carries
+//! what the proxy policy's features need: its source kind, where it first
+//! occurs, how often, and whether it was seen in a traceback, a code block
+//! or the title. Terms are returned in order of first occurrence (ties by
+//! kind), each `(kind, text)` once.
+
+use std::collections::HashMap;
+
+/// Where a term comes from; it decides which tools can use it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Source {
+    /// A multi-word string quoted in backticks or double quotes.
+    Phrase,
+    /// The constant head of an error message (`ValueError: <head>: <value>`).
+    MessageHead,
+    /// A whole error message after `Exception: `.
+    MessageFull,
+    /// An identifier: dotted, snake_case, CamelCase, or with digits.
+    Identifier,
+    /// A plain lowercase prose word (a paraphrase of what the code says).
+    Word,
+    /// A file path (from a traceback or the prose).
+    Path,
+    /// A function or class defined in a file the policy read (not from the issue).
+    ResultName,
+}
+
+/// One extracted term.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Term {
+    pub source: Source,
+    pub text: String,
+    /// Byte offset of the first occurrence divided by the text's length, in [0, 1].
+    pub position: f64,
+    /// Occurrences of this `(source, text)` in the issue.
+    pub count: usize,
+    pub in_traceback: bool,
+    pub in_code: bool,
+    pub in_title: bool,
+}
+
+/// Caps that keep the candidate set small (the first terms by position are kept).
+const MAX_IDENTIFIERS: usize = 24;
+const MAX_WORDS: usize = 24;
+const MAX_PATHS: usize = 8;
+const MIN_WORD_LEN: usize = 4;
+const MAX_TERM_LEN: usize = 120;
+
+/// Words too common in issue prose to be worth a grep.
+const STOP_WORDS: &[&str] = &[
+    "about",
+    "after",
+    "again",
+    "also",
+    "because",
+    "been",
+    "before",
+    "being",
+    "calling",
+    "called",
+    "could",
+    "does",
+    "each",
+    "every",
+    "expected",
+    "fail",
+    "fails",
+    "first",
+    "from",
+    "have",
+    "here",
+    "into",
+    "instead",
+    "just",
+    "last",
+    "line",
+    "most",
+    "none",
+    "only",
+    "other",
+    "over",
+    "rest",
+    "same",
+    "seems",
+    "should",
+    "since",
+    "some",
+    "such",
+    "than",
+    "that",
+    "them",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "time",
+    "traceback",
+    "under",
+    "unusual",
+    "upgrade",
+    "upgrading",
+    "value",
+    "very",
+    "were",
+    "what",
+    "when",
+    "where",
+    "which",
+    "while",
+    "will",
+    "with",
+    "without",
+    "would",
+    "your",
+    "python",
+    "true",
+    "false",
+    "self",
+    "import",
+    "return",
+    "raise",
+];
+
+/// Extracts the terms of `text`.
+pub(crate) fn extract(text: &str) -> Vec<Term> {
+    let mut out = Collector { terms: Vec::new(), index: HashMap::new(), len: text.len().max(1) };
+    let mut offset = 0usize;
+    let mut in_code = false;
+    let mut traceback = false;
+    let lines: Vec<&str> = text.split('\n').collect();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        let start = offset;
+        offset += line.len() + 1;
+        i += 1;
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            // A block is a traceback when one of its lines says so.
+            traceback = in_code
+                && lines[i..]
+                    .iter()
+                    .take_while(|l| !l.trim_start().starts_with("```"))
+                    .any(|l| l.contains("Traceback (most recent call last)") || l.trim_start().starts_with("File \""));
+            continue;
+        }
+        let ctx = Ctx { in_code, in_traceback: in_code && traceback, in_title: start == 0 && line.starts_with("# ") };
+        scan_line(&mut out, line, start, ctx);
+    }
+    finish(out.terms)
+}
+
+#[derive(Clone, Copy)]
+struct Ctx {
+    in_code: bool,
+    in_traceback: bool,
+    in_title: bool,
+}
+
+struct Collector {
+    terms: Vec<Term>,
+    index: HashMap<(Source, String), usize>,
+    len: usize,
+}
+
+impl Collector {
+    fn add(&mut self, source: Source, text: &str, at: usize, ctx: Ctx) {
+        let text = text.trim();
+        if text.is_empty() || text.len() > MAX_TERM_LEN {
+            return;
+        }
+        let key = (source, text.to_owned());
+        if let Some(&i) = self.index.get(&key) {
+            let term = &mut self.terms[i];
+            term.count += 1;
+            term.in_traceback |= ctx.in_traceback;
+            term.in_code |= ctx.in_code;
+            term.in_title |= ctx.in_title;
+            return;
+        }
+        self.index.insert(key, self.terms.len());
+        self.terms.push(Term {
+            source,
+            text: text.to_owned(),
+            position: (at as f64 / self.len as f64).min(1.0),
+            count: 1,
+            in_traceback: ctx.in_traceback,
+            in_code: ctx.in_code,
+            in_title: ctx.in_title,
+        });
+    }
+}
+
+fn scan_line(out: &mut Collector, line: &str, start: usize, ctx: Ctx) {
+    let trimmed = line.trim_start();
+    let indent = line.len() - trimmed.len();
+    // `File "/x/site-packages/pkg/mod.py", line 12, in method`
+    if let Some(rest) = trimmed.strip_prefix("File \"")
+        && let Some((path, tail)) = rest.split_once('"')
+    {
+        out.add(Source::Path, &relative_path(path), start + indent, ctx);
+        if let Some(name) = tail.rsplit_once(" in ").map(|(_, n)| n.trim()) {
+            scan_tokens(out, name, start + indent, ctx);
+        }
+        return;
+    }
+    // `ValueError: invalid retry budget: 'x'` in a code block.
+    if ctx.in_code
+        && let Some((exception, message)) = trimmed.split_once(": ")
+        && is_exception_name(exception)
+    {
+        out.add(Source::Identifier, exception, start + indent, ctx);
+        out.add(Source::MessageFull, message, start + indent + exception.len() + 2, ctx);
+        if let Some((head, _)) = message.split_once(": ") {
+            out.add(Source::MessageHead, head, start + indent + exception.len() + 2, ctx);
+        } else {
+            out.add(Source::MessageHead, message, start + indent + exception.len() + 2, ctx);
+        }
+        return;
+    }
+    for (open, close) in [('`', '`'), ('"', '"')] {
+        for (at, quoted) in delimited(line, open, close) {
+            if quoted.contains(' ') {
+                out.add(Source::Phrase, quoted, start + at, ctx);
+            }
+        }
+    }
+    scan_tokens(out, line, start, ctx);
+}
+
+/// Identifier-like tokens, prose words and paths of one line.
+fn scan_tokens(out: &mut Collector, line: &str, start: usize, ctx: Ctx) {
+    let bytes = line.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if !(c.is_ascii_alphabetic() || c == b'_') {
+            i += 1;
+            continue;
+        }
+        // A token: identifier characters, dots and slashes between them.
+        let begin = i;
+        while i < bytes.len()
+            && (bytes[i].is_ascii_alphanumeric()
+                || bytes[i] == b'_'
+                || ((bytes[i] == b'.' || bytes[i] == b'/')
+                    && i + 1 < bytes.len()
+                    && (bytes[i + 1].is_ascii_alphabetic() || bytes[i + 1] == b'_')))
+        {
+            i += 1;
+        }
+        let token = &line[begin..i];
+        // A token glued to a preceding digit or dot (`3.11`, `.venv`) is not a name.
+        if begin > 0 && (bytes[begin - 1].is_ascii_digit() || bytes[begin - 1] == b'.') {
+            continue;
+        }
+        classify(out, token, start + begin, ctx);
+    }
+}
+
+fn classify(out: &mut Collector, token: &str, at: usize, ctx: Ctx) {
+    if token.contains('/') {
+        if token.rsplit('/').next().is_some_and(|f| f.contains('.')) {
+            out.add(Source::Path, &relative_path(token), at, ctx);
+        }
+        return;
+    }
+    if looks_rare(token) {
+        out.add(Source::Identifier, token, at, ctx);
+    } else if token.len() >= MIN_WORD_LEN
+        && token.bytes().all(|b| b.is_ascii_lowercase())
+        && !STOP_WORDS.contains(&token)
+    {
+        out.add(Source::Word, token, at, ctx);
+    }
+}
+
+/// Keeps the first terms of each capped kind (by position), in position order.
+fn finish(terms: Vec<Term>) -> Vec<Term> {
+    let (mut identifiers, mut words, mut paths) = (0, 0, 0);
+    terms
+        .into_iter()
+        .filter(|t| {
+            let (counter, cap) = match t.source {
+                Source::Identifier => (&mut identifiers, MAX_IDENTIFIERS),
+                Source::Word => (&mut words, MAX_WORDS),
+                Source::Path => (&mut paths, MAX_PATHS),
+                _ => return true,
+            };
+            *counter += 1;
+            *counter <= cap
+        })
+        .collect()
+}
+
+/// Whether a token looks like a code name rather than an English word:
+/// an underscore, a dot, a digit, or an uppercase letter after the first.
+pub(crate) fn looks_rare(token: &str) -> bool {
+    token.contains('_')
+        || token.contains('.')
+        || token.bytes().any(|b| b.is_ascii_digit())
+        || token.bytes().skip(1).any(|b| b.is_ascii_uppercase())
+}
+
+/// `ValueError`, `KeyError`, `RetryTimeout`, `Exception`.
+fn is_exception_name(name: &str) -> bool {
+    name.bytes().next().is_some_and(|b| b.is_ascii_uppercase())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+        && (name.ends_with("Error") || name.ends_with("Exception") || name.ends_with("Warning"))
+}
+
+/// The repository-relative part of a path from a traceback: what follows
+/// `site-packages/`, else the last two components of an absolute path.
+fn relative_path(path: &str) -> String {
+    if let Some((_, rest)) = path.rsplit_once("site-packages/") {
+        return rest.to_owned();
+    }
+    let trimmed = path.trim_start_matches("./");
+    if trimmed.starts_with('/') {
+        let parts: Vec<&str> = trimmed.split('/').filter(|p| !p.is_empty()).collect();
+        return parts[parts.len().saturating_sub(2)..].join("/");
+    }
+    trimmed.to_owned()
+}
+
+/// The non-empty strings between `open` and `close` on one line, with their byte offsets.
+fn delimited(line: &str, open: char, close: char) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    let mut base = 0;
+    while let Some(a) = rest.find(open) {
+        let after = &rest[a + open.len_utf8()..];
+        let Some(b) = after.find(close) else { break };
+        if b > 0 {
+            out.push((base + a + 1, &after[..b]));
+        }
+        let consumed = a + open.len_utf8() + b + close.len_utf8();
+        base += consumed;
+        rest = &rest[consumed..];
+    }
+    out
+}
+
+/// Escapes regex metacharacters so `text` matches itself literally.
+pub(crate) fn regex_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if matches!(c, '\\' | '.' | '+' | '*' | '?' | '(' | ')' | '|' | '[' | ']' | '{' | '}' | '^' | '$') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `RetryPolicy` → `retry_policy`.
+pub(crate) fn snake_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 && !out.ends_with('_') {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
