@@ -75,7 +75,10 @@ pub enum LrSchedule {
     /// Linear warmup from `lr / warmup_steps` to `lr` over the first
     /// `ceil(warmup_fraction · total_steps)` steps, then a half cosine down to
     /// `min_lr_ratio · lr` at the last step.
-    Cosine { warmup_fraction: f64, min_lr_ratio: f64 },
+    Cosine {
+        warmup_fraction: f64,
+        min_lr_ratio: f64,
+    },
 }
 
 /// Sampling of held-out evaluation rollouts.
@@ -237,7 +240,8 @@ impl LrSchedule {
                 }
                 let decay = total.saturating_sub(warmup);
                 // Progress reaches 1 at the last step, so the floor is actually used.
-                let progress = if decay <= 1 { 0.0 } else { (step - warmup).min(decay - 1) as f64 / (decay - 1) as f64 };
+                let progress =
+                    if decay <= 1 { 0.0 } else { (step - warmup).min(decay - 1) as f64 / (decay - 1) as f64 };
                 let floor = min_lr_ratio * lr;
                 floor + 0.5 * (lr - floor) * (1.0 + (std::f64::consts::PI * progress).cos())
             }
@@ -282,7 +286,11 @@ mod tests {
 
     #[test]
     fn config_round_trips_through_toml_like_serde_and_rejects_unknown_keys() {
-        let c = EngineConfig { seed: 7, eval_sampling: EvalSampling::Temperature { temperature: 0.3 }, ..EngineConfig::default() };
+        let c = EngineConfig {
+            seed: 7,
+            eval_sampling: EvalSampling::Temperature { temperature: 0.3 },
+            ..EngineConfig::default()
+        };
         let json = serde_json::to_string(&c).expect("serialise");
         let back: EngineConfig = serde_json::from_str(&json).expect("deserialise");
         assert_eq!(back, c);

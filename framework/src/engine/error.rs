@@ -21,13 +21,13 @@ pub enum EngineError {
     #[error(transparent)]
     Variant(#[from] VariantError),
     #[error("task `{task}`: cannot open commit {commit} of {repo}")]
-    Tree { task: String, repo: String, commit: String, source: rewardlab_sandbox::Error },
+    Tree { task: String, repo: String, commit: String, source: Box<rewardlab_sandbox::Error> },
     #[error("step {step}: the policy broke its contract: {detail}")]
     Policy { step: usize, detail: String },
     #[error("step {step}: rollout features: {source}")]
-    Features { step: usize, source: rewardlab_rewards::FeatureError },
+    Features { step: usize, source: Box<rewardlab_rewards::FeatureError> },
     #[error("step {step}: reward program `{variant}`: {source}")]
-    Reward { step: usize, variant: String, source: rewardlab_dsl::EvalError },
+    Reward { step: usize, variant: String, source: Box<rewardlab_dsl::EvalError> },
     #[error("step {step}: loss: {source}")]
     Loss { step: usize, source: LossError },
     #[error("cannot start the engine's tokio runtime: {0}")]
@@ -44,6 +44,7 @@ pub enum EngineError {
     Finished { steps: usize },
 }
 
+// Sources are boxed where they are large, so a `Result<_, EngineError>` stays small on the happy path.
 impl EngineError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> EngineError {
         EngineError::Io { path: path.into(), source }

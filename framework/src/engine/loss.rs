@@ -269,10 +269,20 @@ mod tests {
     /// A batch with ratios inside and outside the clip range, both signs of advantage, and unequal lengths.
     fn batch() -> Vec<Owned> {
         vec![
-            Owned { advantage: 1.3, logp: vec![-0.5, -1.2, -0.05], old: vec![-0.7, -1.1, -0.6], reference: vec![-0.4, -1.5, -0.2] },
+            Owned {
+                advantage: 1.3,
+                logp: vec![-0.5, -1.2, -0.05],
+                old: vec![-0.7, -1.1, -0.6],
+                reference: vec![-0.4, -1.5, -0.2],
+            },
             Owned { advantage: -0.8, logp: vec![-2.0, -0.3], old: vec![-1.5, -0.31], reference: vec![-2.2, -0.1] },
             Owned { advantage: 0.4, logp: vec![-0.9], old: vec![-0.95], reference: vec![-0.9] },
-            Owned { advantage: -1.1, logp: vec![-0.2, -3.0, -1.0, -0.7], old: vec![-0.1, -2.5, -1.4, -0.71], reference: vec![-0.3, -2.9, -1.0, -0.6] },
+            Owned {
+                advantage: -1.1,
+                logp: vec![-0.2, -3.0, -1.0, -0.7],
+                old: vec![-0.1, -2.5, -1.4, -0.71],
+                reference: vec![-0.3, -2.9, -1.0, -0.6],
+            },
         ]
     }
 
@@ -286,7 +296,13 @@ mod tests {
                 Aggregation::SeqMeanTokenSumNorm { norm: Some(16.0) },
             ] {
                 for high in [None, Some(0.28)] {
-                    out.push(LossConfig { clip_eps: 0.2, clip_eps_high: high, kl_beta: 0.1, kl_estimator: est, aggregation: agg });
+                    out.push(LossConfig {
+                        clip_eps: 0.2,
+                        clip_eps_high: high,
+                        kl_beta: 0.1,
+                        kl_estimator: est,
+                        aggregation: agg,
+                    });
                 }
             }
         }
@@ -334,11 +350,17 @@ mod tests {
 
     #[test]
     fn clipping_is_active_exactly_outside_the_range_on_the_advantage_side() {
-        let config = LossConfig { kl_beta: 0.0, clip_eps_high: Some(0.3), aggregation: Aggregation::TokenMean, ..LossConfig::default() };
+        let config = LossConfig {
+            kl_beta: 0.0,
+            clip_eps_high: Some(0.3),
+            aggregation: Aggregation::TokenMean,
+            ..LossConfig::default()
+        };
         let old = [-1.0];
         let case = |ratio: f64, advantage: f64| {
             let logp = [-1.0 + ratio.ln()];
-            grpo_loss(&config, &[SequenceInput { advantage, logp: &logp, logp_old: &old, logp_ref: &[] }]).expect("valid")
+            grpo_loss(&config, &[SequenceInput { advantage, logp: &logp, logp_old: &old, logp_ref: &[] }])
+                .expect("valid")
         };
         // Positive advantage: clipped above 1 + ε_high = 1.3 only.
         assert_eq!(case(1.5, 1.0).clip_ratio, 1.0);
@@ -397,8 +419,11 @@ mod tests {
     fn mismatched_or_non_finite_inputs_are_errors_naming_the_sequence() {
         let a = [-1.0, -2.0];
         let b = [-1.0];
-        let err = grpo_loss(&LossConfig::default(), &[SequenceInput { advantage: 1.0, logp: &a, logp_old: &b, logp_ref: &a }])
-            .expect_err("length mismatch");
+        let err = grpo_loss(
+            &LossConfig::default(),
+            &[SequenceInput { advantage: 1.0, logp: &a, logp_old: &b, logp_ref: &a }],
+        )
+        .expect_err("length mismatch");
         assert_eq!(err, LossError::Length { sequence: 0, what: "the sampling (old) policy", got: 1, want: 2 });
         let nan = [f64::NAN, -1.0];
         let err = grpo_loss(

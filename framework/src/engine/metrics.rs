@@ -88,10 +88,37 @@ pub struct Timings {
 /// The column names of `metrics.csv`, in order.
 pub fn metrics_header() -> Vec<&'static str> {
     vec![
-        "step", "lr", "loss", "reward_mean", "reward_std", "advantage_mean", "advantage_std", "zero_std_groups", "kl",
-        "clip_ratio", "entropy", "grad_norm", "units", "turns", "c", "calls", "completion_len", "valid_rate",
-        "truncated_rate", "fb_file", "precision_file", "recall_file", "e", "tool_errors", "tool_timeouts",
-        "eval_fb_mean", "eval_fb_median", "eval_precision", "eval_recall", "eval_fb_ge_0_8", "eval_turns",
+        "step",
+        "lr",
+        "loss",
+        "reward_mean",
+        "reward_std",
+        "advantage_mean",
+        "advantage_std",
+        "zero_std_groups",
+        "kl",
+        "clip_ratio",
+        "entropy",
+        "grad_norm",
+        "units",
+        "turns",
+        "c",
+        "calls",
+        "completion_len",
+        "valid_rate",
+        "truncated_rate",
+        "fb_file",
+        "precision_file",
+        "recall_file",
+        "e",
+        "tool_errors",
+        "tool_timeouts",
+        "eval_fb_mean",
+        "eval_fb_median",
+        "eval_precision",
+        "eval_recall",
+        "eval_fb_ge_0_8",
+        "eval_turns",
     ]
 }
 
@@ -162,7 +189,8 @@ impl JsonlLog {
     pub fn write_all<T: Serialize>(&mut self, rows: &[T]) -> Result<u64, EngineError> {
         let mut text = Vec::new();
         for row in rows {
-            serde_json::to_writer(&mut text, row).map_err(|source| EngineError::Json { path: self.path.clone(), source })?;
+            serde_json::to_writer(&mut text, row)
+                .map_err(|source| EngineError::Json { path: self.path.clone(), source })?;
             text.push(b'\n');
         }
         self.file.write_all(&text).and_then(|()| self.file.flush()).map_err(|e| EngineError::io(&self.path, e))?;

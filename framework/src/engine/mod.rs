@@ -42,7 +42,7 @@ pub mod config;
 mod error;
 pub mod loss;
 pub mod metrics;
-pub mod rollout;
+mod rollout;
 pub(crate) mod seed;
 pub mod tasks;
 pub mod toy;
@@ -295,7 +295,7 @@ impl<P: Policy> Engine<P> {
                 logs.rollouts_bytes += log.write_all(&outcome.rollouts)?;
             }
             let every = self.config.checkpoint_every;
-            let checkpoint = if every > 0 && (self.step % every == 0 || self.step == self.config.total_steps) {
+            let checkpoint = if every > 0 && (self.step.is_multiple_of(every) || self.step == self.config.total_steps) {
                 Some(self.write_checkpoint()?)
             } else {
                 None
@@ -343,12 +343,10 @@ impl<P: Policy> Engine<P> {
         let reward_start = Instant::now();
         let options = FeatureOptions { source: "the GRPO engine".into(), ..FeatureOptions::default() };
         let table = feature_table(self.variant.features(), &batch.records, &options)
-            .map_err(|source| EngineError::Features { step: step_no, source })?;
+            .map_err(|source| EngineError::Features { step: step_no, source: Box::new(source) })?;
         let eval_options = EvalOptions { group_size: Some(c.group_size), non_finite: NonFinite::Error };
-        let outputs = self.variant.compiled().eval(&table.table, &eval_options).map_err(|source| EngineError::Reward {
-            step: step_no,
-            variant: self.variant.name().to_owned(),
-            source,
+        let outputs = self.variant.compiled().eval(&table.table, &eval_options).map_err(|source| {
+            EngineError::Reward { step: step_no, variant: self.variant.name().to_owned(), source: Box::new(source) }
         })?;
         let n = batch.records.len();
         let (mut reward, mut adv, mut advantage) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
@@ -405,9 +403,8 @@ impl<P: Policy> Engine<P> {
             ..MetricsRow::default()
         };
         let eval_start = Instant::now();
-        let mut eval_tools = 0.0;
-        if c.eval_every > 0 && (step_no % c.eval_every == 0 || step_no == c.total_steps) {
-            eval_tools = self.evaluate(&mut metrics)?;
+        if c.eval_every > 0 && (step_no.is_multiple_of(c.eval_every) || step_no == c.total_steps) {
+            self.evaluate(&mut metrics)?;
         }
         let eval_s = eval_start.elapsed().as_secs_f64();
         let timings = Timings {
@@ -416,14 +413,20 @@ impl<P: Policy> Engine<P> {
             tools_s: batch.tool_seconds,
             reward_s,
             update_s,
-            eval_s: eval_s.max(eval_tools),
+            eval_s,
         };
         let rollouts = if c.log_rollouts {
             let RolloutBatch { records, .. } = batch;
             records
                 .into_iter()
                 .enumerate()
-                .map(|(i, rollout)| LoggedRollout { step: step_no, rollout, reward: reward[i], adv: adv[i], advantage: advantage[i] })
+                .map(|(i, rollout)| LoggedRollout {
+                    step: step_no,
+                    rollout,
+                    reward: reward[i],
+                    adv: adv[i],
+                    advantage: advantage[i],
+                })
                 .collect()
         } else {
             Vec::new()
@@ -452,7 +455,12 @@ impl<P: Policy> Engine<P> {
     }
 
     /// Epochs × mini-batches of loss, backward and optimiser step.
-    fn update(&mut self, episodes: &[P::Episode], advantage: &[f64], step_no: usize) -> Result<UpdateStats, EngineError> {
+    fn update(
+        &mut self,
+        episodes: &[P::Episode],
+        advantage: &[f64],
+        step_no: usize,
+    ) -> Result<UpdateStats, EngineError> {
         let c = &self.config;
         let optim = c.optim_step(self.step);
         let old: Vec<Vec<f64>> = episodes.iter().map(|e| self.policy.sampled_logprobs(e)).collect();
@@ -501,15 +509,15 @@ impl<P: Policy> Engine<P> {
         Ok(UpdateStats { loss: loss / per, kl: kl / per, clip_ratio: clip / per, grad_norm: grad / per, units })
     }
 
-    /// Held-out evaluation into `metrics`'s eval columns; returns its tool seconds.
-    fn evaluate(&mut self, metrics: &mut MetricsRow) -> Result<f64, EngineError> {
+    /// Held-out evaluation (one rollout per task) into `metrics`'s eval columns.
+    fn evaluate(&mut self, metrics: &mut MetricsRow) -> Result<(), EngineError> {
         let c = &self.config;
         let tasks = self.tasks.clone();
         let all = tasks.tasks();
         let limit = c.eval_tasks.unwrap_or(usize::MAX);
         let held: Vec<usize> = tasks.held_out().iter().copied().take(limit).collect();
         if held.is_empty() {
-            return Ok(0.0);
+            return Ok(());
         }
         let mut ids = HashSet::new();
         let specs: Vec<EpisodeSpec<'_>> = held
@@ -522,16 +530,24 @@ impl<P: Policy> Engine<P> {
             })
             .collect();
         let limits = TurnLimits { max_turns: c.max_turns, max_calls_per_turn: c.max_calls_per_turn };
-        let batch =
-            run_batch(&self.policy, &self.sandbox, &self.runtime, &specs, c.eval_sampling.sampling(), limits, self.step)?;
+        let batch = run_batch(
+            &self.policy,
+            &self.sandbox,
+            &self.runtime,
+            &specs,
+            c.eval_sampling.sampling(),
+            limits,
+            self.step,
+        )?;
         let summary = summarise(&batch.records, self.step)?;
         metrics.eval_fb_mean = Some(mean(&summary.fb));
         metrics.eval_fb_median = median(&summary.fb);
         metrics.eval_precision = Some(mean(&summary.precision));
         metrics.eval_recall = Some(mean(&summary.recall));
-        metrics.eval_fb_ge_0_8 = Some(summary.fb.iter().filter(|&&f| f >= 0.8).count() as f64 / summary.fb.len() as f64);
+        metrics.eval_fb_ge_0_8 =
+            Some(summary.fb.iter().filter(|&&f| f >= 0.8).count() as f64 / summary.fb.len() as f64);
         metrics.eval_turns = Some(mean(&summary.turns));
-        Ok(batch.tool_seconds)
+        Ok(())
     }
 
     /// Opens (or, after a resume, restores) the run's log files under `out_dir`.
@@ -620,7 +636,8 @@ fn summarise(records: &[Rollout], step: usize) -> Result<Summary, EngineError> {
         FeatureRef::new(decl("truncated"), None, Vec::new()),
     ];
     let options = FeatureOptions { source: "the GRPO engine".into(), ..FeatureOptions::default() };
-    let table = feature_table(&refs, records, &options).map_err(|source| EngineError::Features { step, source })?;
+    let table = feature_table(&refs, records, &options)
+        .map_err(|source| EngineError::Features { step, source: Box::new(source) })?;
     let column = |r: &FeatureRef| {
         let values = table.table.column(&r.key).expect("feature_table computed every requested column");
         let mut out = vec![0.0; values.len()];

@@ -170,7 +170,10 @@ pub(crate) fn run_batch<P: Policy>(
 }
 
 /// Opens each distinct (repository, commit) once; the store caches trees across batches.
-fn open_trees(sandbox: &Sandbox, specs: &[EpisodeSpec<'_>]) -> Result<HashMap<(String, String), Arc<Tree>>, EngineError> {
+fn open_trees(
+    sandbox: &Sandbox,
+    specs: &[EpisodeSpec<'_>],
+) -> Result<HashMap<(String, String), Arc<Tree>>, EngineError> {
     let mut trees = HashMap::new();
     for spec in specs {
         let key = (spec.task.repo.clone(), spec.task.commit.clone());
@@ -181,7 +184,7 @@ fn open_trees(sandbox: &Sandbox, specs: &[EpisodeSpec<'_>]) -> Result<HashMap<(S
             task: spec.task.id.clone(),
             repo: key.0.clone(),
             commit: key.1.clone(),
-            source,
+            source: Box::new(source),
         })?;
         trees.insert(key, tree);
     }
@@ -244,7 +247,11 @@ fn run_calls(
         .map(|calls| {
             calls
                 .into_iter()
-                .map(|r| r.unwrap_or_else(|| ToolResult::error(ErrorKind::Internal, "the sandbox failed on this call".into())))
+                .map(|r| {
+                    r.unwrap_or_else(|| {
+                        ToolResult::error(ErrorKind::Internal, "the sandbox failed on this call".into())
+                    })
+                })
                 .collect()
         })
         .collect()
@@ -287,7 +294,9 @@ mod tests {
             .expect("valid structured answer");
         assert_eq!(ok.files, Some(vec!["a.py".to_string()]));
         assert_eq!(ok.line_ranges.as_ref().map(Vec::len), Some(1));
-        assert!(parse(&Answer::Structured { files: vec!["a.py".into(), "a.py".into()], line_ranges: vec![] }).is_none());
+        assert!(
+            parse(&Answer::Structured { files: vec!["a.py".into(), "a.py".into()], line_ranges: vec![] }).is_none()
+        );
         assert!(parse(&Answer::Structured { files: vec!["/etc/passwd".into()], line_ranges: vec![] }).is_none());
         assert!(parse(&Answer::Text("no block".into())).is_none());
         let text = parse(&Answer::Text(r#"I think <answer>{"files": ["b.py"], "line_ranges": []}</answer>"#.into()))

@@ -125,7 +125,12 @@ impl TaskSet {
     /// Tasks from SWE-bench JSONL or mined commits, split by a seeded shuffle:
     /// the first `held_out_fraction` (rounded) are held out. Targets as in
     /// [`Task::target_selection`] with `aux_min_weight`.
-    pub fn from_tasks(tasks: &[Task], held_out_fraction: f64, seed: u64, aux_min_weight: f64) -> Result<TaskSet, TaskSetError> {
+    pub fn from_tasks(
+        tasks: &[Task],
+        held_out_fraction: f64,
+        seed: u64,
+        aux_min_weight: f64,
+    ) -> Result<TaskSet, TaskSetError> {
         if !(0.0..=1.0).contains(&held_out_fraction) {
             return Err(TaskSetError::Fraction(held_out_fraction));
         }
@@ -164,7 +169,11 @@ mod tests {
             repo: RepoRef::Name("o/r".into()),
             base_commit: "abc".into(),
             prompt: format!("issue {i}"),
-            targets: Targets { files: vec![format!("f{i}.py")], line_ranges: vec![LineRange::new(format!("f{i}.py"), 1, 2)], functions: None },
+            targets: Targets {
+                files: vec![format!("f{i}.py")],
+                line_ranges: vec![LineRange::new(format!("f{i}.py"), 1, 2)],
+                functions: None,
+            },
             auxiliary: Vec::new(),
         }
     }

@@ -121,7 +121,14 @@ impl ToyPolicy {
     /// A policy starting (and with its reference) at `theta` (length [`TOY_DIM`]).
     pub fn with_params(theta: Vec<f64>) -> ToyPolicy {
         assert_eq!(theta.len(), TOY_DIM, "the toy policy has {TOY_DIM} parameters");
-        ToyPolicy { reference: theta.clone(), theta, grad: vec![0.0; TOY_DIM], m: vec![0.0; TOY_DIM], v: vec![0.0; TOY_DIM], t: 0 }
+        ToyPolicy {
+            reference: theta.clone(),
+            theta,
+            grad: vec![0.0; TOY_DIM],
+            m: vec![0.0; TOY_DIM],
+            v: vec![0.0; TOY_DIM],
+            t: 0,
+        }
     }
 
     pub fn params(&self) -> &[f64] {
@@ -156,16 +163,20 @@ impl ToyEpisode {
             Some(_) => {
                 let u: f64 = self.rng.random();
                 let mut acc = 0.0;
-                probs.iter().position(|&p| {
-                    acc += p;
-                    u < acc
-                })
-                .unwrap_or(probs.len() - 1)
+                probs
+                    .iter()
+                    .position(|&p| {
+                        acc += p;
+                        u < acc
+                    })
+                    .unwrap_or(probs.len() - 1)
             }
         };
         let entropy = -probs.iter().filter(|&&p| p > 0.0).map(|&p| p * p.ln()).sum::<f64>();
-        let logp = probs[chosen].ln();
-        self.units.push(Unit { options, chosen, temperature, logp, entropy });
+        let mut unit = Unit { options, chosen, temperature, logp: 0.0, entropy };
+        // The same log-softmax as `Policy::logprobs`, so an on-policy ratio is exactly 1.
+        unit.logp = unit_logp(theta, &unit);
+        self.units.push(unit);
         chosen
     }
 
@@ -224,13 +235,19 @@ impl ToyEpisode {
             let tool = tools[self.sample(theta, tools.iter().map(|&t| vec![(TOOL + t, 1.0)]).collect())];
             let call = match tool {
                 0 => {
-                    let options = self.terms.iter().map(|t| feature_block(GREP_TERM, &Self::term_features(t))).collect();
+                    let options =
+                        self.terms.iter().map(|t| feature_block(GREP_TERM, &Self::term_features(t))).collect();
                     let i = self.sample(theta, options);
                     self.terms[i].used = true;
-                    ToolCall::Grep(GrepArgs { pattern: regex_escape(&self.terms[i].text), path: None, case_sensitive: None })
+                    ToolCall::Grep(GrepArgs {
+                        pattern: regex_escape(&self.terms[i].text),
+                        path: None,
+                        case_sensitive: None,
+                    })
                 }
                 1 => {
-                    let options = globs.iter().map(|&i| feature_block(GLOB_TERM, &Self::term_features(&self.terms[i]))).collect();
+                    let options =
+                        globs.iter().map(|&i| feature_block(GLOB_TERM, &Self::term_features(&self.terms[i]))).collect();
                     let i = globs[self.sample(theta, options)];
                     self.terms[i].used = true;
                     ToolCall::Glob(GlobArgs { pattern: format!("**/*{}*", last_component(&self.terms[i].text)) })
@@ -298,7 +315,9 @@ impl ToyEpisode {
         }
         for entity in &result.entities {
             let (path, line) = match entity.rsplit_once(':') {
-                Some((path, line)) if !line.is_empty() && line.bytes().all(|b| b.is_ascii_digit()) => (path, line.parse::<u32>().ok()),
+                Some((path, line)) if !line.is_empty() && line.bytes().all(|b| b.is_ascii_digit()) => {
+                    (path, line.parse::<u32>().ok())
+                }
                 _ => (entity.as_str(), None),
             };
             let index = match self.seen.iter().position(|s| s.path == path) {
@@ -409,7 +428,13 @@ impl Policy for ToyPolicy {
     }
 
     fn state(&self) -> ToyState {
-        ToyState { theta: self.theta.clone(), reference: self.reference.clone(), m: self.m.clone(), v: self.v.clone(), t: self.t }
+        ToyState {
+            theta: self.theta.clone(),
+            reference: self.reference.clone(),
+            m: self.m.clone(),
+            v: self.v.clone(),
+            t: self.t,
+        }
     }
 
     fn restore(&mut self, state: ToyState) {
@@ -428,7 +453,8 @@ fn feature_block(offset: usize, values: &[f64]) -> Vec<(usize, f64)> {
 }
 
 fn softmax(theta: &[f64], options: &[Vec<(usize, f64)>], temperature: f64) -> Vec<f64> {
-    let logits: Vec<f64> = options.iter().map(|o| o.iter().map(|&(k, x)| theta[k] * x).sum::<f64>() / temperature).collect();
+    let logits: Vec<f64> =
+        options.iter().map(|o| o.iter().map(|&(k, x)| theta[k] * x).sum::<f64>() / temperature).collect();
     let max = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let exps: Vec<f64> = logits.iter().map(|l| (l - max).exp()).collect();
     let total: f64 = exps.iter().sum();
@@ -493,18 +519,19 @@ mod tests {
     use super::*;
 
     fn episode_with_units(policy: &ToyPolicy, seed: u64) -> ToyEpisode {
-        let prompt = TaskPrompt { id: "t".into(), text: "`parse_config failed` in ConfigLoader.load with settings_path".into() };
+        let prompt =
+            TaskPrompt { id: "t".into(), text: "`parse_config failed` in ConfigLoader.load with settings_path".into() };
         let mut e = policy.begin(&prompt, Sampling::Sample { temperature: 0.7 }, seed);
-        let results = vec![ToolResult {
+        let result = ToolResult {
             output: "a.py:3: x\nb/c.py:9: y".into(),
             entities: vec!["a.py:3".into(), "b/c.py:9".into(), "a.py:5".into()],
             status: rewardlab_sandbox::Status::Ok,
-        }];
+        };
         for turn in 0..3 {
             let info = TurnInfo { index: turn, max_turns: 3, max_calls_per_turn: 8, must_answer: turn == 2 };
             let out = policy.act(&mut [&mut e], info);
             if let TurnOutput::Calls(calls) = &out[0] {
-                let replies: Vec<ToolResult> = calls.iter().map(|_| results[0].clone()).collect();
+                let replies: Vec<ToolResult> = calls.iter().map(|_| result.clone()).collect();
                 policy.observe(&mut e, &replies);
             } else {
                 break;
@@ -522,12 +549,19 @@ mod tests {
         let refs: Vec<&ToyEpisode> = episodes.iter().collect();
         let units: usize = episodes.iter().map(|e| e.units.len()).sum();
         assert!(units > 10, "the episodes sample decisions ({units})");
-        let coeffs: Vec<Vec<f64>> =
-            episodes.iter().enumerate().map(|(i, e)| (0..e.units.len()).map(|u| ((i + u) % 3) as f64 - 1.2).collect()).collect();
+        let coeffs: Vec<Vec<f64>> = episodes
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (0..e.units.len()).map(|u| ((i + u) % 3) as f64 - 1.2).collect())
+            .collect();
         policy.backward(&refs, &coeffs);
         let objective = |theta: &[f64]| {
             let p = ToyPolicy::with_params(theta.to_vec());
-            p.logprobs(&refs).iter().zip(&coeffs).map(|(lp, c)| lp.iter().zip(c).map(|(a, b)| a * b).sum::<f64>()).sum::<f64>()
+            p.logprobs(&refs)
+                .iter()
+                .zip(&coeffs)
+                .map(|(lp, c)| lp.iter().zip(c).map(|(a, b)| a * b).sum::<f64>())
+                .sum::<f64>()
         };
         let h = 1e-6;
         for k in 0..TOY_DIM {
@@ -548,7 +582,8 @@ mod tests {
     fn same_seed_same_decisions_and_greedy_is_deterministic() {
         let policy = ToyPolicy::default();
         assert_eq!(episode_with_units(&policy, 3).choices(), episode_with_units(&policy, 3).choices());
-        let differs = (0..8).any(|s| episode_with_units(&policy, s).choices() != episode_with_units(&policy, 100 + s).choices());
+        let differs =
+            (0..8).any(|s| episode_with_units(&policy, s).choices() != episode_with_units(&policy, 100 + s).choices());
         assert!(differs, "different seeds sample differently");
     }
 
@@ -557,7 +592,8 @@ mod tests {
         let mut policy = ToyPolicy::default();
         let before = policy.params().to_vec();
         policy.grad[INCLUDE] = -3.0;
-        let optim = OptimStep { lr: 0.1, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0, max_grad_norm: Some(1.0) };
+        let optim =
+            OptimStep { lr: 0.1, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0, max_grad_norm: Some(1.0) };
         let stats = policy.step(&optim);
         assert_eq!(stats.grad_norm, 3.0);
         assert!((policy.params()[INCLUDE] - (before[INCLUDE] + 0.1)).abs() < 1e-6, "first Adam step is lr·sign(g)");
@@ -569,7 +605,9 @@ mod tests {
 
     #[test]
     fn issue_terms_prefer_quotes_and_identifiers() {
-        let terms = issue_terms("Calling `load_settings()` raises \"invalid retry budget\" in net.retry when RetryPolicy is used");
+        let terms = issue_terms(
+            "Calling `load_settings()` raises \"invalid retry budget\" in net.retry when RetryPolicy is used",
+        );
         let texts: Vec<&str> = terms.iter().map(|t| t.text.as_str()).collect();
         assert_eq!(&texts[..2], &["load_settings()", "invalid retry budget"]);
         assert!(texts.contains(&"net.retry") && texts.contains(&"RetryPolicy"), "{texts:?}");

@@ -30,12 +30,17 @@ impl RewardVariant {
     /// Parses, checks (against the rewards crate's feature schema, with
     /// `group.count()` fixed to `group_size`) and compiles `source`. `params`
     /// override `param` declarations by name; an unknown name is an error.
-    pub fn compile(name: &str, source: &str, group_size: usize, params: &[(String, f64)]) -> Result<RewardVariant, VariantError> {
+    pub fn compile(
+        name: &str,
+        source: &str,
+        group_size: usize,
+        params: &[(String, f64)],
+    ) -> Result<RewardVariant, VariantError> {
         let file = SourceFile::new(name, source);
         let schema = rewardlab_rewards::feature_schema();
         let options = CheckOptions { group_size: Interval::point(group_size as f64), ..CheckOptions::default() };
-        let (program, warnings) =
-            compile_source(&file, &schema, &options).map_err(|errors| VariantError { name: name.to_owned(), errors })?;
+        let (program, warnings) = compile_source(&file, &schema, &options)
+            .map_err(|errors| VariantError { name: name.to_owned(), errors })?;
         let mut compiled = CompiledProgram::new(&program);
         for (param, value) in params {
             if !compiled.set_param(param, *value) {
@@ -54,7 +59,12 @@ impl RewardVariant {
 
     /// Wraps a program compiled elsewhere (`source` is kept only to tell variants apart in checkpoints).
     pub fn from_program(name: &str, source: &str, program: &Program) -> RewardVariant {
-        RewardVariant { name: name.to_owned(), source: source.to_owned(), program: CompiledProgram::new(program), warnings: Vec::new() }
+        RewardVariant {
+            name: name.to_owned(),
+            source: source.to_owned(),
+            program: CompiledProgram::new(program),
+            warnings: Vec::new(),
+        }
     }
 
     pub fn name(&self) -> &str {
