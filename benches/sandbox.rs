@@ -28,7 +28,7 @@ use rewardlab_sandbox::{
 const VERSION: &str = "sandbox-v1";
 const FILES: usize = 2000;
 const COMMITS: usize = 50;
-const GREPS: &[(&str, &str)] = &[("literal", "Content-Length"), ("regex", "class [A-Z][a-z]+(Adapter|Session)[0-9]+")];
+const GREPS: &[(&str, &str)] = &[("literal", "Content-Length"), ("regex", r"def [a-z]+_[0-9]+\(self, x\)")];
 
 struct Fixture {
     store_dir: PathBuf,

@@ -35,10 +35,7 @@ impl PathFilter {
             set.add(compile(variant, "grep: `path`")?);
         }
         let set = set.build().map_err(|e| {
-            ToolResult::error(
-                ErrorKind::InvalidPattern,
-                format!("grep: `path` is not a valid glob: {e}"),
-            )
+            ToolResult::error(ErrorKind::InvalidPattern, format!("grep: `path` is not a valid glob: {e}"))
         })?;
         Ok(PathFilter { set })
     }
@@ -49,10 +46,7 @@ impl PathFilter {
 }
 
 /// Compiles the `glob` tool's pattern.
-pub(crate) fn glob_matcher(
-    pattern: &str,
-    limits: &Limits,
-) -> Result<globset::GlobMatcher, ToolResult> {
+pub(crate) fn glob_matcher(pattern: &str, limits: &Limits) -> Result<globset::GlobMatcher, ToolResult> {
     let pattern = clean(pattern, "glob: `pattern`", limits)?;
     Ok(compile(pattern, "glob: `pattern`")?.compile_matcher())
 }
@@ -63,26 +57,15 @@ fn clean<'p>(pattern: &'p str, what: &str, limits: &Limits) -> Result<&'p str, T
     if pattern.len() > limits.max_pattern_len {
         return Err(ToolResult::error(
             ErrorKind::PatternTooLong,
-            format!(
-                "{what} is {} bytes long; the limit is {}",
-                pattern.len(),
-                limits.max_pattern_len
-            ),
+            format!("{what} is {} bytes long; the limit is {}", pattern.len(), limits.max_pattern_len),
         ));
     }
-    let refused = |why: &str| {
-        Err(ToolResult::error(
-            ErrorKind::Refused,
-            format!("{what} refused: {why}"),
-        ))
-    };
+    let refused = |why: &str| Err(ToolResult::error(ErrorKind::Refused, format!("{what} refused: {why}")));
     if pattern.contains('\0') {
         return refused("patterns may not contain NUL bytes");
     }
     if pattern.starts_with('/') {
-        return refused(
-            "patterns are relative to the repository root; absolute patterns are refused",
-        );
+        return refused("patterns are relative to the repository root; absolute patterns are refused");
     }
     if pattern.split('/').any(|c| c == "..") {
         return refused("`..` is refused; patterns are relative to the repository root");
@@ -96,10 +79,7 @@ fn clean<'p>(pattern: &'p str, what: &str, limits: &Limits) -> Result<&'p str, T
     }
     let pattern = pattern.trim_end_matches('/');
     if pattern.is_empty() || pattern == "." {
-        return Err(ToolResult::error(
-            ErrorKind::InvalidPattern,
-            format!("{what} is empty"),
-        ));
+        return Err(ToolResult::error(ErrorKind::InvalidPattern, format!("{what} is empty")));
     }
     Ok(pattern)
 }
@@ -109,12 +89,7 @@ fn compile(pattern: &str, what: &str) -> Result<Glob, ToolResult> {
         .literal_separator(true)
         .backslash_escape(true)
         .build()
-        .map_err(|e| {
-            ToolResult::error(
-                ErrorKind::InvalidPattern,
-                format!("{what} is not a valid glob: {e}"),
-            )
-        })
+        .map_err(|e| ToolResult::error(ErrorKind::InvalidPattern, format!("{what} is not a valid glob: {e}")))
 }
 
 #[cfg(test)]
@@ -127,12 +102,10 @@ mod tests {
 
     #[test]
     fn star_never_crosses_a_slash() {
-        let m =
-            glob_matcher("src/*.py", &Limits::default()).unwrap_or_else(|r| panic!("{}", r.output));
+        let m = glob_matcher("src/*.py", &Limits::default()).unwrap_or_else(|r| panic!("{}", r.output));
         assert!(m.is_match("src/a.py"));
         assert!(!m.is_match("src/sub/a.py"));
-        let m = glob_matcher("src/**/*.py", &Limits::default())
-            .unwrap_or_else(|r| panic!("{}", r.output));
+        let m = glob_matcher("src/**/*.py", &Limits::default()).unwrap_or_else(|r| panic!("{}", r.output));
         assert!(m.is_match("src/a.py"));
         assert!(m.is_match("src/sub/deeper/a.py"));
         let m = glob_matcher("*.py", &Limits::default()).unwrap_or_else(|r| panic!("{}", r.output));
@@ -155,14 +128,8 @@ mod tests {
     #[test]
     fn escaping_patterns_are_refused() {
         for p in ["../*", "/etc/*", "a/../../b", ".git/*", "x\0y"] {
-            let err = glob_matcher(p, &Limits::default())
-                .err()
-                .unwrap_or_else(|| panic!("{p:?} accepted"));
-            assert_eq!(
-                err.status,
-                super::super::Status::Error(ErrorKind::Refused),
-                "{p:?}"
-            );
+            let err = glob_matcher(p, &Limits::default()).err().unwrap_or_else(|| panic!("{p:?} accepted"));
+            assert_eq!(err.status, super::super::Status::Error(ErrorKind::Refused), "{p:?}");
         }
     }
 }

@@ -40,7 +40,5 @@ pub(crate) fn run(tree: &Tree, args: &GlobArgs, limits: &Limits, deadline: Deadl
             files.len()
         ));
     }
-    out.finish(timed_out, |_| {
-        "narrow with a more specific pattern (e.g. a directory: \"src/pkg/**/*.py\")".to_owned()
-    })
+    out.finish(timed_out, |_| "narrow with a more specific pattern (e.g. a directory: \"src/pkg/**/*.py\")".to_owned())
 }

@@ -25,12 +25,7 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
         Ok(matcher) => matcher,
         Err(result) => return result,
     };
-    let filter = match args
-        .path
-        .as_deref()
-        .map(|p| PathFilter::new(p, limits))
-        .transpose()
-    {
+    let filter = match args.path.as_deref().map(|p| PathFilter::new(p, limits)).transpose() {
         Ok(filter) => filter,
         Err(result) => return result,
     };
@@ -47,9 +42,7 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
     let mut large = 0usize;
     let mut timed_out = false;
     for entry in tree.files() {
-        if entry.kind == EntryKind::Symlink
-            || !filter.as_ref().is_none_or(|f| f.matches(&entry.path))
-        {
+        if entry.kind == EntryKind::Symlink || !filter.as_ref().is_none_or(|f| f.matches(&entry.path)) {
             continue;
         }
         candidates += 1;
@@ -77,28 +70,18 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
             binary += 1;
             continue;
         }
-        if !search_file(
-            &mut searcher,
-            &matcher,
-            &entry.path,
-            &data,
-            &mut out,
-            deadline,
-        ) {
+        if !search_file(&mut searcher, &matcher, &entry.path, &data, &mut out, deadline) {
             timed_out = true;
         }
     }
     if out.lines() == 0 && !timed_out {
-        out.note(format!("[no matches in {searched} files]"));
+        out.note(format!("[no matches in {}]", plural(searched, "file", "files")));
     }
     if binary > 0 {
-        out.note(format!("[skipped {binary} binary files]"));
+        out.note(format!("[skipped {}]", plural(binary, "binary file", "binary files")));
     }
     if large > 0 {
-        out.note(format!(
-            "[skipped {large} files over {} bytes]",
-            limits.max_grep_file_bytes
-        ));
+        out.note(format!("[skipped {} over {} bytes]", plural(large, "file", "files"), limits.max_grep_file_bytes));
     }
     if timed_out {
         out.note(format!(
@@ -115,18 +98,11 @@ fn build_matcher(args: &GrepArgs, limits: &Limits) -> Result<RegexMatcher, ToolR
     if args.pattern.len() > limits.max_pattern_len {
         return Err(ToolResult::error(
             ErrorKind::PatternTooLong,
-            format!(
-                "grep: the pattern is {} bytes long; the limit is {}",
-                args.pattern.len(),
-                limits.max_pattern_len
-            ),
+            format!("grep: the pattern is {} bytes long; the limit is {}", args.pattern.len(), limits.max_pattern_len),
         ));
     }
     if args.pattern.is_empty() {
-        return Err(ToolResult::error(
-            ErrorKind::InvalidPattern,
-            "grep: the pattern is empty".to_owned(),
-        ));
+        return Err(ToolResult::error(ErrorKind::InvalidPattern, "grep: the pattern is empty".to_owned()));
     }
     RegexMatcherBuilder::new()
         .case_insensitive(!args.case_sensitive.unwrap_or(true))
@@ -142,10 +118,7 @@ fn build_matcher(args: &GrepArgs, limits: &Limits) -> Result<RegexMatcher, ToolR
             } else {
                 ErrorKind::InvalidPattern
             };
-            ToolResult::error(
-                kind,
-                format!("grep: the pattern does not compile: {message}"),
-            )
+            ToolResult::error(kind, format!("grep: the pattern does not compile: {message}"))
         })
 }
 
@@ -158,13 +131,7 @@ fn search_file(
     out: &mut Output,
     deadline: Deadline,
 ) -> bool {
-    let mut sink = LineSink {
-        path,
-        out,
-        deadline,
-        line_base: 0,
-        stopped: false,
-    };
+    let mut sink = LineSink { path, path_chars: path.chars().count(), out, deadline, line_base: 0, stopped: false };
     let mut start = 0;
     while start < data.len() {
         let end = match data.len() - start > CHUNK_BYTES {
@@ -192,8 +159,22 @@ fn search_file(
     true
 }
 
+fn digits(mut n: u64) -> usize {
+    let mut digits = 1;
+    while n >= 10 {
+        n /= 10;
+        digits += 1;
+    }
+    digits
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 struct LineSink<'a> {
     path: &'a str,
+    path_chars: usize,
     out: &'a mut Output,
     deadline: Deadline,
     line_base: u64,
@@ -207,11 +188,17 @@ impl Sink for LineSink<'_> {
         let line = self.line_base + mat.line_number().unwrap_or(0);
         let bytes = mat.bytes();
         let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
-        let text = String::from_utf8_lossy(bytes);
-        self.out.line(
-            &format!("{}:{line}:{text}", self.path),
-            Some(format!("{}:{line}", self.path)),
-        );
+        if self.out.showing() {
+            let text = String::from_utf8_lossy(bytes);
+            self.out.line(&format!("{}:{line}:{text}", self.path), Some(format!("{}:{line}", self.path)));
+        } else {
+            // Past the output limit only the size of what is cut matters: count, don't build.
+            let text_chars = match std::str::from_utf8(bytes) {
+                Ok(text) => text.chars().count(),
+                Err(_) => String::from_utf8_lossy(bytes).chars().count(),
+            };
+            self.out.count(self.path_chars + digits(line) + 2 + text_chars);
+        }
         if self.deadline.expired() {
             self.stopped = true;
             return Ok(false);

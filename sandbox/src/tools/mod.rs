@@ -150,22 +150,15 @@ impl ToolCall {
             )));
         };
         if let Some(key) = object.keys().find(|k| *k != "tool" && *k != "args") {
-            return Err(invalid(format!(
-                "unknown key {key:?} in a tool call; a call has `tool` and `args`"
-            )));
+            return Err(invalid(format!("unknown key {key:?} in a tool call; a call has `tool` and `args`")));
         }
         let tool = match object.get("tool") {
             Some(Value::String(tool)) => tool.as_str(),
             Some(other) => {
-                return Err(invalid(format!(
-                    "`tool` must be a string, not {}",
-                    type_name(other)
-                )));
+                return Err(invalid(format!("`tool` must be a string, not {}", type_name(other))));
             }
             None => {
-                return Err(invalid(
-                    "a tool call needs `tool`: one of grep, glob, read".to_owned(),
-                ));
+                return Err(invalid("a tool call needs `tool`: one of grep, glob, read".to_owned()));
             }
         };
         let empty = Map::new();
@@ -173,19 +166,14 @@ impl ToolCall {
             Some(Value::Object(args)) => args,
             None | Some(Value::Null) => &empty,
             Some(other) => {
-                return Err(invalid(format!(
-                    "{tool}: `args` must be an object, not {}",
-                    type_name(other)
-                )));
+                return Err(invalid(format!("{tool}: `args` must be an object, not {}", type_name(other))));
             }
         };
         match tool {
             "grep" => {
                 let mut args = Args::new("grep", args, &["pattern", "path", "case_sensitive"])?;
                 Ok(ToolCall::Grep(GrepArgs {
-                    pattern: args
-                        .string("pattern")?
-                        .ok_or_else(|| args.missing("pattern", "a string"))?,
+                    pattern: args.string("pattern")?.ok_or_else(|| args.missing("pattern", "a string"))?,
                     path: args.string("path")?,
                     case_sensitive: args.boolean("case_sensitive")?,
                 }))
@@ -193,17 +181,13 @@ impl ToolCall {
             "glob" => {
                 let mut args = Args::new("glob", args, &["pattern"])?;
                 Ok(ToolCall::Glob(GlobArgs {
-                    pattern: args
-                        .string("pattern")?
-                        .ok_or_else(|| args.missing("pattern", "a string"))?,
+                    pattern: args.string("pattern")?.ok_or_else(|| args.missing("pattern", "a string"))?,
                 }))
             }
             "read" => {
                 let mut args = Args::new("read", args, &["path", "start", "end"])?;
                 Ok(ToolCall::Read(ReadArgs {
-                    path: args
-                        .string("path")?
-                        .ok_or_else(|| args.missing("path", "a string"))?,
+                    path: args.string("path")?.ok_or_else(|| args.missing("path", "a string"))?,
                     start: args.line("start")?,
                     end: args.line("end")?,
                 }))
@@ -217,12 +201,8 @@ impl ToolCall {
 
     /// Like [`ToolCall::from_json`] for JSON text.
     pub fn from_json_str(text: &str) -> Result<ToolCall, ToolResult> {
-        let value: Value = serde_json::from_str(text).map_err(|e| {
-            ToolResult::error(
-                ErrorKind::InvalidCall,
-                format!("the tool call is not valid JSON: {e}"),
-            )
-        })?;
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| ToolResult::error(ErrorKind::InvalidCall, format!("the tool call is not valid JSON: {e}")))?;
         Self::from_json(&value)
     }
 
@@ -254,11 +234,7 @@ impl ToolCall {
 impl ToolResult {
     /// An error result with no entities.
     pub fn error(kind: ErrorKind, message: String) -> Self {
-        ToolResult {
-            output: message,
-            entities: Vec::new(),
-            status: Status::Error(kind),
-        }
+        ToolResult { output: message, entities: Vec::new(), status: Status::Error(kind) }
     }
 
     pub(crate) fn access_error(tool: &str, error: &AccessError) -> Self {
@@ -286,18 +262,11 @@ struct Args<'a> {
 }
 
 impl<'a> Args<'a> {
-    fn new(
-        tool: &'static str,
-        args: &'a Map<String, Value>,
-        known: &[&str],
-    ) -> Result<Self, ToolResult> {
+    fn new(tool: &'static str, args: &'a Map<String, Value>, known: &[&str]) -> Result<Self, ToolResult> {
         if let Some(unknown) = args.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(ToolResult::error(
                 ErrorKind::InvalidCall,
-                format!(
-                    "{tool}: unknown argument {unknown:?}; {tool} takes {}",
-                    known.join(", ")
-                ),
+                format!("{tool}: unknown argument {unknown:?}; {tool} takes {}", known.join(", ")),
             ));
         }
         Ok(Args { tool, args })
@@ -306,21 +275,14 @@ impl<'a> Args<'a> {
     fn missing(&self, name: &str, expected: &str) -> ToolResult {
         ToolResult::error(
             ErrorKind::InvalidCall,
-            format!(
-                "{}: missing required argument `{name}` ({expected})",
-                self.tool
-            ),
+            format!("{}: missing required argument `{name}` ({expected})", self.tool),
         )
     }
 
     fn mistyped(&self, name: &str, expected: &str, got: &Value) -> ToolResult {
         ToolResult::error(
             ErrorKind::InvalidCall,
-            format!(
-                "{}: argument `{name}` must be {expected}, not {}",
-                self.tool,
-                type_name(got)
-            ),
+            format!("{}: argument `{name}` must be {expected}, not {}", self.tool, type_name(got)),
         )
     }
 
@@ -383,29 +345,18 @@ mod tests {
 
     #[test]
     fn valid_calls_parse_and_round_trip() {
-        let call = ToolCall::from_json(&json!({"tool": "grep", "args": {"pattern": "x", "path": "*.py", "case_sensitive": false}}))
-            .unwrap_or_else(|r| panic!("{}", r.output));
-        assert_eq!(
-            call,
-            ToolCall::Grep(GrepArgs {
-                pattern: "x".into(),
-                path: Some("*.py".into()),
-                case_sensitive: Some(false)
-            })
-        );
-        assert_eq!(ToolCall::from_json(&call.to_json()).ok(), Some(call));
-        let read = ToolCall::from_json(
-            &json!({"tool": "read", "args": {"path": "a.py", "start": 3, "end": null}}),
+        let call = ToolCall::from_json(
+            &json!({"tool": "grep", "args": {"pattern": "x", "path": "*.py", "case_sensitive": false}}),
         )
         .unwrap_or_else(|r| panic!("{}", r.output));
         assert_eq!(
-            read,
-            ToolCall::Read(ReadArgs {
-                path: "a.py".into(),
-                start: Some(3),
-                end: None
-            })
+            call,
+            ToolCall::Grep(GrepArgs { pattern: "x".into(), path: Some("*.py".into()), case_sensitive: Some(false) })
         );
+        assert_eq!(ToolCall::from_json(&call.to_json()).ok(), Some(call));
+        let read = ToolCall::from_json(&json!({"tool": "read", "args": {"path": "a.py", "start": 3, "end": null}}))
+            .unwrap_or_else(|r| panic!("{}", r.output));
+        assert_eq!(read, ToolCall::Read(ReadArgs { path: "a.py".into(), start: Some(3), end: None }));
         let serde_way: ToolCall = serde_json::from_value(read.to_json()).expect("serde agrees");
         assert_eq!(serde_way, read);
     }
@@ -414,58 +365,24 @@ mod tests {
     fn invalid_calls_become_tool_responses() {
         let unknown = rejected(json!({"tool": "rm", "args": {"path": "/"}}));
         assert_eq!(unknown.status, Status::Error(ErrorKind::UnknownTool));
-        assert!(
-            unknown.output.contains("grep, glob and read"),
-            "{}",
-            unknown.output
-        );
+        assert!(unknown.output.contains("grep, glob and read"), "{}", unknown.output);
 
         let missing = rejected(json!({"tool": "grep", "args": {}}));
         assert_eq!(missing.status, Status::Error(ErrorKind::InvalidCall));
-        assert!(
-            missing
-                .output
-                .contains("missing required argument `pattern`"),
-            "{}",
-            missing.output
-        );
+        assert!(missing.output.contains("missing required argument `pattern`"), "{}", missing.output);
 
         let mistyped = rejected(json!({"tool": "read", "args": {"path": "a", "start": "ten"}}));
-        assert!(
-            mistyped.output.contains("`start` must be a line number"),
-            "{}",
-            mistyped.output
-        );
+        assert!(mistyped.output.contains("`start` must be a line number"), "{}", mistyped.output);
         let zero = rejected(json!({"tool": "read", "args": {"path": "a", "start": 0}}));
         assert!(zero.output.contains("`start`"), "{}", zero.output);
-        let case =
-            rejected(json!({"tool": "grep", "args": {"pattern": "a", "case_sensitive": "no"}}));
-        assert!(
-            case.output.contains("must be true or false"),
-            "{}",
-            case.output
-        );
+        let case = rejected(json!({"tool": "grep", "args": {"pattern": "a", "case_sensitive": "no"}}));
+        assert!(case.output.contains("must be true or false"), "{}", case.output);
         let extra = rejected(json!({"tool": "glob", "args": {"pattern": "*", "recursive": true}}));
-        assert!(
-            extra.output.contains("unknown argument \"recursive\""),
-            "{}",
-            extra.output
-        );
+        assert!(extra.output.contains("unknown argument \"recursive\""), "{}", extra.output);
         assert!(rejected(json!(["grep"])).output.contains("JSON object"));
-        assert!(
-            rejected(json!({"tool": 3}))
-                .output
-                .contains("`tool` must be a string")
-        );
-        assert!(
-            rejected(json!({"tool": "glob", "args": "*"}))
-                .output
-                .contains("`args` must be an object")
-        );
-        let bad_json = ToolCall::from_json_str("{\"tool\": ")
-            .err()
-            .map(|r| r.output)
-            .unwrap_or_default();
+        assert!(rejected(json!({"tool": 3})).output.contains("`tool` must be a string"));
+        assert!(rejected(json!({"tool": "glob", "args": "*"})).output.contains("`args` must be an object"));
+        let bad_json = ToolCall::from_json_str("{\"tool\": ").err().map(|r| r.output).unwrap_or_default();
         assert!(bad_json.contains("not valid JSON"), "{bad_json}");
         for result in [unknown, missing, mistyped] {
             assert!(result.entities.is_empty());

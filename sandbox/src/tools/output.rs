@@ -49,6 +49,24 @@ impl Output {
         }
     }
 
+    /// Whether further lines can still be shown. Once not, callers may use [`Output::count`]
+    /// instead of building lines nobody will see.
+    pub(crate) fn showing(&self) -> bool {
+        !self.overflowed
+    }
+
+    /// Counts a line of `chars` characters that is not shown, exactly as [`Output::line`] would.
+    pub(crate) fn count(&mut self, chars: usize) {
+        let shown = if chars > self.max_line_chars {
+            self.max_line_chars + cut_marker(chars - self.max_line_chars).chars().count()
+        } else {
+            chars
+        };
+        self.total_lines += 1;
+        self.total_chars += shown + 1;
+        self.overflowed = true;
+    }
+
     /// Adds a closing note (`[...]`) that is always shown, after the lines.
     pub(crate) fn note(&mut self, note: String) {
         self.notes.push(note);
@@ -76,9 +94,7 @@ impl Output {
                     self.total_chars - self.kept_chars,
                     hint(shown),
                 );
-                if self.kept_chars + notes_chars + notice.chars().count() <= self.max_chars
-                    || self.kept.is_empty()
-                {
+                if self.kept_chars + notes_chars + notice.chars().count() <= self.max_chars || self.kept.is_empty() {
                     cut_notice = Some(notice);
                     break;
                 }
@@ -103,11 +119,7 @@ impl Output {
         // The notes come first so that the cut notice, when there is one, is the last line.
         lines.extend(self.notes);
         lines.extend(cut_notice);
-        ToolResult {
-            output: lines.join("\n"),
-            entities,
-            status,
-        }
+        ToolResult { output: lines.join("\n"), entities, status }
     }
 }
 
@@ -116,10 +128,13 @@ fn shorten(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         None => text.to_owned(),
         Some((byte, _)) => {
-            let rest = text[byte..].chars().count();
-            format!("{} …[{rest} more characters on this line]", &text[..byte])
+            format!("{}{}", &text[..byte], cut_marker(text[byte..].chars().count()))
         }
     }
+}
+
+fn cut_marker(rest: usize) -> String {
+    format!(" …[{rest} more characters on this line]")
 }
 
 #[cfg(test)]
@@ -127,11 +142,7 @@ mod tests {
     use super::*;
 
     fn limits(max_output_chars: usize) -> Limits {
-        Limits {
-            max_output_chars,
-            max_line_chars: 40,
-            ..Limits::default()
-        }
+        Limits { max_output_chars, max_line_chars: 40, ..Limits::default() }
     }
 
     #[test]
@@ -157,25 +168,34 @@ mod tests {
     fn long_output_is_cut_within_budget_and_says_how_much() {
         let mut out = Output::new(&limits(200));
         for i in 0..100 {
-            out.line(
-                &format!("file.py:{i}:some text"),
-                Some(format!("file.py:{i}")),
-            );
+            out.line(&format!("file.py:{i}:some text"), Some(format!("file.py:{i}")));
         }
         let result = out.finish(false, |first| format!("continue from line {first}"));
         assert_eq!(result.status, Status::Truncated);
         assert!(result.output.chars().count() <= 200, "{}", result.output);
         let shown = result.entities.len();
         let last = result.output.lines().last().expect("a closing line");
-        assert!(
-            last.contains(&format!("{} more lines", 100 - shown)),
-            "{last}"
-        );
-        assert!(
-            last.contains(&format!("continue from line {shown}")),
-            "{last}"
-        );
+        assert!(last.contains(&format!("{} more lines", 100 - shown)), "{last}");
+        assert!(last.contains(&format!("continue from line {shown}")), "{last}");
         assert_eq!(result.output.lines().count(), shown + 1);
+    }
+
+    #[test]
+    fn counting_matches_building() {
+        let lines = ["short", "a line that is longer than forty characters, by some way", "é"];
+        let mut built = Output::new(&limits(10));
+        let mut counted = Output::new(&limits(10));
+        for line in lines {
+            built.line(line, None);
+            if counted.showing() {
+                counted.line(line, None);
+            } else {
+                counted.count(line.chars().count());
+            }
+        }
+        assert_eq!(built.total_chars, counted.total_chars);
+        assert_eq!(built.total_lines, counted.total_lines);
+        assert_eq!(built.finish(false, |_| String::new()), counted.finish(false, |_| String::new()));
     }
 
     #[test]
@@ -184,10 +204,6 @@ mod tests {
         out.line(&"é".repeat(100), None);
         let result = out.finish(false, |_| String::new());
         assert!(result.output.starts_with(&"é".repeat(40)));
-        assert!(
-            result
-                .output
-                .ends_with("…[60 more characters on this line]")
-        );
+        assert!(result.output.ends_with("…[60 more characters on this line]"));
     }
 }

@@ -9,28 +9,19 @@ const CHECK_EVERY: usize = 4096;
 pub(crate) fn run(tree: &Tree, args: &ReadArgs, limits: &Limits, deadline: Deadline) -> ToolResult {
     let start = args.start.unwrap_or(1);
     if start == 0 {
-        return ToolResult::error(
-            ErrorKind::InvalidCall,
-            "read: `start` is 1-based; the first line is 1".to_owned(),
-        );
+        return ToolResult::error(ErrorKind::InvalidCall, "read: `start` is 1-based; the first line is 1".to_owned());
     }
     if let Some(end) = args.end
         && end < start
     {
-        return ToolResult::error(
-            ErrorKind::InvalidCall,
-            format!("read: `end` ({end}) is before `start` ({start})"),
-        );
+        return ToolResult::error(ErrorKind::InvalidCall, format!("read: `end` ({end}) is before `start` ({start})"));
     }
-    let (_resolved, data) =
-        match tree.read(&args.path, limits.max_read_bytes, limits.max_symlink_hops) {
-            Ok(found) => found,
-            Err(e) => return ToolResult::access_error("read", &e),
-        };
+    let (_resolved, data) = match tree.read(&args.path, limits.max_read_bytes, limits.max_symlink_hops) {
+        Ok(found) => found,
+        Err(e) => return ToolResult::access_error("read", &e),
+    };
     // The entity names the file as the policy asked for it (normalised), not its symlink target.
-    let shown_path = path::normalise(&args.path)
-        .map(|c| c.join("/"))
-        .unwrap_or_else(|_| args.path.clone());
+    let shown_path = path::normalise(&args.path).map(|c| c.join("/")).unwrap_or_else(|_| args.path.clone());
     if data.contains(&0) {
         return ToolResult::error(
             ErrorKind::Binary,
@@ -51,9 +42,7 @@ pub(crate) fn run(tree: &Tree, args: &ReadArgs, limits: &Limits, deadline: Deadl
     if start > total {
         return ToolResult::error(
             ErrorKind::InvalidCall,
-            format!(
-                "read: `start` ({start}) is past the end of {shown_path}, which has {total} lines"
-            ),
+            format!("read: `start` ({start}) is past the end of {shown_path}, which has {total} lines"),
         );
     }
     let end = args.end.unwrap_or(total).min(total);
@@ -64,10 +53,7 @@ pub(crate) fn run(tree: &Tree, args: &ReadArgs, limits: &Limits, deadline: Deadl
             break;
         }
         let line = lines[(n - 1) as usize];
-        out.line(
-            &format!("{n:>6}\t{line}"),
-            Some(format!("{shown_path}:{n}")),
-        );
+        out.line(&format!("{n:>6}\t{line}"), Some(format!("{shown_path}:{n}")));
     }
     if args.end.is_some_and(|e| e > total) {
         out.note(format!("[end of file: {shown_path} has {total} lines]"));

@@ -9,8 +9,7 @@ use rewardlab_sandbox::{ErrorKind, Limits, RepoStore, Sandbox, Status, ToolCall,
 use serde_json::json;
 
 use crate::sandbox::helpers::{
-    Fixture, Rng, call, commit_all, fast_import_bare, fast_import_commit, git, init, python_file,
-    write,
+    Fixture, Rng, call, commit_all, fast_import_bare, fast_import_commit, git, init, python_file, write,
 };
 
 fn small_repo(fx: &Fixture) -> std::path::PathBuf {
@@ -23,16 +22,8 @@ fn small_repo(fx: &Fixture) -> std::path::PathBuf {
     }
     write(&src, "many.txt", &many);
     write(&src, "big.txt", "x".repeat(5000));
-    write(
-        &src,
-        "image.png",
-        b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR match".as_slice(),
-    );
-    write(
-        &src,
-        "late_nul.txt",
-        b"match before\nmore\n\x00after match\n".as_slice(),
-    );
+    write(&src, "image.png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR match".as_slice());
+    write(&src, "late_nul.txt", b"match before\nmore\n\x00after match\n".as_slice());
     write(&src, "code.py", python_file(&mut rng, 30));
     commit_all(&src, "limits");
     src
@@ -43,89 +34,39 @@ fn output_is_cut_at_the_limit_with_a_closing_line() {
     let fx = Fixture::new();
     let src = small_repo(&fx);
     let store = RepoStore::open(fx.path("store")).expect("store");
-    let tree = store
-        .repo(src.to_str().expect("utf-8"))
-        .expect("clone")
-        .tree("HEAD", TreeKind::View)
-        .expect("tree");
+    let tree = store.repo(src.to_str().expect("utf-8")).expect("clone").tree("HEAD", TreeKind::View).expect("tree");
     let limits = Limits::default();
 
-    let grep = call(
-        &tree,
-        &limits,
-        json!({"tool": "grep", "args": {"pattern": "match line"}}),
-    );
+    let grep = call(&tree, &limits, json!({"tool": "grep", "args": {"pattern": "match line"}}));
     assert_eq!(grep.status, Status::Truncated);
-    assert!(
-        grep.output.chars().count() <= 4096,
-        "{}",
-        grep.output.chars().count()
-    );
+    assert!(grep.output.chars().count() <= 4096, "{}", grep.output.chars().count());
     let last = grep.output.lines().last().expect("closing line");
-    assert!(
-        last.starts_with("[output cut at 4096 characters: "),
-        "{last}"
-    );
-    assert!(
-        last.contains(&format!("{} more lines", 2000 - grep.entities.len())),
-        "{last}"
-    );
+    assert!(last.starts_with("[output cut at 4096 characters: "), "{last}");
+    assert!(last.contains(&format!("{} more lines", 2000 - grep.entities.len())), "{last}");
     assert!(last.contains("`path` glob filter"), "{last}");
-    let shown: Vec<&str> = grep
-        .output
-        .lines()
-        .filter(|l| !l.starts_with('['))
-        .collect();
-    assert_eq!(
-        shown.len(),
-        grep.entities.len(),
-        "one entity per shown match"
-    );
-    assert!(
-        grep.output
-            .contains("[skipped 2 binary files]\n[output cut"),
-        "notes come before the cut notice"
-    );
+    let shown: Vec<&str> = grep.output.lines().filter(|l| !l.starts_with('[')).collect();
+    assert_eq!(shown.len(), grep.entities.len(), "one entity per shown match");
+    assert!(grep.output.contains("[skipped 2 binary files]\n[output cut"), "notes come before the cut notice");
     assert_eq!(grep.entities[0], "many.txt:1");
 
-    let read = call(
-        &tree,
-        &limits,
-        json!({"tool": "read", "args": {"path": "many.txt"}}),
-    );
+    let read = call(&tree, &limits, json!({"tool": "read", "args": {"path": "many.txt"}}));
     assert_eq!(read.status, Status::Truncated);
     assert!(read.output.chars().count() <= 4096);
     let shown = read.entities.len();
     let last = read.output.lines().last().expect("closing line");
-    assert!(
-        last.contains(&format!("start={}, end=2000", shown + 1)),
-        "{last}"
-    );
+    assert!(last.contains(&format!("start={}, end=2000", shown + 1)), "{last}");
     // Following the advice continues exactly where the cut was.
     let next = call(
         &tree,
         &limits,
         json!({"tool": "read", "args": {"path": "many.txt", "start": shown + 1, "end": shown + 3}}),
     );
-    assert_eq!(
-        next.entities,
-        (shown + 1..=shown + 3)
-            .map(|n| format!("many.txt:{n}"))
-            .collect::<Vec<_>>()
-    );
+    assert_eq!(next.entities, (shown + 1..=shown + 3).map(|n| format!("many.txt:{n}")).collect::<Vec<_>>());
 
     // A single huge line is shortened rather than blowing the budget.
-    let long = call(
-        &tree,
-        &limits,
-        json!({"tool": "read", "args": {"path": "big.txt"}}),
-    );
+    let long = call(&tree, &limits, json!({"tool": "read", "args": {"path": "big.txt"}}));
     assert_eq!(long.status, Status::Ok);
-    assert!(
-        long.output.ends_with("more characters on this line]"),
-        "{}",
-        long.output
-    );
+    assert!(long.output.ends_with("more characters on this line]"), "{}", long.output);
 }
 
 #[test]
@@ -137,26 +78,10 @@ fn binary_files_are_skipped_by_grep_and_refused_by_read() {
     let limits = Limits::default();
     for kind in [TreeKind::View, TreeKind::Worktree] {
         let tree = repo.tree("HEAD", kind).expect("tree");
-        let grep = call(
-            &tree,
-            &limits,
-            json!({"tool": "grep", "args": {"pattern": "match", "path": "*.{png,txt}"}}),
-        );
-        assert!(
-            !grep.output.contains("image.png") && !grep.output.contains("late_nul.txt:"),
-            "{}",
-            grep.output
-        );
-        assert!(
-            grep.output.contains("[skipped 2 binary files]"),
-            "{}",
-            grep.output
-        );
-        let read = call(
-            &tree,
-            &limits,
-            json!({"tool": "read", "args": {"path": "image.png"}}),
-        );
+        let grep = call(&tree, &limits, json!({"tool": "grep", "args": {"pattern": "match", "path": "*.{png,txt}"}}));
+        assert!(!grep.output.contains("image.png") && !grep.output.contains("late_nul.txt:"), "{}", grep.output);
+        assert!(grep.output.contains("[skipped 2 binary files]"), "{}", grep.output);
+        let read = call(&tree, &limits, json!({"tool": "read", "args": {"path": "image.png"}}));
         assert_eq!(read.status, Status::Error(ErrorKind::Binary));
         assert!(read.output.contains("binary file"), "{}", read.output);
     }
@@ -168,35 +93,14 @@ fn read_refuses_files_over_the_size_cap() {
     let src = small_repo(&fx);
     let store = RepoStore::open(fx.path("store")).expect("store");
     let repo = store.repo(src.to_str().expect("utf-8")).expect("clone");
-    let limits = Limits {
-        max_read_bytes: 1000,
-        max_grep_file_bytes: 1000,
-        ..Limits::default()
-    };
+    let limits = Limits { max_read_bytes: 1000, max_grep_file_bytes: 1000, ..Limits::default() };
     for kind in [TreeKind::View, TreeKind::Worktree] {
         let tree = repo.tree("HEAD", kind).expect("tree");
-        let read = call(
-            &tree,
-            &limits,
-            json!({"tool": "read", "args": {"path": "big.txt"}}),
-        );
+        let read = call(&tree, &limits, json!({"tool": "read", "args": {"path": "big.txt"}}));
         assert_eq!(read.status, Status::Error(ErrorKind::TooLarge), "{kind}");
-        assert!(
-            read.output
-                .contains("5000 bytes is over the 1000-byte limit"),
-            "{}",
-            read.output
-        );
-        let grep = call(
-            &tree,
-            &limits,
-            json!({"tool": "grep", "args": {"pattern": "x", "path": "big.txt"}}),
-        );
-        assert!(
-            grep.output.contains("[skipped 1 files over 1000 bytes]"),
-            "{}",
-            grep.output
-        );
+        assert!(read.output.contains("5000 bytes is over the 1000-byte limit"), "{}", read.output);
+        let grep = call(&tree, &limits, json!({"tool": "grep", "args": {"pattern": "x", "path": "big.txt"}}));
+        assert!(grep.output.contains("[skipped 1 file over 1000 bytes]"), "{}", grep.output);
     }
 }
 
@@ -205,49 +109,19 @@ fn regex_limits_are_messages() {
     let fx = Fixture::new();
     let src = small_repo(&fx);
     let store = RepoStore::open(fx.path("store")).expect("store");
-    let tree = store
-        .repo(src.to_str().expect("utf-8"))
-        .expect("clone")
-        .tree("HEAD", TreeKind::View)
-        .expect("tree");
+    let tree = store.repo(src.to_str().expect("utf-8")).expect("clone").tree("HEAD", TreeKind::View).expect("tree");
     let limits = Limits::default();
-    let grep = |pattern: String| {
-        call(
-            &tree,
-            &limits,
-            json!({"tool": "grep", "args": {"pattern": pattern}}),
-        )
-    };
+    let grep = |pattern: String| call(&tree, &limits, json!({"tool": "grep", "args": {"pattern": pattern}}));
 
     let long = grep("a".repeat(limits.max_pattern_len + 1));
-    assert_eq!(
-        long.status,
-        Status::Error(ErrorKind::PatternTooLong),
-        "{}",
-        long.output
-    );
+    assert_eq!(long.status, Status::Error(ErrorKind::PatternTooLong), "{}", long.output);
     let nested = grep(format!("{}a{}", "(".repeat(60), ")".repeat(60)));
-    assert_eq!(
-        nested.status,
-        Status::Error(ErrorKind::PatternTooComplex),
-        "{}",
-        nested.output
-    );
+    assert_eq!(nested.status, Status::Error(ErrorKind::PatternTooComplex), "{}", nested.output);
     let huge = grep(r"(\w{100}){100}".to_owned());
-    assert_eq!(
-        huge.status,
-        Status::Error(ErrorKind::PatternTooComplex),
-        "{}",
-        huge.output
-    );
+    assert_eq!(huge.status, Status::Error(ErrorKind::PatternTooComplex), "{}", huge.output);
     assert!(huge.output.contains("size limit"), "{}", huge.output);
     let invalid = grep("(unclosed".to_owned());
-    assert_eq!(
-        invalid.status,
-        Status::Error(ErrorKind::InvalidPattern),
-        "{}",
-        invalid.output
-    );
+    assert_eq!(invalid.status, Status::Error(ErrorKind::InvalidPattern), "{}", invalid.output);
     let empty = grep(String::new());
     assert_eq!(empty.status, Status::Error(ErrorKind::InvalidPattern));
     // A pattern within the limits still works.
@@ -263,7 +137,7 @@ fn timeouts_stop_the_work_within_ten_percent_of_the_budget() {
     let mut stream = Vec::new();
     let mut rng = Rng::new(11);
     // 48 files of ~384 KiB of word soup (each more than one 256 KiB search chunk), and one
-    // 12 MiB file.
+    // 32 MiB file.
     let mut files = Vec::new();
     for f in 0..48 {
         let mut text = String::new();
@@ -273,7 +147,7 @@ fn timeouts_stop_the_work_within_ten_percent_of_the_budget() {
         files.push((format!("soup/f{f:02}.py"), text.into_bytes()));
     }
     let mut big = String::new();
-    while big.len() < 12 << 20 {
+    while big.len() < 32 << 20 {
         big.push_str(&python_file(&mut rng, 50));
     }
     files.push(("soup/zz_big.py".to_owned(), big.into_bytes()));
@@ -284,59 +158,34 @@ fn timeouts_stop_the_work_within_ten_percent_of_the_budget() {
     let repo = store.repo("slow/corpus").expect("adopted mirror");
     // No literal to skip ahead with and a large Unicode-aware DFA: slow per byte, but legal.
     let pattern = r"(?i)\w+\s*=\s*\w+\(\w+\W+\w{3,}\W+\d{5}\)";
-    let generous = Limits {
-        grep_timeout: Duration::from_secs(120),
-        max_grep_file_bytes: 64 << 20,
-        ..Limits::default()
-    };
+    let generous =
+        Limits { grep_timeout: Duration::from_secs(120), max_grep_file_bytes: 64 << 20, ..Limits::default() };
     for kind in [TreeKind::View, TreeKind::Worktree] {
         let tree = repo.tree("HEAD", kind).expect("tree");
         let args = json!({"tool": "grep", "args": {"pattern": pattern}});
-        let started = Instant::now();
-        let full = call(&tree, &generous, args.clone());
-        let full_time = started.elapsed();
-        assert_ne!(full.status, Status::Timeout);
         let budget = Duration::from_millis(200);
-        assert!(
-            full_time > budget * 3,
-            "{kind}: the full search took only {full_time:?}; make the corpus slower"
-        );
-        let tight = Limits {
-            grep_timeout: budget,
-            ..generous.clone()
-        };
+        let tight = Limits { grep_timeout: budget, ..generous.clone() };
         for path in [None, Some("soup/zz_big.py")] {
             let args = json!({"tool": "grep", "args": {"pattern": pattern, "path": path}});
+            let started = Instant::now();
+            let full = call(&tree, &generous, args.clone());
+            let full_time = started.elapsed();
+            assert_ne!(full.status, Status::Timeout);
+            assert!(
+                full_time > budget * 3,
+                "{kind} {path:?}: the full search took only {full_time:?}; make the corpus slower"
+            );
             let took = best_of_three(|| {
                 let result = call(&tree, &tight, args.clone());
-                assert_eq!(
-                    result.status,
-                    Status::Timeout,
-                    "{kind} {path:?}: {}",
-                    result.output
-                );
-                assert!(
-                    result
-                        .output
-                        .contains("[timeout: grep stopped at its 0.2 s budget"),
-                    "{}",
-                    result.output
-                );
+                assert_eq!(result.status, Status::Timeout, "{kind} {path:?}: {}", result.output);
+                assert!(result.output.contains("[timeout: grep stopped at its 0.2 s budget"), "{}", result.output);
             });
-            eprintln!(
-                "{kind} {path:?}: full search {full_time:?}, with a {budget:?} budget {took:?}"
-            );
-            assert!(
-                took <= budget * 11 / 10,
-                "{kind} {path:?}: took {took:?} for a {budget:?} budget"
-            );
+            eprintln!("{kind} {path:?}: full search {full_time:?}, with a {budget:?} budget {took:?}");
+            assert!(took <= budget * 11 / 10, "{kind} {path:?}: took {took:?} for a {budget:?} budget");
         }
         // Through the async API the same: the turn returns on time and nothing is left running.
         let sandbox = Sandbox::new(store.clone(), tight.clone());
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .build()
-            .expect("runtime");
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().expect("runtime");
         let calls = vec![ToolCall::from_json(&args).expect("valid"); 2];
         let took = best_of_three(|| {
             let turn = runtime.block_on(sandbox.run_turn(&tree, calls.clone()));
@@ -344,10 +193,7 @@ fn timeouts_stop_the_work_within_ten_percent_of_the_budget() {
             assert_eq!(sandbox.stats().in_flight, 0, "the work stopped");
         });
         eprintln!("{kind}: async turn of two calls with a {budget:?} budget {took:?}");
-        assert!(
-            took <= budget * 11 / 10,
-            "{kind}: an async turn took {took:?} for a {budget:?} budget"
-        );
+        assert!(took <= budget * 11 / 10, "{kind}: an async turn took {took:?} for a {budget:?} budget");
     }
 }
 
@@ -375,16 +221,7 @@ fn a_missing_blob_fails_only_that_call() {
     commit_all(&src, "two files");
     // A local `git clone --bare` keeps loose objects loose, so one can be deleted.
     let mirror = fx.path("store/acme__holes.git");
-    git(
-        fx.tmp.path(),
-        &[
-            "clone",
-            "-q",
-            "--bare",
-            src.to_str().expect("utf-8"),
-            mirror.to_str().expect("utf-8"),
-        ],
-    );
+    git(fx.tmp.path(), &["clone", "-q", "--bare", src.to_str().expect("utf-8"), mirror.to_str().expect("utf-8")]);
     let lost = git(&src, &["rev-parse", "HEAD:lost.py"]);
     let lost = lost.trim();
     let object = mirror.join("objects").join(&lost[..2]).join(&lost[2..]);
@@ -392,51 +229,23 @@ fn a_missing_blob_fails_only_that_call() {
 
     let store = Arc::new(RepoStore::open(fx.path("store")).expect("store"));
     let sandbox = Sandbox::new(store.clone(), Limits::default());
-    let tree = sandbox
-        .tree("acme/holes", "HEAD", TreeKind::View)
-        .expect("the tree objects are intact");
+    let tree = sandbox.tree("acme/holes", "HEAD", TreeKind::View).expect("the tree objects are intact");
     let results = sandbox.run_turn_blocking(
         &tree,
         &[
-            ToolCall::from_json(&json!({"tool": "read", "args": {"path": "lost.py"}}))
-                .expect("valid"),
-            ToolCall::from_json(&json!({"tool": "read", "args": {"path": "present.py"}}))
-                .expect("valid"),
+            ToolCall::from_json(&json!({"tool": "read", "args": {"path": "lost.py"}})).expect("valid"),
+            ToolCall::from_json(&json!({"tool": "read", "args": {"path": "present.py"}})).expect("valid"),
             ToolCall::from_json(&json!({"tool": "grep", "args": {"pattern": "="}})).expect("valid"),
-            ToolCall::from_json(&json!({"tool": "glob", "args": {"pattern": "*.py"}}))
-                .expect("valid"),
+            ToolCall::from_json(&json!({"tool": "glob", "args": {"pattern": "*.py"}})).expect("valid"),
         ],
     );
-    assert_eq!(
-        results[0].status,
-        Status::Error(ErrorKind::MissingObject),
-        "{}",
-        results[0].output
-    );
+    assert_eq!(results[0].status, Status::Error(ErrorKind::MissingObject), "{}", results[0].output);
     assert!(results[0].output.contains(lost), "{}", results[0].output);
     assert_eq!(results[1].status, Status::Ok);
     assert_eq!(results[1].output, "     1\there = 1");
-    assert_eq!(
-        results[2].status,
-        Status::Error(ErrorKind::MissingObject),
-        "{}",
-        results[2].output
-    );
+    assert_eq!(results[2].status, Status::Error(ErrorKind::MissingObject), "{}", results[2].output);
     assert_eq!(results[3].entities, ["lost.py", "present.py"]);
     // The worktree kind cannot check the commit out at all: an error for the caller, not a panic.
-    assert!(
-        store
-            .repo("acme/holes")
-            .expect("adopted")
-            .tree("HEAD", TreeKind::Worktree)
-            .is_err()
-    );
-    assert!(
-        !store
-            .trees_root()
-            .join("acme__holes.git")
-            .read_dir()
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(false)
-    );
+    assert!(store.repo("acme/holes").expect("adopted").tree("HEAD", TreeKind::Worktree).is_err());
+    assert!(!store.trees_root().join("acme__holes.git").read_dir().map(|mut d| d.next().is_some()).unwrap_or(false));
 }

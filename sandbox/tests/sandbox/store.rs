@@ -11,9 +11,7 @@ use crate::sandbox::helpers::{Fixture, generated_repo, git};
 
 fn admin_entries(mirror: &Path) -> Vec<String> {
     match std::fs::read_dir(mirror.join("worktrees")) {
-        Ok(entries) => entries
-            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-            .collect(),
+        Ok(entries) => entries.map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect(),
         Err(_) => Vec::new(),
     }
 }
@@ -21,9 +19,8 @@ fn admin_entries(mirror: &Path) -> Vec<String> {
 fn dir_entries(dir: &Path) -> Vec<String> {
     match std::fs::read_dir(dir) {
         Ok(entries) => {
-            let mut names: Vec<String> = entries
-                .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-                .collect();
+            let mut names: Vec<String> =
+                entries.map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
             names.sort();
             names
         }
@@ -41,46 +38,31 @@ fn clones_a_local_repository_bare_once_and_resolves_revisions() {
     let repo = store.repo(src.to_str().expect("utf-8")).expect("clone");
     assert_eq!(repo.name(), "acme__demo");
     assert_eq!(repo.path(), store.root().join("acme__demo.git"));
-    assert_eq!(
-        git(repo.path(), &["rev-parse", "--is-bare-repository"]).trim(),
-        "true"
-    );
-    assert!(
-        Arc::ptr_eq(&repo, &store.repo("acme/demo").expect("by name")),
-        "one Repo per name"
-    );
+    assert_eq!(git(repo.path(), &["rev-parse", "--is-bare-repository"]).trim(), "true");
+    assert!(Arc::ptr_eq(&repo, &store.repo("acme/demo").expect("by name")), "one Repo per name");
     for id in &ids {
         assert_eq!(repo.resolve(id).expect("full id").to_string(), *id);
         assert_eq!(repo.resolve(&id[..10]).expect("short id").to_string(), *id);
     }
     assert_eq!(repo.resolve("HEAD~1").expect("HEAD~1").to_string(), ids[2]);
     assert_eq!(repo.resolve("v1").expect("tag").to_string(), ids[1]);
-    assert!(matches!(
-        repo.resolve("no-such-branch"),
-        Err(Error::Revision { .. })
-    ));
+    assert!(matches!(repo.resolve("no-such-branch"), Err(Error::Revision { .. })));
     assert!(
-        !store
-            .root()
-            .join(".tmp")
-            .read_dir()
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(false),
+        !store.root().join(".tmp").read_dir().map(|mut d| d.next().is_some()).unwrap_or(false),
         "no clone leftovers"
     );
     // A new store on the same directory adopts the mirror: no source needed.
     drop(repo);
     drop(store);
     let store = RepoStore::open(fx.path("store")).expect("reopen");
-    assert_eq!(
-        store
-            .repo("acme__demo")
-            .expect("adopted")
-            .resolve("HEAD")
-            .expect("HEAD")
-            .to_string(),
-        ids[3]
-    );
+    assert_eq!(store.repo("acme__demo").expect("adopted").resolve("HEAD").expect("HEAD").to_string(), ids[3]);
+    // URLs go through the same clone; a `file://` URL needs no network.
+    let moved = fx.path("acme/demo2");
+    std::fs::rename(&src, &moved).expect("rename source");
+    let url = format!("file://{}", std::fs::canonicalize(&moved).expect("canonical").display());
+    let by_url = store.repo(&url).expect("clone by URL");
+    assert_eq!(by_url.name(), "acme__demo2");
+    assert_eq!(by_url.resolve("HEAD").expect("HEAD").to_string(), ids[3]);
 }
 
 #[test]
@@ -90,36 +72,15 @@ fn adopts_bare_mirrors_and_rejects_what_is_not_one() {
     let ids = generated_repo(&src, 2, 2);
     let root = fx.path("mirrors");
     std::fs::create_dir_all(&root).expect("mkdir");
-    git(
-        &root,
-        &[
-            "clone",
-            "-q",
-            "--bare",
-            src.to_str().expect("utf-8"),
-            "octo__mirror.git",
-        ],
-    );
+    git(&root, &["clone", "-q", "--bare", src.to_str().expect("utf-8"), "octo__mirror.git"]);
     git(&root, &["init", "-q", "bad__worktree.git"]);
     let store = RepoStore::open(&root).expect("store");
     let repo = store.repo("octo/mirror").expect("adopted by owner/name");
-    assert!(Arc::ptr_eq(
-        &repo,
-        &store.repo("octo__mirror.git").expect("adopted by dir name")
-    ));
+    assert!(Arc::ptr_eq(&repo, &store.repo("octo__mirror.git").expect("adopted by dir name")));
     assert_eq!(repo.resolve("HEAD").expect("HEAD").to_string(), ids[1]);
-    assert!(matches!(
-        store.repo("nobody/here"),
-        Err(Error::InvalidName { .. })
-    ));
-    assert!(matches!(
-        store.repo("bad/worktree"),
-        Err(Error::NotBare { .. })
-    ));
-    assert!(matches!(
-        store.repo("justaname"),
-        Err(Error::InvalidName { .. })
-    ));
+    assert!(matches!(store.repo("nobody/here"), Err(Error::InvalidName { .. })));
+    assert!(matches!(store.repo("bad/worktree"), Err(Error::NotBare { .. })));
+    assert!(matches!(store.repo("justaname"), Err(Error::InvalidName { .. })));
 }
 
 #[test]
@@ -127,44 +88,26 @@ fn trees_are_shared_while_used_and_cleaned_up_after_drop() {
     let fx = Fixture::new();
     let src = fx.path("acme/demo");
     let ids = generated_repo(&src, 3, 3);
-    let options = StoreOptions {
-        keep_recent_trees: 0,
-        ..StoreOptions::default()
-    };
+    let options = StoreOptions { keep_recent_trees: 0, ..StoreOptions::default() };
     let store = RepoStore::open_with(fx.path("store"), options).expect("store");
     let repo = store.repo(src.to_str().expect("utf-8")).expect("clone");
     let a = repo.tree(&ids[0], TreeKind::Worktree).expect("worktree");
-    let b = repo
-        .tree(&ids[0][..8], TreeKind::Worktree)
-        .expect("same worktree");
+    let b = repo.tree(&ids[0][..8], TreeKind::Worktree).expect("same worktree");
     assert!(Arc::ptr_eq(&a, &b), "reused across rollouts");
     let root = a.root().expect("on disk").to_owned();
     assert!(root.join("README.md").is_file());
     assert!(root.starts_with(store.trees_root()));
     assert_eq!(admin_entries(repo.path()).len(), 1);
     assert!(git(repo.path(), &["worktree", "list"]).contains(root.to_str().expect("utf-8")));
-    let other = repo
-        .tree(&ids[2], TreeKind::Worktree)
-        .expect("another commit");
+    let other = repo.tree(&ids[2], TreeKind::Worktree).expect("another commit");
     assert_eq!(admin_entries(repo.path()).len(), 2);
     let view = repo.tree(&ids[0], TreeKind::View).expect("view");
     assert_eq!(view.files(), a.files(), "both kinds list the same paths");
     assert!(view.root().is_none(), "a view is zero disk");
     drop((a, b, other));
-    assert!(
-        !root.exists(),
-        "the worktree directory is removed with its last user"
-    );
-    assert!(
-        admin_entries(repo.path()).is_empty(),
-        "and so is its admin entry"
-    );
-    assert_eq!(
-        git(repo.path(), &["worktree", "list", "--porcelain"])
-            .matches("worktree ")
-            .count(),
-        1
-    );
+    assert!(!root.exists(), "the worktree directory is removed with its last user");
+    assert!(admin_entries(repo.path()).is_empty(), "and so is its admin entry");
+    assert_eq!(git(repo.path(), &["worktree", "list", "--porcelain"]).matches("worktree ").count(), 1);
     assert!(dir_entries(&store.trees_root().join("acme__demo.git")).is_empty());
 }
 
@@ -179,22 +122,13 @@ fn recent_trees_are_kept_for_reuse_until_released() {
     let root = first.root().expect("on disk").to_owned();
     drop(first);
     let again = repo.tree(&ids[1], TreeKind::Worktree).expect("worktree");
-    assert_eq!(
-        again.root(),
-        Some(root.as_path()),
-        "a sequential rollout reuses the kept tree"
-    );
+    assert_eq!(again.root(), Some(root.as_path()), "a sequential rollout reuses the kept tree");
     drop(again);
     repo.release_recent();
     assert!(!root.exists());
     assert!(admin_entries(repo.path()).is_empty());
     // Dropping the store (the last owner of its repos) cleans up kept trees too.
-    let kept = repo
-        .tree(&ids[0], TreeKind::Worktree)
-        .expect("worktree")
-        .root()
-        .expect("on disk")
-        .to_owned();
+    let kept = repo.tree(&ids[0], TreeKind::Worktree).expect("worktree").root().expect("on disk").to_owned();
     assert!(kept.exists());
     let mirror = repo.path().to_owned();
     drop(repo);
@@ -218,23 +152,16 @@ fn concurrent_requests_for_one_commit_share_one_worktree() {
                 s.spawn(move || {
                     barrier.wait();
                     // Half ask for commit 0, half for commit 1, all at once.
-                    repo.tree(&ids[i % 2], TreeKind::Worktree)
-                        .expect("worktree")
+                    repo.tree(&ids[i % 2], TreeKind::Worktree).expect("worktree")
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("thread"))
-            .collect()
+        handles.into_iter().map(|h| h.join().expect("thread")).collect()
     });
     for (i, tree) in trees.iter().enumerate() {
         assert!(Arc::ptr_eq(tree, &trees[i % 2]));
     }
-    assert_eq!(
-        dir_entries(&store.trees_root().join("acme__demo.git")).len(),
-        2
-    );
+    assert_eq!(dir_entries(&store.trees_root().join("acme__demo.git")).len(), 2);
     assert_eq!(admin_entries(repo.path()).len(), 2);
 }
 
@@ -244,24 +171,10 @@ fn leftovers_of_crashed_runs_are_pruned_on_open() {
     let src = fx.path("acme/demo");
     generated_repo(&src, 6, 2);
     let store = RepoStore::open(fx.path("store")).expect("store");
-    let mirror = store
-        .repo(src.to_str().expect("utf-8"))
-        .expect("clone")
-        .path()
-        .to_owned();
+    let mirror = store.repo(src.to_str().expect("utf-8")).expect("clone").path().to_owned();
     let trees = store.trees_root().join("acme__demo.git");
     let add = |dir: &Path| {
-        git(
-            &mirror,
-            &[
-                "worktree",
-                "add",
-                "-q",
-                "--detach",
-                dir.to_str().expect("utf-8"),
-                "HEAD",
-            ],
-        );
+        git(&mirror, &["worktree", "add", "-q", "--detach", dir.to_str().expect("utf-8"), "HEAD"]);
     };
     // A crashed run (no such process) left a worktree...
     let dead = trees.join("4294967000-0-aaaaaaaaaaaa");
@@ -276,8 +189,7 @@ fn leftovers_of_crashed_runs_are_pruned_on_open() {
     let elsewhere = fx.path("elsewhere");
     add(&elsewhere);
     // A clone that died half-way.
-    std::fs::create_dir_all(store.root().join(".tmp/4294967002-acme__other.git/objects"))
-        .expect("mkdir");
+    std::fs::create_dir_all(store.root().join(".tmp/4294967002-acme__other.git/objects")).expect("mkdir");
     assert_eq!(admin_entries(&mirror).len(), 4);
     drop(store);
 
@@ -287,19 +199,10 @@ fn leftovers_of_crashed_runs_are_pruned_on_open() {
     assert!(elsewhere.join("README.md").exists());
     let mut remaining = admin_entries(&mirror);
     remaining.sort();
-    let mut expected = vec![
-        live.file_name()
-            .expect("name")
-            .to_string_lossy()
-            .into_owned(),
-        "elsewhere".to_owned(),
-    ];
+    let mut expected = vec![live.file_name().expect("name").to_string_lossy().into_owned(), "elsewhere".to_owned()];
     expected.sort();
     assert_eq!(remaining, expected);
     assert!(dir_entries(&store.root().join(".tmp")).is_empty());
     let listed = git(&mirror, &["worktree", "list", "--porcelain"]);
-    assert!(
-        !listed.contains("4294967000") && !listed.contains("4294967001"),
-        "{listed}"
-    );
+    assert!(!listed.contains("4294967000") && !listed.contains("4294967001"), "{listed}");
 }

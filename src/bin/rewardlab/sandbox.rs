@@ -15,8 +15,7 @@ use std::{
 
 use anyhow::{Context, bail};
 use rewardlab_sandbox::{
-    GlobArgs, GrepArgs, Limits, ReadArgs, RepoStore, Sandbox, Status, ToolCall, ToolResult, Tree,
-    TreeKind,
+    GlobArgs, GrepArgs, Limits, ReadArgs, RepoStore, Sandbox, Status, ToolCall, ToolResult, Tree, TreeKind,
 };
 use serde_json::Value;
 
@@ -40,7 +39,7 @@ pub struct SandboxArgs {
     store: Option<PathBuf>,
     /// Read tool calls as JSON from stdin, one per line (`{"tool": "grep", "args": {...}}`) or
     /// one turn per line (a JSON array of calls), and print each result as one JSON line.
-    #[arg(long, conflicts_with = "tool")]
+    #[arg(long)]
     json: bool,
     #[command(subcommand)]
     tool: Option<ToolCommand>,
@@ -81,44 +80,34 @@ pub fn run(args: SandboxArgs) -> anyhow::Result<u8> {
     let (store_dir, temporary) = match &args.store {
         Some(dir) => (dir.clone(), None),
         None => {
-            let dir =
-                std::env::temp_dir().join(format!("rewardlab-sandbox-{}", std::process::id()));
+            let dir = std::env::temp_dir().join(format!("rewardlab-sandbox-{}", std::process::id()));
             (dir.clone(), Some(TempStore(dir)))
         }
     };
-    let store = RepoStore::open(&store_dir)
-        .with_context(|| format!("opening the store at {}", store_dir.display()))?;
+    let store = RepoStore::open(&store_dir).with_context(|| format!("opening the store at {}", store_dir.display()))?;
     let sandbox = Sandbox::new(Arc::new(store), Limits::default());
     let tree = sandbox
         .tree(&args.repo, &args.commit, args.kind)
         .with_context(|| format!("preparing {} at {}", args.repo, args.commit))?;
     let code = if args.json {
+        if args.tool.is_some() {
+            bail!("--json reads tool calls from stdin; name no tool on the command line");
+        }
         run_json(&sandbox, &tree)?
     } else {
         let Some(tool) = args.tool else {
             bail!("name a tool (grep, glob or read) or pass --json");
         };
         let call = match tool {
-            ToolCommand::Grep {
-                pattern,
-                path,
-                ignore_case,
-            } => ToolCall::Grep(GrepArgs {
-                pattern,
-                path,
-                case_sensitive: ignore_case.then_some(false),
-            }),
+            ToolCommand::Grep { pattern, path, ignore_case } => {
+                ToolCall::Grep(GrepArgs { pattern, path, case_sensitive: ignore_case.then_some(false) })
+            }
             ToolCommand::Glob { pattern } => ToolCall::Glob(GlobArgs { pattern }),
             ToolCommand::Read { path, start, end } => ToolCall::Read(ReadArgs { path, start, end }),
         };
         let result = sandbox.call(&tree, &call);
         println!("{}", result.output);
-        eprintln!(
-            "[{} · {} entities · {}]",
-            status_name(result.status),
-            result.entities.len(),
-            tree_label(&tree)
-        );
+        eprintln!("[{} · {} entities · {}]", status_name(result.status), result.entities.len(), tree_label(&tree));
         u8::from(result.is_error())
     };
     // Trees hold the repository; drop them before the temporary store goes.
@@ -140,12 +129,8 @@ fn run_json(sandbox: &Sandbox, tree: &Tree) -> anyhow::Result<u8> {
         let parsed: Result<Value, _> = serde_json::from_str(&line);
         let printed = match parsed {
             Ok(Value::Array(calls)) => {
-                let checked: Vec<Result<ToolCall, ToolResult>> =
-                    calls.iter().map(ToolCall::from_json).collect();
-                let valid: Vec<ToolCall> = checked
-                    .iter()
-                    .filter_map(|c| c.as_ref().ok().cloned())
-                    .collect();
+                let checked: Vec<Result<ToolCall, ToolResult>> = calls.iter().map(ToolCall::from_json).collect();
+                let valid: Vec<ToolCall> = checked.iter().filter_map(|c| c.as_ref().ok().cloned()).collect();
                 let mut ran = sandbox.run_turn_blocking(tree, &valid).into_iter();
                 // Put validation errors back in their places, in call order.
                 let results: Vec<ToolResult> = checked
@@ -164,11 +149,7 @@ fn run_json(sandbox: &Sandbox, tree: &Tree) -> anyhow::Result<u8> {
                 };
                 serde_json::to_string(&result)?
             }
-            Err(_) => serde_json::to_string(
-                &ToolCall::from_json_str(&line)
-                    .err()
-                    .expect("invalid JSON is rejected"),
-            )?,
+            Err(_) => serde_json::to_string(&ToolCall::from_json_str(&line).err().expect("invalid JSON is rejected"))?,
         };
         writeln!(stdout, "{printed}")?;
     }
@@ -176,18 +157,20 @@ fn run_json(sandbox: &Sandbox, tree: &Tree) -> anyhow::Result<u8> {
 }
 
 fn status_name(status: Status) -> String {
-    serde_json::to_value(status)
-        .map(|v| v.to_string().replace('"', ""))
-        .unwrap_or_default()
+    match status {
+        Status::Ok => "ok".to_owned(),
+        Status::Truncated => "truncated".to_owned(),
+        Status::Timeout => "timeout".to_owned(),
+        Status::Error(kind) => format!(
+            "error: {}",
+            serde_json::to_value(kind).map(|v| v.to_string()).unwrap_or_default().trim_matches('"')
+        ),
+        other => format!("{other:?}"),
+    }
 }
 
 fn tree_label(tree: &Tree) -> String {
-    format!(
-        "{} @ {} ({})",
-        tree.repo_name(),
-        tree.commit().to_hex_with_len(12),
-        tree.kind()
-    )
+    format!("{} @ {} ({})", tree.repo_name(), tree.commit().to_hex_with_len(12), tree.kind())
 }
 
 /// A store directory removed when the command ends.
