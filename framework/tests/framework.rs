@@ -5,6 +5,8 @@
 mod common;
 #[path = "framework/engine.rs"]
 mod engine;
+#[path = "framework/proxy.rs"]
+mod proxy;
 #[path = "framework/retrieval.rs"]
 mod retrieval;
 #[path = "framework/synthetic.rs"]
