@@ -75,7 +75,8 @@ impl Bm25Index {
         P: Into<String>,
         T: AsRef<str>,
     {
-        let mut index = Bm25Index { params, paths: Vec::new(), lengths: Vec::new(), average_length: 0.0, postings: HashMap::new() };
+        let mut index =
+            Bm25Index { params, paths: Vec::new(), lengths: Vec::new(), average_length: 0.0, postings: HashMap::new() };
         for (path, text) in documents {
             let doc = u32::try_from(index.paths.len()).expect("fewer than 2^32 documents");
             let tokens = tokenize(text.as_ref());
@@ -167,7 +168,8 @@ impl Bm25Index {
             let idf = self.idf(&term);
             for &(doc, tf) in postings {
                 let tf = f64::from(tf);
-                let relative = if self.average_length > 0.0 { self.lengths[doc as usize] / self.average_length } else { 1.0 };
+                let relative =
+                    if self.average_length > 0.0 { self.lengths[doc as usize] / self.average_length } else { 1.0 };
                 scores[doc as usize] += idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * relative));
             }
         }
@@ -200,7 +202,10 @@ mod tests {
                 ("retry.py", "def backoff_delay(budget): raise ValueError('invalid retry budget')"),
                 ("cache.py", "class TokenCache: def refresh_entry(key): return key"),
                 ("client.py", "retry retry retry client send request"),
-                ("long.py", "retry plus a great many unrelated words about caching storage parsing and scheduling jobs"),
+                (
+                    "long.py",
+                    "retry plus a great many unrelated words about caching storage parsing and scheduling jobs",
+                ),
             ],
             Bm25Params::default(),
         )

@@ -2,4 +2,5 @@
 
 pub mod bm25;
 pub mod engine;
+pub mod study;
 pub mod synthetic;

@@ -8,9 +8,8 @@
 
 /// Words too common to carry signal, in English prose and in Python source.
 pub const STOPWORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "def", "for", "from", "has", "have", "if", "in",
-    "into", "is", "it", "its", "not", "of", "on", "or", "self", "so", "that", "the", "this", "to", "was",
-    "we", "were", "with",
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "def", "for", "from", "has", "have", "if", "in", "into",
+    "is", "it", "its", "not", "of", "on", "or", "self", "so", "that", "the", "this", "to", "was", "we", "were", "with",
 ];
 
 /// Tokens of `text`, in order, duplicates kept (term frequency matters).
@@ -50,7 +49,8 @@ fn subwords(word: &str) -> Vec<&str> {
             let (at, c) = chars[i];
             let prev = chars[i - 1].1;
             let next_lower = chars.get(i + 1).is_some_and(|(_, n)| n.is_lowercase());
-            let boundary = c.is_uppercase() && (prev.is_lowercase() || prev.is_ascii_digit() || (prev.is_uppercase() && next_lower));
+            let boundary = c.is_uppercase()
+                && (prev.is_lowercase() || prev.is_ascii_digit() || (prev.is_uppercase() && next_lower));
             if boundary {
                 parts.push(&piece[start..at]);
                 start = at;
@@ -67,7 +67,10 @@ mod tests {
 
     #[test]
     fn splits_snake_and_camel_and_keeps_the_whole_identifier() {
-        assert_eq!(tokenize("RetryPolicy.backoff_delay"), ["retrypolicy", "retry", "policy", "backoff_delay", "backoff", "delay"]);
+        assert_eq!(
+            tokenize("RetryPolicy.backoff_delay"),
+            ["retrypolicy", "retry", "policy", "backoff_delay", "backoff", "delay"]
+        );
         assert_eq!(tokenize("parseHTTPHeader"), ["parsehttpheader", "parse", "http", "header"]);
     }
 

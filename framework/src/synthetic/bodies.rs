@@ -86,7 +86,8 @@ pub(crate) fn function(
     match shape {
         0 => {
             // Compute and log.
-            let var = format!("{}_{}", subject_word(&subject), pick(rng, &["total", "delay", "size", "count", "score"]));
+            let var =
+                format!("{}_{}", subject_word(&subject), pick(rng, &["total", "delay", "size", "count", "score"]));
             body.push(format!("{var} = {}", expression(rng, &params)));
             let message = log_literal(rng, literals, ctx.domain, &subject);
             body.push(format!("logger.debug(\"{message} %s\", {var})"));
@@ -195,10 +196,7 @@ fn make_raise(rng: &mut ChaCha8Rng, literals: &mut Literals, ctx: &BodyContext<'
         // The literal is the constant prefix of the message; the suffix is
         // what the f-string adds at run time.
         let (mut literal, suffix) = match rng.random_range(0..4) {
-            0 | 1 => (
-                format!("{adjective} {qualifier} {subject}"),
-                Some(example_value(rng, adjective, &subject)),
-            ),
+            0 | 1 => (format!("{adjective} {qualifier} {subject}"), Some(example_value(rng, adjective, &subject))),
             2 => {
                 let verb = pick(rng, domain.verbs);
                 let other = pick(rng, domain.nouns);

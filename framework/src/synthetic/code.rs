@@ -118,10 +118,8 @@ pub(crate) struct Rendered {
 impl Module {
     /// Every function of the module with its qualified name.
     pub(crate) fn qualified_functions(&self) -> impl Iterator<Item = (String, &Function)> {
-        let methods = self
-            .classes
-            .iter()
-            .flat_map(|c| c.methods.iter().map(move |m| (format!("{}.{}", c.name, m.name), m)));
+        let methods =
+            self.classes.iter().flat_map(|c| c.methods.iter().map(move |m| (format!("{}.{}", c.name, m.name), m)));
         methods.chain(self.functions.iter().map(|f| (f.name.clone(), f)))
     }
 

@@ -108,7 +108,10 @@ pub(crate) fn run_git(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> Result
     };
     let output = child.wait_with_output().map_err(|source| Error::Spawn { command: command_text.clone(), source })?;
     if !output.status.success() {
-        return Err(Error::Git { command: command_text, detail: String::from_utf8_lossy(&output.stderr).trim().to_string() });
+        return Err(Error::Git {
+            command: command_text,
+            detail: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        });
     }
     written.map_err(|source| Error::Spawn { command: command_text.clone(), source })?;
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())

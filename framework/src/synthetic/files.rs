@@ -39,7 +39,10 @@ pub(crate) fn render(project: &Project) -> FileSet {
     set.files.insert("CHANGELOG.md".to_string(), changelog(project));
     set.files.insert("setup.py".to_string(), setup_py(project));
     set.files.insert("pyproject.toml".to_string(), pyproject(project));
-    set.files.insert(".gitignore".to_string(), "__pycache__/\n*.pyc\n.pytest_cache/\nbuild/\ndist/\n*.egg-info/\n".to_string());
+    set.files.insert(
+        ".gitignore".to_string(),
+        "__pycache__/\n*.pyc\n.pytest_cache/\nbuild/\ndist/\n*.egg-info/\n".to_string(),
+    );
     set
 }
 
@@ -50,7 +53,9 @@ fn render_inits(project: &Project, set: &mut FileSet) {
         let members: Vec<usize> = project
             .members(index, false)
             .into_iter()
-            .filter(|&m| matches!(project.modules[m].kind, ModuleKind::Component | ModuleKind::Facade | ModuleKind::Errors))
+            .filter(|&m| {
+                matches!(project.modules[m].kind, ModuleKind::Component | ModuleKind::Facade | ModuleKind::Errors)
+            })
             .collect();
         let init = templates::init_module(
             &project.modules,
@@ -126,7 +131,8 @@ fn render_test(project: &Project, test: &TestModule) -> String {
                     "\n\ndef test_{call}_rejects_bad_input():\n{setup}    with pytest.raises({}, match=\"{}\"):\n        {target}(None)\n",
                     raise.exception, raise.literal
                 );
-                let builtin = raise.exception.ends_with("Error") && package.errors.iter().all(|e| e != &raise.exception);
+                let builtin =
+                    raise.exception.ends_with("Error") && package.errors.iter().all(|e| e != &raise.exception);
                 if !builtin && !error_names.contains(&raise.exception) {
                     error_names.push(raise.exception.clone());
                 }
@@ -200,7 +206,8 @@ fn package_doc(project: &Project, index: usize) -> String {
 }
 
 fn configuration_doc(project: &Project) -> String {
-    let mut text = String::from("# Configuration\n\nEvery setting can be overridden per client with an `overrides` mapping.\n\n");
+    let mut text =
+        String::from("# Configuration\n\nEvery setting can be overridden per client with an `overrides` mapping.\n\n");
     for package in &project.packages {
         let domain = &DOMAINS[package.domain];
         let _ = writeln!(text, "## {}\n", capitalised(domain.title));

@@ -59,8 +59,15 @@ pub(crate) fn write(rng: &mut ChaCha8Rng, input: &IssueInput<'_>) -> Issue {
 
     // Title.
     let title = match input.difficulty {
-        Difficulty::Easy => format!("`{}` raises {} for {}", input.qualname, input.raise.exception, subject_of(input.raise)),
-        Difficulty::Medium => format!("{} fails in the {} after upgrading to {}", capitalised(&method_words), domain.title, project.version),
+        Difficulty::Easy => {
+            format!("`{}` raises {} for {}", input.qualname, input.raise.exception, subject_of(input.raise))
+        }
+        Difficulty::Medium => format!(
+            "{} fails in the {} after upgrading to {}",
+            capitalised(&method_words),
+            domain.title,
+            project.version
+        ),
         Difficulty::Hard => format!("{} stops working under load with {third_party}", capitalised(domain.title)),
     };
     let _ = writeln!(text, "# {title}\n");
@@ -105,9 +112,7 @@ pub(crate) fn write(rng: &mut ChaCha8Rng, input: &IssueInput<'_>) -> Issue {
                 text,
                 "Every few hours the {} gives up while the {} is busy with {}. Restarting the worker helps for a while. \
                  I could not find where this comes from.\n",
-                domain.title,
-                distractor.title,
-                distractor.noun_plural,
+                domain.title, distractor.title, distractor.noun_plural,
             );
         }
     }
@@ -206,7 +211,14 @@ impl Distractor {
         let facade = package_info.facade.map(|f| &project.modules[f]);
         let class = facade.and_then(|m| m.classes.first());
         let method = class
-            .and_then(|c| c.methods.iter().filter(|m| !m.name.starts_with('_')).collect::<Vec<_>>().choose(rng).map(|m| m.name.clone()))
+            .and_then(|c| {
+                c.methods
+                    .iter()
+                    .filter(|m| !m.name.starts_with('_'))
+                    .collect::<Vec<_>>()
+                    .choose(rng)
+                    .map(|m| m.name.clone())
+            })
             .unwrap_or_else(|| format!("{}_{}", pick(rng, domain.verbs), pick(rng, domain.nouns)));
         let noun = *pick(rng, domain.nouns);
         Distractor {
@@ -233,7 +245,9 @@ fn reach(project: &Project, input: &IssueInput<'_>, entry: Option<(&super::code:
     let (module, qualname) = entry.unwrap_or((target, input.qualname));
     let (class, method) = split_qualname(qualname);
     match class {
-        Some(class) => Reach { import_path: module.dotted.clone(), class: class.to_string(), method: method.to_string() },
+        Some(class) => {
+            Reach { import_path: module.dotted.clone(), class: class.to_string(), method: method.to_string() }
+        }
         // A module-level function: the reproducer calls it directly through
         // a namespace import, rendered as a class-like call for simplicity.
         None => Reach {
@@ -248,16 +262,31 @@ fn reach(project: &Project, input: &IssueInput<'_>, entry: Option<(&super::code:
 fn traceback(input: &IssueInput<'_>, entry: Option<(&super::code::Module, &str)>) -> String {
     let project = input.project;
     let prefix = "/srv/app/.venv/lib/python3.11/site-packages";
-    let mut out = String::from("Traceback (most recent call last):\n  File \"/srv/app/worker.py\", line 88, in handle\n    result = run_job(job)\n");
+    let mut out = String::from(
+        "Traceback (most recent call last):\n  File \"/srv/app/worker.py\", line 88, in handle\n    result = run_job(job)\n",
+    );
     let (_, method) = split_qualname(input.qualname);
     if let Some((module, qualname)) = entry {
         let (_, entry_method) = split_qualname(qualname);
         let line = find_line(input.files, &module.path, qualname, &format!("{method}(")).unwrap_or((1, String::new()));
-        let _ = writeln!(out, "  File \"{prefix}/{}\", line {}, in {entry_method}\n    {}", module.path, line.0, line.1.trim());
+        let _ = writeln!(
+            out,
+            "  File \"{prefix}/{}\", line {}, in {entry_method}\n    {}",
+            module.path,
+            line.0,
+            line.1.trim()
+        );
     }
     let target = &project.modules[input.module];
-    let raise_line = find_line(input.files, &target.path, input.qualname, &input.raise.literal).unwrap_or((1, String::new()));
-    let _ = writeln!(out, "  File \"{prefix}/{}\", line {}, in {method}\n    {}", target.path, raise_line.0, raise_line.1.trim());
+    let raise_line =
+        find_line(input.files, &target.path, input.qualname, &input.raise.literal).unwrap_or((1, String::new()));
+    let _ = writeln!(
+        out,
+        "  File \"{prefix}/{}\", line {}, in {method}\n    {}",
+        target.path,
+        raise_line.0,
+        raise_line.1.trim()
+    );
     let _ = writeln!(out, "{}: {}", input.raise.exception, input.raise.example);
     out
 }
@@ -275,15 +304,21 @@ fn find_line(files: &FileSet, path: &str, qualname: &str, needle: &str) -> Optio
 }
 
 /// Two or three consecutive words of a message literal, avoiding the
-/// opening adjective so the fragment reads as a paraphrase.
+/// opening adjective so the fragment reads as a paraphrase, and never
+/// starting or ending on a filler word (`while the`).
 fn fragment(rng: &mut ChaCha8Rng, literal: &str) -> String {
+    const FILLER: &[&str] = &["the", "while", "is", "for", "cannot", "exceeds", "configured"];
     let words: Vec<&str> = literal.split(' ').collect();
-    if words.len() <= 2 {
-        return literal.to_string();
+    let mut windows = Vec::new();
+    for len in [2, 3] {
+        for start in 1..words.len().saturating_sub(len - 1) {
+            let window = &words[start..start + len];
+            if !FILLER.contains(&window[0]) && !FILLER.contains(&window[len - 1]) {
+                windows.push(window.join(" "));
+            }
+        }
     }
-    let len = if words.len() >= 4 && rng.random_bool(0.5) { 3 } else { 2 };
-    let start = rng.random_range(1..=words.len() - len);
-    words[start..start + len].join(" ")
+    windows.choose(rng).cloned().unwrap_or_else(|| literal.to_string())
 }
 
 /// The thing a raise complains about (`budget` in `invalid retry budget`).

@@ -237,11 +237,8 @@ pub fn generate(config: &SyntheticConfig, out_dir: &Path) -> Result<SyntheticSou
             files: files.files.len(),
         })
         .collect();
-    let snapshots: Vec<tasks::Snapshot> = snapshots
-        .into_iter()
-        .zip(ids)
-        .map(|((project, files), id)| tasks::Snapshot { project, files, id })
-        .collect();
+    let snapshots: Vec<tasks::Snapshot> =
+        snapshots.into_iter().zip(ids).map(|((project, files), id)| tasks::Snapshot { project, files, id }).collect();
     // Tasks draw from their own stream so that changing the task count
     // leaves the repository unchanged.
     let mut task_rng = ChaCha8Rng::seed_from_u64(config.seed ^ 0x7a5c_0de5_1eed_0001);
@@ -284,7 +281,10 @@ fn validate(config: &SyntheticConfig) -> Result<(), Error> {
         return Err(Error::InvalidConfig(format!("files must be at least 40, got {}", config.files)));
     }
     if !(0.0..=1.0).contains(&config.held_out_fraction) {
-        return Err(Error::InvalidConfig(format!("held_out_fraction must be in [0, 1], got {}", config.held_out_fraction)));
+        return Err(Error::InvalidConfig(format!(
+            "held_out_fraction must be in [0, 1], got {}",
+            config.held_out_fraction
+        )));
     }
     Ok(())
 }

@@ -57,7 +57,8 @@ pub(crate) struct Project {
 impl Project {
     /// Modules that belong to package `package`, in index order.
     pub(crate) fn members(&self, package: usize, sub: bool) -> Vec<usize> {
-        let dir = if sub { self.packages[package].subdir.as_deref() } else { Some(self.packages[package].dir.as_str()) };
+        let dir =
+            if sub { self.packages[package].subdir.as_deref() } else { Some(self.packages[package].dir.as_str()) };
         let Some(dir) = dir else { return Vec::new() };
         self.modules
             .iter()
@@ -195,19 +196,27 @@ pub(crate) fn initial_project(g: &mut Gen, name: &str, packages: usize, initial_
     }
     for package in 0..project.packages.len() {
         let dir = project.packages[package].dir.clone();
-        let errors = templates::errors_module(g, &Placement { package: &project.packages[package], dir: &dir, stem: "errors", added_at: 0 });
+        let errors = templates::errors_module(
+            g,
+            &Placement { package: &project.packages[package], dir: &dir, stem: "errors", added_at: 0 },
+        );
         let p = &mut project.packages[package];
         p.errors = errors.classes.iter().map(|c| c.name.clone()).collect();
         p.errors_dotted = Some(errors.dotted.clone());
         project.modules.push(errors);
-        let (settings, keys) =
-            templates::settings_module(g, &Placement { package: &project.packages[package], dir: &dir, stem: "settings", added_at: 0 });
+        let (settings, keys) = templates::settings_module(
+            g,
+            &Placement { package: &project.packages[package], dir: &dir, stem: "settings", added_at: 0 },
+        );
         let p = &mut project.packages[package];
         p.settings_dotted = Some(settings.dotted.clone());
         p.config_keys = keys;
         project.modules.push(settings);
         if g.rng.random_bool(0.6) {
-            let base = templates::base_module(g, &Placement { package: &project.packages[package], dir: &dir, stem: "base", added_at: 0 });
+            let base = templates::base_module(
+                g,
+                &Placement { package: &project.packages[package], dir: &dir, stem: "base", added_at: 0 },
+            );
             let name = base.classes[0].name.clone();
             project.modules.push(base);
             project.packages[package].base = Some((project.modules.len() - 1, name));
@@ -220,8 +229,11 @@ pub(crate) fn initial_project(g: &mut Gen, name: &str, packages: usize, initial_
         project.add_component(g, n % count, 0);
     }
     for package in 0..project.packages.len() {
-        let components: Vec<usize> =
-            project.members(package, false).into_iter().filter(|&m| project.modules[m].kind == ModuleKind::Component).collect();
+        let components: Vec<usize> = project
+            .members(package, false)
+            .into_iter()
+            .filter(|&m| project.modules[m].kind == ModuleKind::Component)
+            .collect();
         let chosen: Vec<usize> = components.choose_multiple(&mut g.rng, 4).copied().collect();
         let dir = project.packages[package].dir.clone();
         let facade = {

@@ -76,9 +76,7 @@ fn make_task(
         .iter()
         .enumerate()
         .filter(|(_, m)| matches!(m.kind, ModuleKind::Component | ModuleKind::Base))
-        .flat_map(|(i, m)| {
-            m.qualified_functions().filter(|(_, f)| !f.raises.is_empty()).map(move |(q, _)| (i, q))
-        })
+        .flat_map(|(i, m)| m.qualified_functions().filter(|(_, f)| !f.raises.is_empty()).map(move |(q, _)| (i, q)))
         .filter(|(i, q)| !used.contains(&(project.modules[*i].path.clone(), q.clone())))
         .collect();
     // Multi-file patches need callers to patch along with the callee.
@@ -123,7 +121,8 @@ fn make_task(
     let mut patch = vec![(module, qualname.clone())];
     // Callers other than the facade make realistic second patch files (the
     // call site must change with the callee).
-    let mut extra: Vec<&(usize, String)> = callers.iter().filter(|(m, _)| project.modules[*m].kind != ModuleKind::Facade).collect();
+    let mut extra: Vec<&(usize, String)> =
+        callers.iter().filter(|(m, _)| project.modules[*m].kind != ModuleKind::Facade).collect();
     extra.extend(callers.iter().filter(|(m, _)| project.modules[*m].kind == ModuleKind::Facade));
     patch.extend(extra.into_iter().take(patch_size - 1).cloned());
 
@@ -178,7 +177,9 @@ fn make_task(
         .modules
         .iter()
         .enumerate()
-        .filter(|(i, m)| m.domain == project.modules[module].domain && !relevant.contains(i) && m.kind == ModuleKind::Component)
+        .filter(|(i, m)| {
+            m.domain == project.modules[module].domain && !relevant.contains(i) && m.kind == ModuleKind::Component
+        })
         .map(|(i, _)| i)
         .collect();
     // Sometimes a glance at a sibling module that turns out not to matter;

@@ -164,7 +164,8 @@ pub(crate) fn base_module(g: &mut Gen, place: &Placement<'_>) -> Module {
         setting: None,
         state_attr: "_state",
     };
-    let validate = bodies::function(&mut g.rng, &mut g.literals, &ctx, &format!("validate_{noun}"), vec![noun.to_string()], true);
+    let validate =
+        bodies::function(&mut g.rng, &mut g.literals, &ctx, &format!("validate_{noun}"), vec![noun.to_string()], true);
     let abstract_method = Function {
         name: format!("{verb}_{noun}"),
         params: vec![noun.to_string()],
@@ -178,7 +179,11 @@ pub(crate) fn base_module(g: &mut Gen, place: &Placement<'_>) -> Module {
         name: "close".to_string(),
         params: Vec::new(),
         doc: vec![format!("Release the resources held by this {}.", role.to_lowercase())],
-        body: vec!["with self._lock:".to_string(), "    self._closed = True".to_string(), "    self._state.clear()".to_string()],
+        body: vec![
+            "with self._lock:".to_string(),
+            "    self._closed = True".to_string(),
+            "    self._state.clear()".to_string(),
+        ],
         raises: Vec::new(),
         calls: Vec::new(),
         log_message: None,
@@ -267,7 +272,9 @@ pub(crate) fn component_module(g: &mut Gen, modules: &[Module], place: &Placemen
         let state_attr = format!("_{}", vocab::plural(*pick(&mut g.rng, domain.nouns)));
         let mut targets = all_targets.clone();
         if let Some((base_module, base_name)) = &base {
-            if let Some(validate) = modules[*base_module].classes[0].methods.iter().find(|m| m.name.starts_with("validate_")) {
+            if let Some(validate) =
+                modules[*base_module].classes[0].methods.iter().find(|m| m.name.starts_with("validate_"))
+            {
                 targets.push(CallTarget {
                     expr: format!("self.{}", validate.name),
                     callee: Callee { module: *base_module, qualname: format!("{base_name}.{}", validate.name) },
@@ -427,7 +434,15 @@ pub(crate) fn facade_module(g: &mut Gen, modules: &[Module], place: &Placement<'
 }
 
 /// A package `__init__.py` re-exporting the public classes of `members`.
-pub(crate) fn init_module(modules: &[Module], path: String, dotted: String, doc: String, members: &[usize], version: Option<&str>, added_at: usize) -> Module {
+pub(crate) fn init_module(
+    modules: &[Module],
+    path: String,
+    dotted: String,
+    doc: String,
+    members: &[usize],
+    version: Option<&str>,
+    added_at: usize,
+) -> Module {
     let mut imports = Vec::new();
     let mut exported = Vec::new();
     for &member in members {
@@ -475,7 +490,9 @@ pub(crate) fn new_method(g: &mut Gen, module: &Module, class_index: usize, packa
         .methods
         .iter()
         .flat_map(|m| m.body.iter())
-        .find_map(|line| line.trim().strip_prefix("self._").and_then(|rest| rest.split(' ').next()).filter(|a| a.ends_with('s')))
+        .find_map(|line| {
+            line.trim().strip_prefix("self._").and_then(|rest| rest.split(' ').next()).filter(|a| a.ends_with('s'))
+        })
         .map_or_else(|| "_state".to_string(), |a| format!("_{a}"));
     let ctx = BodyContext {
         domain: module.domain,
@@ -497,7 +514,11 @@ pub(crate) fn new_method(g: &mut Gen, module: &Module, class_index: usize, packa
 
 /// The `from ... import` line for a package's errors.
 fn error_import(package: &Package) -> Option<String> {
-    package.errors_dotted.as_ref().filter(|_| !package.errors.is_empty()).map(|dotted| format!("from {dotted} import {}", package.errors.join(", ")))
+    package
+        .errors_dotted
+        .as_ref()
+        .filter(|_| !package.errors.is_empty())
+        .map(|dotted| format!("from {dotted} import {}", package.errors.join(", ")))
 }
 
 /// `__init__` storing collaborators and the instance state.

@@ -22,8 +22,12 @@ fn bm25_indexes_every_file_of_a_commit() {
         assert_eq!(indexed, expected);
         assert_eq!(index.len(), commit.files);
     }
-    let by_tag = Bm25Index::from_commit(&source.repo_path, &format!("refs/tags/{}", source.commits[0].tag), Bm25Params::default())
-        .expect("index by tag");
+    let by_tag = Bm25Index::from_commit(
+        &source.repo_path,
+        &format!("refs/tags/{}", source.commits[0].tag),
+        Bm25Params::default(),
+    )
+    .expect("index by tag");
     assert_eq!(by_tag.len(), source.commits[0].files);
     assert!(Bm25Index::from_commit(&source.repo_path, "refs/heads/nope", Bm25Params::default()).is_err());
 }
@@ -36,31 +40,8 @@ fn searching_beats_bm25_on_held_out_tasks() {
         let index = indexes.entry(task.base_index).or_insert_with(|| {
             Bm25Index::from_commit(&source.repo_path, &task.base_commit, Bm25Params::default()).expect("index")
         });
-        let top: Vec<String> = index.top_k(&task.prompt, 2).into_iter().map(|h| h.path).collect();
-        if std::env::var("DEBUG_BM25").is_ok() { eprintln!("{:?} {:?}\n   top {:?}\n   rel {:?}", task.id, task.difficulty, top, task.relevant_files(MIN_WEIGHT)); }
-        top
+        index.top_k(&task.prompt, 2).into_iter().map(|h| h.path).collect()
     };
-    if std::env::var("DEBUG_BM25").is_ok() {
-        let mut roles: BTreeMap<String, usize> = BTreeMap::new();
-        for t in &source.tasks { *roles.entry(format!("patch{}", t.targets.files.len())).or_default() += 1; for a in &t.aux { *roles.entry(format!("{:?}", a.role)).or_default() += 1; } }
-        eprintln!("ROLES {roles:?}");
-        let all: Vec<usize> = (0..source.tasks.len()).collect();
-        for d in [rewardlab_framework::synthetic::Difficulty::Easy, rewardlab_framework::synthetic::Difficulty::Medium, rewardlab_framework::synthetic::Difficulty::Hard] {
-            let sel: Vec<usize> = all.iter().copied().filter(|&i| source.tasks[i].difficulty == d).collect();
-            let b = evaluate(source, &sel, |t: &Task| t.relevant_files(MIN_WEIGHT), &mut bm25);
-            let s = evaluate(source, &sel, |t: &Task| t.relevant_files(MIN_WEIGHT), |t: &Task| scripted_search(&source.repo_path, t));
-            eprintln!("ALL {d:?} n={} bm25 {:.3} {:.3} {:.3} search {:.3} {:.3} {:.3}", sel.len(), b.0, b.1, b.2, s.0, s.1, s.2);
-        }
-        for seed in [1u64, 2, 5] {
-            let src = rewardlab_framework::synthetic::generate(&rewardlab_framework::synthetic::SyntheticConfig { seed, ..Default::default() }, &crate::common::scratch(&format!("dbg{seed}"))).unwrap();
-            let all: Vec<usize> = (0..src.tasks.len()).collect();
-            let mut idx: BTreeMap<usize, Bm25Index> = BTreeMap::new();
-            let b = evaluate(&src, &all, |t: &Task| t.relevant_files(MIN_WEIGHT), |t: &Task| { let i = idx.entry(t.base_index).or_insert_with(|| Bm25Index::from_commit(&src.repo_path, &t.base_commit, Bm25Params::default()).unwrap()); i.top_k(&t.prompt, 2).into_iter().map(|h| h.path).collect() });
-            let s = evaluate(&src, &all, |t: &Task| t.relevant_files(MIN_WEIGHT), |t: &Task| scripted_search(&src.repo_path, t));
-            let ho = evaluate(&src, &src.held_out, |t: &Task| t.relevant_files(MIN_WEIGHT), |t: &Task| { let i = idx.entry(t.base_index).or_insert_with(|| Bm25Index::from_commit(&src.repo_path, &t.base_commit, Bm25Params::default()).unwrap()); i.top_k(&t.prompt, 2).into_iter().map(|h| h.path).collect() });
-            eprintln!("SEED {seed} all bm25 {:.3} {:.3} {:.3} search {:.3} {:.3} {:.3} heldout-bm25 P {:.3}", b.0, b.1, b.2, s.0, s.1, s.2, ho.0);
-        }
-    }
     let relevant = |task: &Task| task.relevant_files(MIN_WEIGHT);
     let patch = |task: &Task| task.targets.files.clone();
     let held_out = &source.held_out;
@@ -69,16 +50,39 @@ fn searching_beats_bm25_on_held_out_tasks() {
     let search = |task: &Task| scripted_search(&source.repo_path, task);
     let search_relevant = evaluate(source, held_out, relevant, search);
     let search_patch = evaluate(source, held_out, patch, search);
-    let mean_relevant = held_out.iter().map(|&i| source.tasks[i].relevant_files(MIN_WEIGHT).len()).sum::<usize>() as f64 / held_out.len() as f64;
+    let mean_relevant = held_out.iter().map(|&i| source.tasks[i].relevant_files(MIN_WEIGHT).len()).sum::<usize>()
+        as f64
+        / held_out.len() as f64;
     eprintln!("held-out tasks: {}, mean relevant files {mean_relevant:.2}", held_out.len());
     eprintln!("                      P      R      F0.5   (targets: patch + aux w>=0.15 | patch only)");
-    eprintln!("BM25 top-2          {:.3}  {:.3}  {:.3}  | {:.3}  {:.3}  {:.3}", bm25_relevant.0, bm25_relevant.1, bm25_relevant.2, bm25_patch.0, bm25_patch.1, bm25_patch.2);
-    eprintln!("scripted grep top-2 {:.3}  {:.3}  {:.3}  | {:.3}  {:.3}  {:.3}", search_relevant.0, search_relevant.1, search_relevant.2, search_patch.0, search_patch.1, search_patch.2);
+    eprintln!(
+        "BM25 top-2          {:.3}  {:.3}  {:.3}  | {:.3}  {:.3}  {:.3}",
+        bm25_relevant.0, bm25_relevant.1, bm25_relevant.2, bm25_patch.0, bm25_patch.1, bm25_patch.2
+    );
+    eprintln!(
+        "scripted grep top-2 {:.3}  {:.3}  {:.3}  | {:.3}  {:.3}  {:.3}",
+        search_relevant.0, search_relevant.1, search_relevant.2, search_patch.0, search_patch.1, search_patch.2
+    );
     assert!(bm25_relevant.0 < 0.6, "BM25 precision {:.3} should be below 0.6", bm25_relevant.0);
     assert!(bm25_relevant.0 > 0.1, "BM25 precision {:.3} should not be trivially zero", bm25_relevant.0);
-    assert!(search_relevant.0 >= bm25_relevant.0 + 0.2, "search {:.3} vs BM25 {:.3}", search_relevant.0, bm25_relevant.0);
-    assert!(search_relevant.2 >= bm25_relevant.2 + 0.2, "search F0.5 {:.3} vs BM25 {:.3}", search_relevant.2, bm25_relevant.2);
-    assert!(search_patch.2 > bm25_patch.2, "search F0.5 {:.3} vs BM25 {:.3} on patch files", search_patch.2, bm25_patch.2);
+    assert!(
+        search_relevant.0 >= bm25_relevant.0 + 0.2,
+        "search {:.3} vs BM25 {:.3}",
+        search_relevant.0,
+        bm25_relevant.0
+    );
+    assert!(
+        search_relevant.2 >= bm25_relevant.2 + 0.2,
+        "search F0.5 {:.3} vs BM25 {:.3}",
+        search_relevant.2,
+        bm25_relevant.2
+    );
+    assert!(
+        search_patch.2 > bm25_patch.2,
+        "search F0.5 {:.3} vs BM25 {:.3} on patch files",
+        search_patch.2,
+        bm25_patch.2
+    );
 }
 
 /// A scripted searcher, the strategy the synthetic task should reward.
@@ -106,10 +110,8 @@ fn scripted_search(repo: &Path, task: &Task) -> Vec<String> {
     let mut answer = vec![best.clone()];
     let strings: Vec<&str> = patterns.iter().filter(|p| p.1 >= 3.0).map(|p| p.0.as_str()).collect();
     if let Some(name) = enclosing_function(repo, &task.base_commit, &best, &strings) {
-        let mut users: Vec<(String, usize)> = git_grep_counts(repo, &task.base_commit, &name)
-            .into_iter()
-            .filter(|(path, _)| *path != best)
-            .collect();
+        let mut users: Vec<(String, usize)> =
+            git_grep_counts(repo, &task.base_commit, &name).into_iter().filter(|(path, _)| *path != best).collect();
         users.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         answer.extend(users.into_iter().take(1).map(|(path, _)| path));
     }
@@ -139,7 +141,11 @@ fn git_grep_counts(repo: &Path, commit: &str, name: &str) -> Vec<(String, usize)
         .args(["grep", "-c", "-F", "-w", "-e", name, commit, "--", "*.py"])
         .output()
         .expect("run git grep");
-    assert!(output.status.code().is_some_and(|c| c <= 1), "git grep failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.code().is_some_and(|c| c <= 1),
+        "git grep failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8_lossy(&output.stdout)
         .lines()
         .filter_map(|line| {
@@ -219,7 +225,11 @@ fn git_grep(repo: &Path, commit: &str, pattern: &str, whole_word: bool) -> Vec<S
     }
     let output = command.args(["-e", pattern, commit, "--", "*.py"]).output().expect("run git grep");
     // Exit status 1 means no match.
-    assert!(output.status.code().is_some_and(|c| c <= 1), "git grep failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.code().is_some_and(|c| c <= 1),
+        "git grep failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8_lossy(&output.stdout)
         .lines()
         .filter_map(|line| line.split_once(':').map(|(_, path)| path.to_string()))

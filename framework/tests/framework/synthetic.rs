@@ -33,9 +33,15 @@ fn same_seed_same_repository_and_tasks_different_seed_differs() {
 fn default_generation_is_quick_and_sized_as_asked() {
     let dir = scratch("timing");
     let start = Instant::now();
-    let source = synthetic::generate(&SyntheticConfig { seed: 3, ..SyntheticConfig::default() }, &dir).expect("generate");
+    let source =
+        synthetic::generate(&SyntheticConfig { seed: 3, ..SyntheticConfig::default() }, &dir).expect("generate");
     let elapsed = start.elapsed();
-    eprintln!("default generation: {elapsed:?} for {} files x {} commits, {} tasks", source.commits.last().map_or(0, |c| c.files), source.commits.len(), source.tasks.len());
+    eprintln!(
+        "default generation: {elapsed:?} for {} files x {} commits, {} tasks",
+        source.commits.last().map_or(0, |c| c.files),
+        source.commits.len(),
+        source.tasks.len()
+    );
     // The release target is < 2 s; debug builds of this crate are slower.
     assert!(elapsed.as_secs_f64() < 20.0, "{elapsed:?}");
     let last = source.commits.last().expect("commits").files;
@@ -92,11 +98,17 @@ fn targets_exist_and_line_ranges_cover_their_functions() {
             assert!(def.trim_start().starts_with(&format!("def {name}(")), "{range}: `{def}` is not def {name}");
             let indent = def.len() - def.trim_start().len();
             if let Some(class) = qualname.split_once('.').map(|(c, _)| c) {
-                assert!(lines[..start].iter().any(|l| l.starts_with(&format!("class {class}"))), "{function}: class not above");
+                assert!(
+                    lines[..start].iter().any(|l| l.starts_with(&format!("class {class}"))),
+                    "{function}: class not above"
+                );
             }
             // Everything up to `end` is the body; the next non-blank line is
             // at the def's indentation or less (the function ended).
-            assert!(lines[start..end].iter().all(|l| l.trim().is_empty() || l.len() - l.trim_start().len() > indent), "{range}");
+            assert!(
+                lines[start..end].iter().all(|l| l.trim().is_empty() || l.len() - l.trim_start().len() > indent),
+                "{range}"
+            );
             if let Some(next) = lines[end..].iter().find(|l| !l.trim().is_empty()) {
                 assert!(next.len() - next.trim_start().len() <= indent, "{range} stops inside the function");
             }
@@ -184,7 +196,9 @@ fn split_is_deterministic_disjoint_and_complete() {
 fn bad_configs_and_non_empty_output_are_rejected() {
     let dir = scratch("rejects");
     assert!(synthetic::generate(&SyntheticConfig { commits: 0, ..SyntheticConfig::default() }, &dir).is_err());
-    assert!(synthetic::generate(&SyntheticConfig { held_out_fraction: 1.5, ..SyntheticConfig::default() }, &dir).is_err());
+    assert!(
+        synthetic::generate(&SyntheticConfig { held_out_fraction: 1.5, ..SyntheticConfig::default() }, &dir).is_err()
+    );
     std::fs::create_dir_all(&dir).expect("mkdir");
     std::fs::write(dir.join("x"), "x").expect("write");
     let err = synthetic::generate(&small(1), &dir).expect_err("non-empty directory");
