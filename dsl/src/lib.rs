@@ -6,6 +6,8 @@
 //! runs interval analysis and the lints, and lowers to a [`hir::Program`];
 //! [`cpu::CompiledProgram`] evaluates a program over a [`table::FeatureTable`]
 //! with fused passes, checked against the tree-walking [`interp`] oracle.
+//! [`codegen`] emits the same stages as CUDA kernels (and their C twin), and
+//! [`gpu::GpuProgram`] runs them through NVRTC behind the `cuda` feature.
 //!
 //! This crate is a leaf: it knows nothing about retrieval, GRPO or models.
 

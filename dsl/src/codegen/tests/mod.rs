@@ -1,0 +1,107 @@
+//! Generated code: snapshots of the CUDA source for the shipped reward files,
+//! the CUDA source type-checked by the host C++ compiler against a shim of
+//! the CUDA built-ins, and the C twin compiled and run against the
+//! interpreter (shipped files and random programs).
+
+mod c_twin;
+mod random;
+mod schema;
+
+use expect_test::expect_file;
+
+use super::*;
+use crate::hir::Program;
+use crate::ir;
+
+/// The shipped reward files, by name.
+pub(super) const SHIPPED: [(&str, &str); 9] = [
+    ("codegrep_v1", include_str!("../../../../rewards/codegrep_v1.reward")),
+    ("codegrep_v2", include_str!("../../../../rewards/codegrep_v2.reward")),
+    ("codegrep_v3", include_str!("../../../../rewards/codegrep_v3.reward")),
+    ("dr_grpo", include_str!("../../../../rewards/dr_grpo.reward")),
+    ("fusesearch_f1", include_str!("../../../../rewards/fusesearch_f1.reward")),
+    ("fusesearch_f1_plus_e", include_str!("../../../../rewards/fusesearch_f1_plus_e.reward")),
+    ("fusesearch_f1_times_e", include_str!("../../../../rewards/fusesearch_f1_times_e.reward")),
+    ("grpo", include_str!("../../../../rewards/grpo.reward")),
+    ("rloo", include_str!("../../../../rewards/rloo.reward")),
+];
+
+pub(super) fn compile(name: &str, text: &str) -> Program {
+    let source = crate::SourceFile::new(format!("{name}.reward"), text.to_string());
+    match crate::check::compile_source(&source, &schema::schema(), &crate::check::CheckOptions::default()) {
+        Ok((program, _warnings)) => program,
+        Err(diags) => panic!("{name}.reward does not check: {diags:?}"),
+    }
+}
+
+#[test]
+fn cuda_kernels_of_the_shipped_reward_files() {
+    for (name, text) in SHIPPED {
+        let ir = ir::lower(&compile(name, text));
+        let code = emit_cuda(&ir, Fusion::Fused);
+        expect_file![format!("snapshots/{name}.cu")].assert_eq(&code.kernels);
+        assert!(code.source.ends_with(&code.kernels), "the source is the prelude then the kernels");
+        assert_eq!(code.temps, 0);
+    }
+}
+
+#[test]
+fn unfused_kernels_of_codegrep_v3() {
+    let ir = ir::lower(&compile("codegrep_v3", SHIPPED[2].1));
+    let code = emit_cuda(&ir, Fusion::Unfused);
+    expect_file!["snapshots/codegrep_v3.unfused.cu"].assert_eq(&code.kernels);
+    let fused = emit_cuda(&ir, Fusion::Fused);
+    assert!(code.launches.len() > fused.launches.len());
+}
+
+#[test]
+fn c_twin_of_codegrep_v3() {
+    let ir = ir::lower(&compile("codegrep_v3", SHIPPED[2].1));
+    let c = emit_c(&ir, Fusion::Fused);
+    let kernels = &c[c.find("\nstatic void s0").expect("a first stage")..];
+    expect_file!["snapshots/codegrep_v3.c"].assert_eq(kernels);
+}
+
+/// Every kernel body appears verbatim in both the CUDA and the C source.
+#[test]
+fn c_and_cuda_share_the_kernel_bodies() {
+    for (name, text) in SHIPPED {
+        let ir = ir::lower(&compile(name, text));
+        for fusion in [Fusion::Fused, Fusion::Unfused] {
+            let p = plan(&ir, fusion);
+            let cuda = emit_cuda(&ir, fusion).source;
+            let c = emit_c(&ir, fusion);
+            for body in &p.bodies {
+                assert!(cuda.contains(body.as_str()) && c.contains(body.as_str()), "{name}: body not shared:\n{body}");
+            }
+        }
+    }
+}
+
+#[test]
+fn source_hash_separates_programs() {
+    let a = emit_cuda(&ir::lower(&compile("grpo", SHIPPED[7].1)), Fusion::Fused).source;
+    let b = emit_cuda(&ir::lower(&compile("rloo", SHIPPED[8].1)), Fusion::Fused).source;
+    assert_eq!(source_hash(&a), source_hash(&a.clone()));
+    assert_ne!(source_hash(&a), source_hash(&b));
+}
+
+/// The device source of every shipped file (fused and unfused) and of random
+/// programs is valid C++ once the CUDA built-ins are declared: catches
+/// syntax and type errors that NVRTC would report, without a GPU.
+#[test]
+fn cuda_source_type_checks_with_the_host_compiler() {
+    let mut sources = Vec::new();
+    for (name, text) in SHIPPED {
+        let ir = ir::lower(&compile(name, text));
+        sources.push((name.to_string(), emit_cuda(&ir, Fusion::Fused).source));
+        sources.push((format!("{name}.unfused"), emit_cuda(&ir, Fusion::Unfused).source));
+    }
+    for seed in 0..8 {
+        let ir = ir::lower(&random::program(seed, true));
+        sources.push((format!("random{seed}"), emit_cuda(&ir, Fusion::Fused).source));
+    }
+    for (name, source) in sources {
+        c_twin::syntax_check_cuda(&name, &source);
+    }
+}
