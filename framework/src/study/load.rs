@@ -1,0 +1,470 @@
+//! Loading a study file: TOML → [`StudyFile`] → every variant's reward program
+//! checked → [`Study`] with its expanded runs. Nothing runs before this
+//! succeeds; every problem is reported at once, rendered like the DSL's own
+//! diagnostics (`file:line:col`, source line, carets), pointing into the study
+//! file for TOML errors and inline formulas and into reward files for theirs.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use rewardlab_dsl::check::{CheckOptions, compile_source};
+use rewardlab_dsl::cpu::CompiledProgram;
+use rewardlab_dsl::diag::render_all;
+use rewardlab_dsl::{Diagnostic, Interval, SourceFile, Span};
+use toml::Spanned;
+
+use super::spec::{GridSpec, PolicySpec, StudyFile, SummarySpec, TaskSpec, VariantSpec};
+use super::synth::{Synth, string_content_start};
+use crate::engine::EngineConfig;
+
+/// A checked study, ready to run.
+#[derive(Clone, Debug)]
+pub struct Study {
+    pub name: String,
+    pub path: PathBuf,
+    pub description: String,
+    /// Paths resolved against the study file's directory.
+    pub tasks: TaskSpec,
+    pub policy: PolicySpec,
+    /// The engine's settings; `seed` is replaced per run.
+    pub training: EngineConfig,
+    pub summary: SummarySpec,
+    pub seeds: usize,
+    pub base_seed: u64,
+    pub variants: Vec<Variant>,
+    /// Rendered warnings (empty when none).
+    pub warnings: String,
+}
+
+/// One variant's reward program, checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Variant {
+    pub name: String,
+    /// Where the source came from: the reward file's path, or `STUDY.toml#name`.
+    pub origin: String,
+    /// The program text (a reward file's, or synthesised from inline formulas).
+    pub source: String,
+    /// `param` overrides to apply when compiling `source` (reward files only;
+    /// inline params are declarations inside `source`).
+    pub params: Vec<(String, f64)>,
+}
+
+/// One training run: a variant at a seed index. Common random numbers: `seed`
+/// depends on `seed_index` alone, so every variant sees the same task order
+/// and sampling streams at the same index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunSpec {
+    /// Index into [`Study::variants`].
+    pub variant: usize,
+    pub variant_name: String,
+    pub seed_index: usize,
+    pub seed: u64,
+    /// The run's directory relative to the study's results directory.
+    pub dir: PathBuf,
+}
+
+/// Why a study cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum StudyError {
+    #[error("reading {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Rendered diagnostics (TOML, variants, reward files).
+    #[error("{rendered}")]
+    Invalid { rendered: String },
+}
+
+impl Study {
+    /// Every run, variant-major, seeds ascending.
+    pub fn runs(&self) -> Vec<RunSpec> {
+        let mut runs = Vec::with_capacity(self.variants.len() * self.seeds);
+        for (v, variant) in self.variants.iter().enumerate() {
+            for seed_index in 0..self.seeds {
+                runs.push(RunSpec {
+                    variant: v,
+                    variant_name: variant.name.clone(),
+                    seed_index,
+                    seed: self.base_seed + seed_index as u64,
+                    dir: run_dir(&variant.name, seed_index),
+                });
+            }
+        }
+        runs
+    }
+
+    /// The engine settings of one run.
+    pub fn engine_config(&self, run: &RunSpec) -> EngineConfig {
+        EngineConfig { seed: run.seed, ..self.training.clone() }
+    }
+}
+
+/// `runs/<variant>/seed-NNN`.
+pub fn run_dir(variant: &str, seed_index: usize) -> PathBuf {
+    Path::new("runs").join(variant).join(format!("seed-{seed_index:03}"))
+}
+
+/// Reads and checks a study file.
+pub fn load_study(path: &Path) -> Result<Study, StudyError> {
+    let text = fs::read_to_string(path).map_err(|source| StudyError::Io { path: path.to_owned(), source })?;
+    parse_study(path, &text)
+}
+
+/// Checks a study given its text (`path` names it and anchors relative paths).
+pub fn parse_study(path: &Path, text: &str) -> Result<Study, StudyError> {
+    let file = SourceFile::new(path.display().to_string(), text);
+    let spec: StudyFile = match toml::from_str(text) {
+        Ok(spec) => spec,
+        Err(e) => {
+            let span = e.span().map_or(Span::new(0, 0), |r| Span::new(r.start, r.end));
+            let diag = Diagnostic::error("study-toml", span, e.message().to_string());
+            return Err(StudyError::Invalid { rendered: render_all(&file, &[diag]) });
+        }
+    };
+    let base = path.parent().unwrap_or(Path::new("")).to_owned();
+    let mut ck = Checker { file: &file, base: &base, study_diags: Vec::new(), reward_files: BTreeMap::new() };
+    let study = ck.study(path, spec);
+    let rendered = ck.render();
+    match study {
+        Some(study) if !ck.has_errors() => Ok(Study { warnings: rendered, ..study }),
+        _ => Err(StudyError::Invalid { rendered }),
+    }
+}
+
+struct Checker<'a> {
+    file: &'a SourceFile,
+    base: &'a Path,
+    study_diags: Vec<Diagnostic>,
+    /// Diagnostics of referenced reward files, by path.
+    reward_files: BTreeMap<PathBuf, (SourceFile, Vec<Diagnostic>)>,
+}
+
+fn span_of<T>(s: &Spanned<T>) -> Range<usize> {
+    s.span()
+}
+
+fn sp(r: Range<usize>) -> Span {
+    Span::new(r.start, r.end)
+}
+
+impl Checker<'_> {
+    fn error(&mut self, span: Range<usize>, message: impl Into<String>) {
+        self.study_diags.push(Diagnostic::error("study", sp(span), message));
+    }
+
+    fn has_errors(&self) -> bool {
+        self.study_diags.iter().chain(self.reward_files.values().flat_map(|(_, d)| d)).any(Diagnostic::is_error)
+    }
+
+    fn render(&mut self) -> String {
+        // Grid variants repeat formulas: say each finding once.
+        let mut seen = HashSet::new();
+        self.study_diags.retain(|d| seen.insert((d.span, d.code, d.message.clone())));
+        self.study_diags.sort_by_key(|d| (d.span.range().start, std::cmp::Reverse(d.severity)));
+        let mut out = String::new();
+        if !self.study_diags.is_empty() {
+            out.push_str(&render_all(self.file, &self.study_diags));
+        }
+        for (source, diags) in self.reward_files.values() {
+            if !diags.is_empty() {
+                out.push_str(&render_all(source, diags));
+            }
+        }
+        out
+    }
+
+    fn study(&mut self, path: &Path, spec: StudyFile) -> Option<Study> {
+        let name = match &spec.name {
+            Some(n) => {
+                if !safe_name(n.get_ref()) {
+                    self.error(
+                        span_of(n),
+                        "a study name must be non-empty and use only letters, digits, `-`, `_`, `.`",
+                    );
+                }
+                n.get_ref().clone()
+            }
+            None => path.file_stem().map_or_else(|| "study".to_string(), |s| s.to_string_lossy().into_owned()),
+        };
+        if *spec.seeds.get_ref() == 0 {
+            self.error(span_of(&spec.seeds), "`seeds` must be at least 1");
+        }
+        let training = match &spec.training {
+            Some(t) => {
+                let config = t.get_ref().clone();
+                if config.seed != EngineConfig::default().seed {
+                    self.error(span_of(t), "`training.seed` is set per run from the seed index; use `base_seed`");
+                }
+                if let Err(message) = config.validate() {
+                    self.error(span_of(t), format!("invalid training settings: {message}"));
+                }
+                config
+            }
+            None => EngineConfig::default(),
+        };
+        let summary = spec.summary.clone();
+        if !(0.0..=1.0).contains(&summary.precision_gate) {
+            self.error(0..0, format!("summary.precision_gate must be in [0, 1], got {}", summary.precision_gate));
+        }
+        let options =
+            CheckOptions { group_size: Interval::point(training.group_size as f64), ..CheckOptions::default() };
+
+        let mut variants = Vec::new();
+        let mut names: BTreeMap<String, Range<usize>> = BTreeMap::new();
+        for v in &spec.variants {
+            let at = span_of(&v.name);
+            if let Some(variant) = self.named_variant(v, &options) {
+                self.add(&mut variants, &mut names, variant, at);
+            }
+        }
+        if let Some(grid) = &spec.grid {
+            for (variant, at) in self.grid(grid, &options) {
+                self.add(&mut variants, &mut names, variant, at);
+            }
+        }
+        if variants.is_empty() && !self.has_errors() {
+            self.error(0..0, "the study declares no variant: add `[[variants]]` or a `[grid]`");
+        }
+        let tasks = resolve_tasks(spec.tasks, self.base);
+        let policy = match spec.policy {
+            PolicySpec::Qwen3(mut q) => {
+                q.model = self.base.join(&q.model);
+                PolicySpec::Qwen3(q)
+            }
+            p => p,
+        };
+        Some(Study {
+            name,
+            path: path.to_owned(),
+            description: spec.description,
+            tasks,
+            policy,
+            training,
+            summary,
+            seeds: *spec.seeds.get_ref(),
+            base_seed: spec.base_seed,
+            variants,
+            warnings: String::new(),
+        })
+    }
+
+    fn add(
+        &mut self,
+        variants: &mut Vec<Variant>,
+        names: &mut BTreeMap<String, Range<usize>>,
+        variant: Variant,
+        at: Range<usize>,
+    ) {
+        if !safe_name(&variant.name) {
+            self.error(
+                at,
+                format!("variant name `{}` must use only letters, digits, `-`, `_`, `.`, `+`, `=`", variant.name),
+            );
+            return;
+        }
+        if names.contains_key(&variant.name) {
+            self.error(at, format!("a variant named `{}` is declared twice", variant.name));
+            return;
+        }
+        names.insert(variant.name.clone(), at);
+        variants.push(variant);
+    }
+
+    fn named_variant(&mut self, v: &VariantSpec, options: &CheckOptions) -> Option<Variant> {
+        let name = v.name.get_ref().clone();
+        let at = span_of(&v.name);
+        let inline = [("reward", &v.reward), ("adv", &v.adv), ("advantage", &v.advantage)];
+        let has_inline = inline.iter().any(|(_, f)| f.is_some());
+        match &v.file {
+            Some(file) if has_inline => {
+                self.error(
+                    span_of(file),
+                    format!("variant `{name}` has both a reward `file` and inline formulas; choose one"),
+                );
+                None
+            }
+            Some(file) => self.file_variant(&name, file, &v.params, options),
+            None if v.reward.is_none() => {
+                self.error(at, format!("variant `{name}` needs a reward: `file = \"...\"` or `reward = '...'`"));
+                None
+            }
+            None => {
+                let params: Vec<(&str, f64, Range<usize>)> =
+                    v.params.iter().map(|(k, x)| (k.as_str(), *x.get_ref(), span_of(x))).collect();
+                let formulas: Vec<(&str, &Spanned<String>)> =
+                    inline.iter().filter_map(|(k, f)| f.as_ref().map(|f| (*k, f))).collect();
+                self.inline_variant(name, at, &params, &formulas, options)
+            }
+        }
+    }
+
+    fn file_variant(
+        &mut self,
+        name: &str,
+        file: &Spanned<PathBuf>,
+        params: &BTreeMap<String, Spanned<f64>>,
+        options: &CheckOptions,
+    ) -> Option<Variant> {
+        let path = self.base.join(file.get_ref());
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) => {
+                self.error(span_of(file), format!("cannot read reward file {}: {e}", path.display()));
+                return None;
+            }
+        };
+        let source = SourceFile::new(path.display().to_string(), text.clone());
+        let schema = rewardlab_rewards::feature_schema();
+        let result = compile_source(&source, &schema, options);
+        let (ok, diags) = match result {
+            Ok((program, warnings)) => (Some(program), warnings),
+            Err(diags) => (None, diags),
+        };
+        if !self.reward_files.contains_key(&path) {
+            self.reward_files.insert(path.clone(), (source, diags));
+        }
+        let program = ok?;
+        let mut compiled = CompiledProgram::new(&program);
+        let mut overrides = Vec::new();
+        for (param, value) in params {
+            if compiled.set_param(param, *value.get_ref()) {
+                overrides.push((param.clone(), *value.get_ref()));
+            } else {
+                self.error(span_of(value), format!("{} declares no param `{param}`", path.display()));
+            }
+        }
+        Some(Variant { name: name.to_owned(), origin: path.display().to_string(), source: text, params: overrides })
+    }
+
+    /// Synthesises `param` lines and `reward`/`adv`/`advantage` lines, checks
+    /// the program and maps its diagnostics back into the study file.
+    fn inline_variant(
+        &mut self,
+        name: String,
+        at: Range<usize>,
+        params: &[(&str, f64, Range<usize>)],
+        formulas: &[(&str, &Spanned<String>)],
+        options: &CheckOptions,
+    ) -> Option<Variant> {
+        let mut synth = Synth::default();
+        for (param, value, span) in params {
+            synth.push_for(&format!("param {param} = {value:?}\n"), span.clone());
+        }
+        let mut ok = true;
+        for (output, formula) in formulas {
+            let value = formula.get_ref();
+            match string_content_start(self.file.text(), span_of(formula), value) {
+                Ok(start) => {
+                    synth.push_glue(&format!("{output} = "));
+                    synth.push_exact(value, start);
+                    synth.push_glue("\n");
+                }
+                Err(message) => {
+                    self.error(span_of(formula), message);
+                    ok = false;
+                }
+            }
+        }
+        if !ok {
+            return None;
+        }
+        let source = SourceFile::new(format!("{}#{name}", self.file.name()), synth.text.clone());
+        let schema = rewardlab_rewards::feature_schema();
+        let (program, diags) = match compile_source(&source, &schema, options) {
+            Ok((_, warnings)) => (true, warnings),
+            Err(diags) => (false, diags),
+        };
+        for mut d in diags {
+            d.span = synth.map(d.span, at.clone());
+            d.notes.insert(0, format!("in variant `{name}`"));
+            self.study_diags.push(d);
+        }
+        program.then(|| Variant {
+            name: name.clone(),
+            origin: source.name().to_string(),
+            source: synth.text,
+            params: Vec::new(),
+        })
+    }
+
+    fn grid(&mut self, grid: &GridSpec, options: &CheckOptions) -> Vec<(Variant, Range<usize>)> {
+        if grid.reward.is_empty() {
+            self.error(0..0, "`[grid]` needs at least one `reward` choice");
+            return Vec::new();
+        }
+        for (param, values) in &grid.params {
+            if values.get_ref().is_empty() {
+                self.error(span_of(values), format!("grid param `{param}` has no values"));
+                return Vec::new();
+            }
+        }
+        // Each axis is a list of (name part, formula or param value); an empty
+        // formula axis contributes one "absent" choice.
+        type Choice<'g> = (Option<&'g str>, Option<&'g Spanned<String>>);
+        fn axis(m: &BTreeMap<String, Spanned<String>>) -> Vec<Choice<'_>> {
+            if m.is_empty() { vec![(None, None)] } else { m.iter().map(|(k, f)| (Some(k.as_str()), Some(f))).collect() }
+        }
+        // One pick of a combination: its name part, a formula or a param value.
+        type Pick<'g> = (Option<String>, Option<(&'g str, &'g Spanned<String>)>, Option<(&'g str, f64, Range<usize>)>);
+        let mut combos: Vec<Vec<Pick<'_>>> = vec![Vec::new()];
+        for (output, m) in [("reward", &grid.reward), ("adv", &grid.adv), ("advantage", &grid.advantage)] {
+            let choices = axis(m);
+            combos = combos
+                .into_iter()
+                .flat_map(|c| {
+                    choices.iter().map(move |(k, f)| {
+                        let mut c = c.clone();
+                        c.push((k.map(str::to_owned), f.map(|f| (output, f)), None));
+                        c
+                    })
+                })
+                .collect();
+        }
+        for (param, values) in &grid.params {
+            let span = span_of(values);
+            combos = combos
+                .into_iter()
+                .flat_map(|c| {
+                    let span = span.clone();
+                    values.get_ref().iter().map(move |&x| {
+                        let mut c = c.clone();
+                        c.push((Some(format!("{param}={x}")), None, Some((param.as_str(), x, span.clone()))));
+                        c
+                    })
+                })
+                .collect();
+        }
+        let mut out = Vec::new();
+        for combo in combos {
+            let name = combo.iter().filter_map(|(n, _, _)| n.clone()).collect::<Vec<_>>().join("+");
+            let formulas: Vec<(&str, &Spanned<String>)> = combo.iter().filter_map(|(_, f, _)| *f).collect();
+            let params: Vec<(&str, f64, Range<usize>)> = combo.iter().filter_map(|(_, _, p)| p.clone()).collect();
+            let at = formulas.first().map_or(0..0, |(_, f)| span_of(f));
+            if let Some(v) = self.inline_variant(name, at.clone(), &params, &formulas, options) {
+                out.push((v, at));
+            }
+        }
+        out
+    }
+}
+
+fn safe_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+' | '='))
+}
+
+fn resolve_tasks(tasks: TaskSpec, base: &Path) -> TaskSpec {
+    match tasks {
+        TaskSpec::Swebench { path, held_out_fraction } => {
+            TaskSpec::Swebench { path: base.join(path), held_out_fraction }
+        }
+        TaskSpec::Commits { repo, held_out_fraction } => TaskSpec::Commits { repo: base.join(repo), held_out_fraction },
+        t => t,
+    }
+}

@@ -1,0 +1,312 @@
+//! A finished (or partly finished) study's results, read back from disk:
+//! `manifest.json` (written before the runs start), each run's `metrics.csv`,
+//! and baseline rows (`baseline_bm25.csv`). Reading from disk rather than from
+//! memory lets a later `study merge` summarise runs that ran elsewhere.
+//!
+//! Per run, the held-out columns come from the last evaluated row of
+//! `metrics.csv` (the engine evaluates on the last step), and the training
+//! columns (reward, KL, completion length, clip ratio) from the last row.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::load::{RunSpec, Study};
+use super::stats::MeanCi;
+use crate::engine::MetricsRow;
+
+/// File names under `results/<study>/`.
+pub const MANIFEST_FILE: &str = "manifest.json";
+pub const BASELINE_FILE: &str = "baseline_bm25.csv";
+pub const SUMMARY_CSV: &str = "summary.csv";
+pub const SUMMARY_MD: &str = "summary.md";
+
+/// What the runner records before training: enough to summarise without the study file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub name: String,
+    pub precision_gate: f64,
+    pub bm25_k: usize,
+    /// Variant names in study order.
+    pub variants: Vec<String>,
+    pub runs: Vec<ManifestRun>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ManifestRun {
+    pub variant: String,
+    pub seed_index: usize,
+    pub seed: u64,
+    /// Relative to the study directory.
+    pub dir: PathBuf,
+}
+
+/// A baseline's held-out scores (one row of `baseline_bm25.csv`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BaselineRow {
+    pub name: String,
+    pub fb_mean: f64,
+    pub fb_median: f64,
+    pub precision: f64,
+    pub recall: f64,
+    pub fb_ge_0_8: f64,
+    pub tasks: usize,
+}
+
+/// The summary columns, in table order: (key, header).
+pub const COLUMNS: [(&str, &str); 10] = [
+    ("fb_mean", "F_β mean"),
+    ("fb_median", "F_β median"),
+    ("precision", "precision"),
+    ("recall", "recall"),
+    ("fb_ge_0_8", "F_β ≥ 0.8"),
+    ("turns", "turns"),
+    ("reward", "final reward"),
+    ("kl", "KL"),
+    ("completion_len", "completion len"),
+    ("clip_ratio", "clip ratio"),
+];
+
+/// One run's metrics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunResult {
+    pub seed_index: usize,
+    pub rows: Vec<MetricsRow>,
+}
+
+/// One variant: its runs and the per-column statistics over seeds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VariantSummary {
+    pub name: String,
+    pub runs: Vec<RunResult>,
+    /// Aligned with [`COLUMNS`]; `None` where no run has the value.
+    pub stats: Vec<Option<MeanCi>>,
+    /// Whether the mean held-out precision reaches the gate (`None` without an evaluation).
+    pub passes_gate: Option<bool>,
+}
+
+/// Everything the tables and plots show.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    pub name: String,
+    pub precision_gate: f64,
+    pub variants: Vec<VariantSummary>,
+    pub baselines: Vec<BaselineRow>,
+    /// Runs of the manifest with no `metrics.csv` yet (not started or failed early).
+    pub missing: Vec<PathBuf>,
+}
+
+/// Reading results failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SummaryError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Csv {
+        path: PathBuf,
+        #[source]
+        source: csv::Error,
+    },
+    #[error("{path}: {source}")]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("plotting {path}: {message}")]
+    Plot { path: PathBuf, message: String },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SummaryError + '_ {
+    move |source| SummaryError::Io { path: path.to_owned(), source }
+}
+
+impl Manifest {
+    pub fn new(study: &Study, runs: &[RunSpec]) -> Manifest {
+        Manifest {
+            name: study.name.clone(),
+            precision_gate: study.summary.precision_gate,
+            bm25_k: study.summary.bm25_k,
+            variants: study.variants.iter().map(|v| v.name.clone()).collect(),
+            runs: runs
+                .iter()
+                .map(|r| ManifestRun {
+                    variant: r.variant_name.clone(),
+                    seed_index: r.seed_index,
+                    seed: r.seed,
+                    dir: r.dir.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    pub fn write(&self, study_dir: &Path) -> Result<(), SummaryError> {
+        fs::create_dir_all(study_dir).map_err(io(study_dir))?;
+        let path = study_dir.join(MANIFEST_FILE);
+        let json =
+            serde_json::to_string_pretty(self).map_err(|source| SummaryError::Json { path: path.clone(), source })?;
+        fs::write(&path, json + "\n").map_err(io(&path))
+    }
+
+    pub fn read(study_dir: &Path) -> Result<Manifest, SummaryError> {
+        let path = study_dir.join(MANIFEST_FILE);
+        let text = fs::read_to_string(&path).map_err(io(&path))?;
+        serde_json::from_str(&text).map_err(|source| SummaryError::Json { path, source })
+    }
+}
+
+/// Reads a run's `metrics.csv`.
+pub fn read_metrics(path: &Path) -> Result<Vec<MetricsRow>, SummaryError> {
+    let csv_err = |source| SummaryError::Csv { path: path.to_owned(), source };
+    let mut reader = csv::Reader::from_path(path).map_err(csv_err)?;
+    reader.deserialize().collect::<Result<Vec<MetricsRow>, _>>().map_err(csv_err)
+}
+
+/// Writes baseline rows (`baseline_bm25.csv`).
+pub fn write_baselines(study_dir: &Path, rows: &[BaselineRow]) -> Result<(), SummaryError> {
+    let path = study_dir.join(BASELINE_FILE);
+    let csv_err = |source| SummaryError::Csv { path: path.clone(), source };
+    let mut w = csv::Writer::from_path(&path).map_err(csv_err)?;
+    for r in rows {
+        w.serialize(r).map_err(csv_err)?;
+    }
+    w.flush().map_err(io(&path))
+}
+
+/// Reads the manifest, every run's metrics and the baselines under `study_dir`.
+pub fn summarize(study_dir: &Path) -> Result<Summary, SummaryError> {
+    let manifest = Manifest::read(study_dir)?;
+    let mut variants = Vec::new();
+    let mut missing = Vec::new();
+    for name in &manifest.variants {
+        let mut runs = Vec::new();
+        for run in manifest.runs.iter().filter(|r| &r.variant == name) {
+            let path = study_dir.join(&run.dir).join(crate::engine::METRICS_FILE);
+            if !path.exists() {
+                missing.push(path);
+                continue;
+            }
+            runs.push(RunResult { seed_index: run.seed_index, rows: read_metrics(&path)? });
+        }
+        let per_run: Vec<[Option<f64>; 10]> = runs.iter().map(|r| final_values(&r.rows)).collect();
+        let stats: Vec<Option<MeanCi>> =
+            (0..COLUMNS.len()).map(|c| MeanCi::of(&per_run.iter().filter_map(|v| v[c]).collect::<Vec<_>>())).collect();
+        let passes_gate = stats[2].map(|p| p.mean >= manifest.precision_gate);
+        variants.push(VariantSummary { name: name.clone(), runs, stats, passes_gate });
+    }
+    let baseline_path = study_dir.join(BASELINE_FILE);
+    let baselines = if baseline_path.exists() {
+        let csv_err = |source| SummaryError::Csv { path: baseline_path.clone(), source };
+        let mut reader = csv::Reader::from_path(&baseline_path).map_err(csv_err)?;
+        reader.deserialize().collect::<Result<Vec<BaselineRow>, _>>().map_err(csv_err)?
+    } else {
+        Vec::new()
+    };
+    Ok(Summary { name: manifest.name, precision_gate: manifest.precision_gate, variants, baselines, missing })
+}
+
+/// A run's values of [`COLUMNS`].
+fn final_values(rows: &[MetricsRow]) -> [Option<f64>; 10] {
+    let eval = rows.iter().rev().find(|r| r.eval_fb_mean.is_some());
+    let last = rows.last();
+    [
+        eval.and_then(|r| r.eval_fb_mean),
+        eval.and_then(|r| r.eval_fb_median),
+        eval.and_then(|r| r.eval_precision),
+        eval.and_then(|r| r.eval_recall),
+        eval.and_then(|r| r.eval_fb_ge_0_8),
+        eval.and_then(|r| r.eval_turns),
+        last.map(|r| r.reward_mean),
+        last.map(|r| r.kl),
+        last.map(|r| r.completion_len),
+        last.map(|r| r.clip_ratio),
+    ]
+}
+
+/// Writes `summary.csv` and `summary.md`.
+pub fn write_tables(summary: &Summary, study_dir: &Path) -> Result<(), SummaryError> {
+    fs::create_dir_all(study_dir).map_err(io(study_dir))?;
+    let path = study_dir.join(SUMMARY_CSV);
+    let csv_err = |source| SummaryError::Csv { path: path.clone(), source };
+    let mut w = csv::Writer::from_path(&path).map_err(csv_err)?;
+    let mut header = vec!["variant".to_string(), "seeds".to_string()];
+    for (key, _) in COLUMNS {
+        header.push(format!("{key}_mean"));
+        header.push(format!("{key}_ci95"));
+    }
+    header.push("precision_gate".to_string());
+    w.write_record(&header).map_err(csv_err)?;
+    let num = |x: Option<f64>| x.map_or(String::new(), |x| format!("{x}"));
+    for v in &summary.variants {
+        let mut record = vec![v.name.clone(), v.runs.len().to_string()];
+        for s in &v.stats {
+            record.push(num(s.map(|s| s.mean)));
+            record.push(num(s.and_then(|s| s.half_width)));
+        }
+        record.push(v.passes_gate.map_or(String::new(), |p| if p { "pass" } else { "fail" }.to_string()));
+        w.write_record(&record).map_err(csv_err)?;
+    }
+    for b in &summary.baselines {
+        let mut record = vec![b.name.clone(), String::new()];
+        for x in [b.fb_mean, b.fb_median, b.precision, b.recall, b.fb_ge_0_8] {
+            record.push(num(Some(x)));
+            record.push(String::new());
+        }
+        record.extend(std::iter::repeat_n(String::new(), 2 * (COLUMNS.len() - 5)));
+        record.push(if b.precision >= summary.precision_gate { "pass" } else { "fail" }.to_string());
+        w.write_record(&record).map_err(csv_err)?;
+    }
+    w.flush().map_err(io(&path))?;
+
+    let md_path = study_dir.join(SUMMARY_MD);
+    let mut f = fs::File::create(&md_path).map_err(io(&md_path))?;
+    f.write_all(render_markdown(summary).as_bytes()).map_err(io(&md_path))
+}
+
+/// The markdown summary: one row per variant, then the baselines.
+pub fn render_markdown(summary: &Summary) -> String {
+    let mut out = format!("# Study `{}`\n\n", summary.name);
+    out.push_str(
+        "Held-out columns (F_β … turns) come from each run's last evaluation; training columns from its last \
+         step. Cells are the mean over seeds ± the 95% CI half-width (Student t, n − 1 dof).\n\n",
+    );
+    let mut header = vec!["variant".to_string(), "seeds".to_string()];
+    header.extend(COLUMNS.iter().map(|(_, h)| h.to_string()));
+    header.push(format!("precision ≥ {}", summary.precision_gate));
+    out.push_str(&format!("| {} |\n", header.join(" | ")));
+    out.push_str(&format!("|{}\n", "---|".repeat(header.len())));
+    let gate = |p: Option<bool>| match p {
+        Some(true) => "pass",
+        Some(false) => "fail",
+        None => "–",
+    };
+    for v in &summary.variants {
+        let mut cells = vec![v.name.clone(), v.runs.len().to_string()];
+        for (s, (key, _)) in v.stats.iter().zip(COLUMNS) {
+            let decimals = if matches!(key, "completion_len" | "turns") { 1 } else { 3 };
+            cells.push(s.map_or("–".to_string(), |s| s.display(decimals)));
+        }
+        cells.push(gate(v.passes_gate).to_string());
+        out.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    for b in &summary.baselines {
+        let mut cells = vec![b.name.clone(), "–".to_string()];
+        cells.extend([b.fb_mean, b.fb_median, b.precision, b.recall, b.fb_ge_0_8].iter().map(|x| format!("{x:.3}")));
+        cells.extend(std::iter::repeat_n("–".to_string(), COLUMNS.len() - 5));
+        cells.push(gate(Some(b.precision >= summary.precision_gate)).to_string());
+        out.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    if !summary.missing.is_empty() {
+        out.push_str(&format!("\n{} run(s) have no metrics yet:\n\n", summary.missing.len()));
+        for m in &summary.missing {
+            out.push_str(&format!("- `{}`\n", m.display()));
+        }
+    }
+    out
+}

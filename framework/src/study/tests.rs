@@ -1,0 +1,266 @@
+//! Study tests: the shipped studies check, invalid studies are diagnosed with
+//! carets in the right file, grids expand, and summaries/plots come out of
+//! metrics CSVs written here.
+
+use std::path::{Path, PathBuf};
+
+use super::summary::{BaselineRow, Manifest, write_baselines};
+use super::*;
+use crate::engine::MetricsRow;
+
+fn studies_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../studies")
+}
+
+/// A study file in the repository's `studies/` directory (so `../rewards/...` resolves).
+fn parse(text: &str) -> Result<Study, StudyError> {
+    parse_study(&studies_dir().join("test.toml"), text)
+}
+
+fn invalid(text: &str) -> String {
+    match parse(text) {
+        Err(StudyError::Invalid { rendered }) => rendered,
+        other => panic!("expected an invalid study, got {other:?}"),
+    }
+}
+
+const HEAD: &str = "seeds = 2\n[tasks]\nsource = \"synthetic\"\n[policy]\nkind = \"proxy\"\n";
+
+#[test]
+fn study_shipped_studies_check() {
+    for name in ["codegrep", "fusesearch", "estimators", "placement"] {
+        let study = load_study(&studies_dir().join(format!("{name}.toml"))).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(study.name, name);
+        assert_eq!(study.variants.len(), 3, "{name}");
+        let runs = study.runs();
+        assert_eq!(runs.len(), 3 * study.seeds);
+        assert!(matches!(study.policy, PolicySpec::Proxy(_)));
+        let synthetic = study.tasks.synthetic_config().expect("synthetic source");
+        assert_eq!((synthetic.files, synthetic.tasks), (120, 48));
+        // The default study must stay small enough for a few minutes on 2 cores.
+        let t = &study.training;
+        assert!(runs.len() * t.total_steps * t.prompts_per_step * t.group_size <= 6 * 100 * 8 * 8, "{name}");
+    }
+}
+
+#[test]
+fn study_runs_share_seeds_across_variants() {
+    let text = format!(
+        "base_seed = 10\n{HEAD}[[variants]]\nname = \"a\"\nreward = 'Fb(file)'\n[[variants]]\nname = \"b\"\nreward = 'R(file)'\n"
+    );
+    let study = parse(&text).expect("valid");
+    let runs = study.runs();
+    let seeds: Vec<(&str, usize, u64)> = runs.iter().map(|r| (r.variant_name.as_str(), r.seed_index, r.seed)).collect();
+    assert_eq!(seeds, [("a", 0, 10), ("a", 1, 11), ("b", 0, 10), ("b", 1, 11)]);
+    assert_eq!(runs[3].dir, Path::new("runs/b/seed-001"));
+    assert_eq!(study.engine_config(&runs[1]).seed, 11);
+}
+
+#[test]
+fn study_toml_errors_have_line_and_column() {
+    let text = format!("{HEAD}[training]\nprompt_per_step = 8\n");
+    let out = invalid(&text);
+    assert!(out.contains("test.toml:7:1: error"), "{out}");
+    assert!(out.contains("prompt_per_step"), "{out}");
+    assert!(out.contains("^"), "{out}");
+}
+
+#[test]
+fn study_inline_formula_errors_point_into_the_study_file() {
+    let text = format!("{HEAD}[[variants]]\nname = \"bad\"\nreward = 'Fb(file) * Fbeta(file)'\n");
+    let out = invalid(&text);
+    // Line 8 is the reward line; `Fbeta` starts at column 22 (after `reward = '` and `Fb(file) * `).
+    assert!(out.contains("test.toml:8:22: error"), "{out}");
+    assert!(out.contains("reward = 'Fb(file) * Fbeta(file)'"), "{out}");
+    assert!(out.contains("in variant `bad`"), "{out}");
+    // Escapes would break the offset map: rejected with a hint.
+    let text = format!("{HEAD}[[variants]]\nname = \"esc\"\nreward = \"Fb(\\u0066ile)\"\n");
+    assert!(invalid(&text).contains("literal string"));
+}
+
+#[test]
+fn study_reward_file_errors_point_into_the_reward_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("broken.reward"), "reward = Fb(file) +\n").expect("write");
+    let text = format!("{HEAD}[[variants]]\nname = \"x\"\nfile = \"broken.reward\"\nparams = {{ nope = 1 }}\n");
+    let out = match parse_study(&dir.path().join("s.toml"), &text) {
+        Err(StudyError::Invalid { rendered }) => rendered,
+        other => panic!("{other:?}"),
+    };
+    assert!(out.contains("broken.reward:1:"), "{out}");
+    // An unknown param override on a good file points at the study's value.
+    let text =
+        format!("{HEAD}[[variants]]\nname = \"x\"\nfile = \"../rewards/grpo.reward\"\nparams = {{ nope = 1 }}\n");
+    let out = invalid(&text);
+    assert!(out.contains("test.toml:9:19: error") && out.contains("no param `nope`"), "{out}");
+}
+
+#[test]
+fn study_semantic_errors_are_reported_before_anything_runs() {
+    let dup = format!(
+        "{HEAD}[[variants]]\nname = \"a\"\nreward = 'Fb(file)'\n[[variants]]\nname = \"a\"\nreward = 'Fb(file)'\n"
+    );
+    assert!(invalid(&dup).contains("declared twice"));
+    let none = HEAD.to_string();
+    assert!(invalid(&none).contains("no variant"));
+    let both = format!("{HEAD}[[variants]]\nname = \"a\"\nfile = \"../rewards/grpo.reward\"\nreward = 'Fb(file)'\n");
+    assert!(invalid(&both).contains("choose one"));
+    let seed = format!("{HEAD}[training]\nseed = 3\n[[variants]]\nname = \"a\"\nreward = 'Fb(file)'\n");
+    assert!(invalid(&seed).contains("base_seed"));
+    let bad_g = format!("{HEAD}[training]\ngroup_size = 1\n[[variants]]\nname = \"a\"\nreward = 'Fb(file)'\n");
+    assert!(invalid(&bad_g).contains("group_size"));
+}
+
+#[test]
+fn study_grid_is_a_cartesian_product_with_params() {
+    let text = format!(
+        "{HEAD}[grid]\nreward = {{ fb = 'Fb(file) * w', f1 = 'F1(file) * w' }}\n\
+         advantage = {{ plain = 'adv', disc = 'adv * sqrt(min(c / 4, 1))' }}\nparams = {{ w = [0.5, 1.0] }}\n"
+    );
+    let study = parse(&text).expect("valid grid");
+    let names: Vec<&str> = study.variants.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "f1+disc+w=0.5",
+            "f1+disc+w=1",
+            "f1+plain+w=0.5",
+            "f1+plain+w=1",
+            "fb+disc+w=0.5",
+            "fb+disc+w=1",
+            "fb+plain+w=0.5",
+            "fb+plain+w=1"
+        ]
+    );
+    assert!(study.variants[1].source.starts_with("param w = 1.0\n"), "{}", study.variants[1].source);
+    // A bad formula in one choice is reported once, at its place in the file.
+    let text = format!("{HEAD}[grid]\nreward = {{ a = 'Fb(file)', b = 'nope' }}\nparams = {{ w = [1, 2] }}\n");
+    let out = invalid(&text);
+    assert_eq!(out.matches("error[").count() + out.matches(": error").count(), 1, "{out}");
+}
+
+fn row(step: usize, reward: f64, eval: Option<(f64, f64)>) -> MetricsRow {
+    MetricsRow {
+        step,
+        reward_mean: reward,
+        kl: 0.01 * step as f64,
+        turns: 3.0,
+        completion_len: 40.0 + step as f64,
+        clip_ratio: 0.1,
+        fb_file: reward,
+        eval_fb_mean: eval.map(|e| e.0),
+        eval_fb_median: eval.map(|e| e.0),
+        eval_precision: eval.map(|e| e.1),
+        eval_recall: eval.map(|e| e.0),
+        eval_fb_ge_0_8: eval.map(|_| 0.25),
+        eval_turns: eval.map(|_| 3.5),
+        ..MetricsRow::default()
+    }
+}
+
+/// Writes a study directory: variant `a` with seeds (held-out F_β 0.4, 0.6),
+/// variant `b` with one seed, and a BM25 row.
+fn fake_results(dir: &Path) {
+    let manifest = Manifest {
+        name: "fake".into(),
+        precision_gate: 0.45,
+        bm25_k: 2,
+        variants: vec!["a".into(), "b".into(), "c".into()],
+        runs: [("a", 0), ("a", 1), ("b", 0), ("c", 0)]
+            .iter()
+            .map(|&(v, s)| summary::ManifestRun {
+                variant: v.into(),
+                seed_index: s,
+                seed: s as u64,
+                dir: run_dir(v, s),
+            })
+            .collect(),
+    };
+    manifest.write(dir).expect("manifest");
+    let runs: [(&str, usize, f64, (f64, f64)); 3] =
+        [("a", 0, 0.2, (0.4, 0.5)), ("a", 1, 0.3, (0.6, 0.3)), ("b", 0, 0.5, (0.7, 0.9))];
+    for (v, s, base, eval) in runs {
+        let run = dir.join(run_dir(v, s));
+        std::fs::create_dir_all(&run).expect("run dir");
+        let mut w = csv::Writer::from_path(run.join("metrics.csv")).expect("csv");
+        for step in 1..=20 {
+            let e = (step % 10 == 0).then_some(eval);
+            w.serialize(row(step, base + 0.02 * step as f64 + 0.01 * (step as f64).sin(), e)).expect("row");
+        }
+        w.flush().expect("flush");
+    }
+    write_baselines(dir, &[baseline::row("BM25 top-2".into(), &[1.0, 0.0, 0.5], &[0.5, 0.0, 0.5], &[1.0, 0.0, 1.0])])
+        .expect("baseline");
+}
+
+#[test]
+fn study_summary_tables_from_metrics_csvs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fake_results(dir.path());
+    let s = summarize(dir.path()).expect("summary");
+    assert_eq!(s.missing, [dir.path().join("runs/c/seed-000/metrics.csv")]);
+    let a = &s.variants[0];
+    // F_β mean over seeds (0.4, 0.6): 0.5 ± t(1) · 0.1414 / √2 = 12.706 · 0.1.
+    let fb = a.stats[0].expect("fb");
+    assert!((fb.mean - 0.5).abs() < 1e-12 && (fb.half_width.expect("2 seeds") - 1.2706).abs() < 1e-9);
+    // Precision (0.5 + 0.3) / 2 = 0.4 < 0.45: the gate fails; `b` (0.9) passes.
+    assert_eq!((a.passes_gate, s.variants[1].passes_gate, s.variants[2].passes_gate), (Some(false), Some(true), None));
+    // KL of the last step (20) is 0.2 in every run.
+    assert!((a.stats[7].expect("kl").mean - 0.2).abs() < 1e-12);
+    write_tables(&s, dir.path()).expect("tables");
+    let md = std::fs::read_to_string(dir.path().join("summary.md")).expect("md");
+    assert!(md.contains("| a | 2 | 0.500 ± 1.271 |"), "{md}");
+    assert!(md.contains("| b | 1 | 0.700 (n=1) |"), "{md}");
+    assert!(md.contains("| BM25 top-2 | – | 0.500 | 0.500 | 0.333 | 0.667 | 0.333 |"), "{md}");
+    assert!(md.contains("runs/c/seed-000/metrics.csv"), "{md}");
+    let csv = std::fs::read_to_string(dir.path().join("summary.csv")).expect("csv");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("variant,seeds,fb_mean_mean,fb_mean_ci95,fb_median_mean"), "{csv}");
+    assert!(lines[2].starts_with("b,1,0.7,,0.7,,"), "{csv}");
+    assert!(lines[0].ends_with("precision_gate") && lines[1].ends_with("fail") && lines[2].ends_with("pass"));
+}
+
+#[test]
+fn study_plots_are_pngs_with_bands() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fake_results(dir.path());
+    let s = summarize(dir.path()).expect("summary");
+    let paths = write_plots(&s, dir.path()).expect("plots");
+    assert_eq!(paths.len(), 5);
+    for p in &paths {
+        let bytes = std::fs::read(p).expect("png");
+        assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000, "{}", p.display());
+    }
+    if let Ok(keep) = std::env::var("REWARDLAB_KEEP_PLOTS") {
+        for p in &paths {
+            std::fs::copy(p, Path::new(&keep).join(p.file_name().expect("name"))).expect("keep");
+        }
+    }
+    let b = plots::bands(s.variants[0].runs.iter().map(|r| &r.rows[..]), |r| r.reward_mean);
+    assert_eq!(b.len(), 20);
+    // Seeds differ by 0.1 at every step: the band is 0.1 wide around the mean.
+    assert!(b.iter().all(|x| (x.max - x.min - 0.1).abs() < 1e-12 && (x.mean - (x.min + 0.05)).abs() < 1e-12));
+}
+
+#[test]
+fn study_baseline_row_statistics() {
+    let r: BaselineRow = baseline::row("b".into(), &[0.9, 0.1, 0.8, 0.2], &[1.0; 4], &[0.5; 4]);
+    assert_eq!((r.fb_median, r.fb_ge_0_8, r.tasks), (0.5, 0.5, 4));
+}
+
+#[test]
+fn study_bm25_baseline_on_a_synthetic_source() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config =
+        crate::synthetic::SyntheticConfig { seed: 3, files: 60, commits: 2, tasks: 16, held_out_fraction: 0.25 };
+    let source = crate::synthetic::generate(&config, dir.path()).expect("generate");
+    let tasks = crate::engine::TaskSet::from_synthetic(&source, 0.15).expect("tasks");
+    let row = bm25_baseline(&tasks, 2).expect("bm25");
+    assert_eq!((row.name.as_str(), row.tasks), ("BM25 top-2", tasks.held_out.len()));
+    assert!(row.tasks > 0);
+    // Two files per answer: precision is a multiple of 1/2 per task, so the mean of n tasks is a multiple of 1/(2n).
+    let scaled = row.precision * 2.0 * row.tasks as f64;
+    assert!((scaled - scaled.round()).abs() < 1e-9, "{row:?}");
+    // Issues name their files' vocabulary: BM25 finds some targets, but not all.
+    assert!(row.recall > 0.0 && row.fb_mean > 0.0 && row.fb_mean < 1.0, "{row:?}");
+}

@@ -1,0 +1,141 @@
+//! `study`: run a grid of reward variants × seeds with the GRPO engine, check a
+//! study file, replay variants on logged rollouts, or re-summarise results.
+//!
+//! A thin layer over `rewardlab_framework::study`: parsing arguments and printing.
+
+mod run;
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use rewardlab_framework::study::{self, Study, StudyError};
+
+/// Run GRPO studies: every variant of a study file × every seed, then summary
+/// tables (mean ± 95% CI over seeds), a BM25 baseline and per-step plots under
+/// `results/<study>/`.
+///
+/// All variants share the task order and sampling seeds at each seed index
+/// (common random numbers), so differences between variants are the rewards'.
+#[derive(Debug, Parser)]
+#[command(name = "study", version, about, long_about, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// The study file.
+    #[arg(default_value = "studies/codegrep.toml")]
+    study: PathBuf,
+    /// Runs trained at once (each run is single-threaded apart from tool calls).
+    #[arg(long, short, default_value_t = 1)]
+    jobs: usize,
+    /// Where `<study>/` goes.
+    #[arg(long, default_value = "results")]
+    results: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check a study file (TOML, every variant's reward program) and list its runs; exit 1 on errors.
+    Check {
+        /// The study file.
+        #[arg(default_value = "studies/codegrep.toml")]
+        study: PathBuf,
+    },
+    /// Evaluate every variant's reward and advantage on the same logged rollouts
+    /// and compare each with the first: Kendall τ-b of within-group rankings,
+    /// advantage sign flips, zero-variance groups, mean |advantage|.
+    Replay {
+        /// The study file.
+        study: PathBuf,
+        /// Rollout JSONL (the contract's schema; e.g. a run's `rollouts.jsonl`).
+        #[arg(long)]
+        rollouts: PathBuf,
+        /// Also write the table as CSV here.
+        #[arg(long)]
+        csv: Option<PathBuf>,
+    },
+    /// Re-read a study's results directory and rewrite `summary.csv`, `summary.md` and `plots/`.
+    Summarize {
+        /// `results/<study>`.
+        dir: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Check { study }) => check(&study),
+        Some(Command::Replay { study, rollouts, csv }) => replay(&study, &rollouts, csv.as_deref()),
+        Some(Command::Summarize { dir }) => summarize(&dir).map(|()| 0),
+        None => run::run(&cli.run.study, cli.run.jobs, &cli.run.results),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Loads a study, printing diagnostics; `None` when it is invalid.
+fn load(path: &Path) -> Result<Option<Study>> {
+    match study::load_study(path) {
+        Ok(s) => {
+            eprint!("{}", s.warnings);
+            Ok(Some(s))
+        }
+        Err(StudyError::Invalid { rendered }) => {
+            eprint!("{rendered}");
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn check(path: &Path) -> Result<u8> {
+    let Some(s) = load(path)? else { return Ok(1) };
+    let runs = s.runs();
+    println!("{}: {} variants × {} seeds = {} runs", s.name, s.variants.len(), s.seeds, runs.len());
+    for r in &runs {
+        println!("  {:<24} seed index {:>3}  seed {:>6}  {}", r.variant_name, r.seed_index, r.seed, r.dir.display());
+    }
+    Ok(0)
+}
+
+fn replay(path: &Path, rollouts: &Path, csv: Option<&Path>) -> Result<u8> {
+    let Some(s) = load(path)? else { return Ok(1) };
+    let file = File::open(rollouts).with_context(|| format!("opening {}", rollouts.display()))?;
+    let loaded = rewardlab_rewards::rollout::load_rollouts(BufReader::new(file))?;
+    if !loaded.errors.is_empty() {
+        for e in &loaded.errors {
+            eprintln!("{}:{e}", rollouts.display());
+        }
+        bail!("{} bad rollout record(s) in {}", loaded.errors.len(), rollouts.display());
+    }
+    let records: Vec<_> = loaded.records.into_iter().map(|(_, r)| r).collect();
+    let rows = study::replay(&s.variants, &records)?;
+    print!("{}", study::replay_markdown(&rows));
+    if let Some(csv) = csv {
+        study::replay::write_replay_csv(&rows, csv).with_context(|| format!("writing {}", csv.display()))?;
+    }
+    Ok(0)
+}
+
+fn summarize(dir: &Path) -> Result<()> {
+    let summary = study::summarize(dir)?;
+    study::write_tables(&summary, dir)?;
+    let plots = study::write_plots(&summary, dir)?;
+    print!("{}", study::summary::render_markdown(&summary));
+    eprintln!("wrote {} and {} plots under {}", study::summary::SUMMARY_MD, plots.len(), dir.join("plots").display());
+    Ok(())
+}
