@@ -1,6 +1,6 @@
 //! One GRPO step — 8 prompts × 8 rollouts × ≤ 4 turns — on a generated
 //! repository (the synthetic source's default size: ~300 files, 8 commits)
-//! with the engine's toy log-linear policy and the CodeGrep-style reward
+//! with the CPU proxy policy (`models::proxy`) and the CodeGrep-style reward
 //! `Fb(file) * mask(c > 0)`. Target: under 2 s on 2 cores.
 //!
 //! The group puts the engine beside its baseline: the same step with the
@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use rewardlab_framework::engine::toy::ToyPolicy;
 use rewardlab_framework::engine::{Engine, EngineConfig, LrSchedule, OptimConfig, RewardVariant, TaskSet};
 use rewardlab_framework::synthetic::{self, SyntheticConfig};
+use rewardlab_models::proxy::{ProxyPolicy, RECOMMENDED_LR};
 use rewardlab_sandbox::{Limits, RepoStore, Sandbox};
 
 const REWARD: &str = "reward = Fb(file) * mask(c > 0)\n";
@@ -37,7 +37,7 @@ fn setup() -> Setup {
     Setup { _dir: dir, tasks, store, variant }
 }
 
-fn engine(s: &Setup, concurrent_calls: usize) -> Engine<ToyPolicy> {
+fn engine(s: &Setup, concurrent_calls: usize) -> Engine<ProxyPolicy> {
     let config = EngineConfig {
         group_size: 8,
         prompts_per_step: 8,
@@ -45,12 +45,12 @@ fn engine(s: &Setup, concurrent_calls: usize) -> Engine<ToyPolicy> {
         eval_every: 0,
         checkpoint_every: 0,
         runtime_threads: 2,
-        optim: OptimConfig { lr: 0.01, schedule: LrSchedule::Constant, ..OptimConfig::default() },
+        optim: OptimConfig { lr: RECOMMENDED_LR, schedule: LrSchedule::Constant, ..OptimConfig::default() },
         ..EngineConfig::default()
     };
     let limits = Limits { max_concurrent_calls: concurrent_calls, ..Limits::default() };
     let sandbox = Sandbox::new(s.store.clone(), limits);
-    Engine::new(config, ToyPolicy::default(), s.tasks.clone(), sandbox, s.variant.clone()).expect("engine")
+    Engine::new(config, ProxyPolicy::default(), s.tasks.clone(), sandbox, s.variant.clone()).expect("engine")
 }
 
 fn grpo_step(c: &mut Criterion) {

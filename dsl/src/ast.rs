@@ -47,13 +47,27 @@ pub enum ExprKind {
     Bool(bool),
     /// A bare name: a feature (`c`), a param, a `let`, or `reward`/`adv`/`advantage`.
     Name(Ident),
-    Unary { op: UnOp, expr: Box<Expr> },
-    Binary { op: BinOp, lhs: Box<Expr>, rhs: Box<Expr> },
+    Unary {
+        op: UnOp,
+        expr: Box<Expr>,
+    },
+    Binary {
+        op: BinOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
     /// `f(a, b)`. The callee may be dotted (`group.mean`, `batch.count`): its
     /// `name` then holds the whole dotted text and its span covers it.
-    Call { callee: Ident, args: Vec<Expr> },
+    Call {
+        callee: Ident,
+        args: Vec<Expr>,
+    },
     /// `x in [lo, hi]`, inclusive on both ends.
-    In { expr: Box<Expr>, lo: Box<Expr>, hi: Box<Expr> },
+    In {
+        expr: Box<Expr>,
+        lo: Box<Expr>,
+        hi: Box<Expr>,
+    },
     /// Stands where the parser could not make sense of the input; a
     /// diagnostic was reported for it. The checker skips it silently.
     Error,

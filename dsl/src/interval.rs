@@ -49,7 +49,7 @@ impl std::fmt::Display for Interval {
             } else if x == f64::NEG_INFINITY {
                 "-inf".to_string()
             } else {
-                format!("{}", crate::schema::format_number(x))
+                crate::schema::format_number(x)
             }
         };
         write!(f, "[{}, {}]", end(self.lo), end(self.hi))

@@ -178,9 +178,5 @@ impl FeatureRef {
 /// Formats a number the way the printer and feature keys write it: the
 /// shortest text that reads back to the same `f64` (`1`, `0.5`, `1e-4` stays `0.0001`).
 pub fn format_number(x: f64) -> String {
-    if x.is_finite() && x == x.trunc() && x.abs() < 1e15 {
-        format!("{}", x as i64)
-    } else {
-        format!("{x}")
-    }
+    if x.is_finite() && x == x.trunc() && x.abs() < 1e15 { format!("{}", x as i64) } else { format!("{x}") }
 }

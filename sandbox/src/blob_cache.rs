@@ -41,12 +41,7 @@ impl BlobCache {
     /// A cache holding at most `capacity_bytes` of blob content.
     pub fn new(capacity_bytes: usize) -> Self {
         BlobCache {
-            inner: Mutex::new(Inner {
-                map: LruCache::unbounded(),
-                bytes: 0,
-                hits: 0,
-                misses: 0,
-            }),
+            inner: Mutex::new(Inner { map: LruCache::unbounded(), bytes: 0, hits: 0, misses: 0 }),
             capacity_bytes,
         }
     }
@@ -84,20 +79,13 @@ impl BlobCache {
     /// Current counters.
     pub fn stats(&self) -> BlobCacheStats {
         let inner = self.lock();
-        BlobCacheStats {
-            hits: inner.hits,
-            misses: inner.misses,
-            entries: inner.map.len(),
-            bytes: inner.bytes,
-        }
+        BlobCacheStats { hits: inner.hits, misses: inner.misses, entries: inner.map.len(), bytes: inner.bytes }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock leaves the map consistent (every mutation is a single
         // call), so a poisoned lock is still safe to use.
-        self.inner
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 

@@ -13,10 +13,7 @@ pub(crate) struct Deadline {
 
 impl Deadline {
     pub(crate) fn after(budget: Duration) -> Self {
-        Deadline {
-            start: Instant::now(),
-            budget,
-        }
+        Deadline { start: Instant::now(), budget }
     }
 
     pub(crate) fn expired(&self) -> bool {

@@ -16,9 +16,7 @@ impl Refusal {
     pub(crate) fn message(&self) -> &'static str {
         match self {
             Refusal::Nul => "paths may not contain NUL bytes",
-            Refusal::Absolute => {
-                "paths are relative to the repository root; absolute paths are refused"
-            }
+            Refusal::Absolute => "paths are relative to the repository root; absolute paths are refused",
             Refusal::ParentDir => "`..` is refused; paths are relative to the repository root",
             Refusal::GitDir => "the `.git` directory is not part of the tree",
         }

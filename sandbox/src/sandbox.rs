@@ -94,10 +94,7 @@ impl Sandbox {
     /// call's deadline starts when it starts running, not while it waits for a permit.
     pub async fn run_call(&self, tree: Arc<Tree>, call: ToolCall) -> ToolResult {
         let Ok(permit) = self.permits.clone().acquire_owned().await else {
-            return ToolResult::error(
-                ErrorKind::Internal,
-                "the sandbox is shutting down".to_owned(),
-            );
+            return ToolResult::error(ErrorKind::Internal, "the sandbox is shutting down".to_owned());
         };
         let counters = self.counters.clone();
         let limits = self.limits.clone();
@@ -106,27 +103,21 @@ impl Sandbox {
             drop(permit);
             result
         });
-        work.await.unwrap_or_else(|e| {
-            ToolResult::error(
-                ErrorKind::Internal,
-                format!("the sandbox failed on this call: {e}"),
-            )
-        })
+        work.await
+            .unwrap_or_else(|e| ToolResult::error(ErrorKind::Internal, format!("the sandbox failed on this call: {e}")))
     }
 
     /// Runs one turn: the first [`Limits::max_calls_per_turn`] calls concurrently (each under
     /// the global limit), the rest answered with [`ErrorKind::CallLimit`]. Results are in call
     /// order.
     pub async fn run_turn(&self, tree: &Arc<Tree>, calls: Vec<ToolCall>) -> Vec<ToolResult> {
-        self.run_turn_checked(tree, calls.into_iter().map(Ok).collect())
-            .await
+        self.run_turn_checked(tree, calls.into_iter().map(Ok).collect()).await
     }
 
     /// [`Sandbox::run_turn`] for untrusted JSON calls: invalid ones are answered with their
     /// validation error (and still count towards the per-turn limit).
     pub async fn run_turn_json(&self, tree: &Arc<Tree>, calls: &[Value]) -> Vec<ToolResult> {
-        self.run_turn_checked(tree, calls.iter().map(ToolCall::from_json).collect())
-            .await
+        self.run_turn_checked(tree, calls.iter().map(ToolCall::from_json).collect()).await
     }
 
     /// Runs one turn on scoped threads, without tokio: the same per-turn limit, concurrency
@@ -134,19 +125,13 @@ impl Sandbox {
     pub fn run_turn_blocking(&self, tree: &Tree, calls: &[ToolCall]) -> Vec<ToolResult> {
         let allowed = self.limits.max_calls_per_turn;
         std::thread::scope(|scope| {
-            let handles: Vec<_> = calls
-                .iter()
-                .take(allowed)
-                .map(|call| scope.spawn(move || self.call(tree, call)))
-                .collect();
+            let handles: Vec<_> =
+                calls.iter().take(allowed).map(|call| scope.spawn(move || self.call(tree, call))).collect();
             let mut results: Vec<ToolResult> = handles
                 .into_iter()
                 .map(|h| {
                     h.join().unwrap_or_else(|_| {
-                        ToolResult::error(
-                            ErrorKind::Internal,
-                            "the sandbox failed on this call".to_owned(),
-                        )
+                        ToolResult::error(ErrorKind::Internal, "the sandbox failed on this call".to_owned())
                     })
                 })
                 .collect();
@@ -155,11 +140,7 @@ impl Sandbox {
         })
     }
 
-    async fn run_turn_checked(
-        &self,
-        tree: &Arc<Tree>,
-        calls: Vec<Result<ToolCall, ToolResult>>,
-    ) -> Vec<ToolResult> {
+    async fn run_turn_checked(&self, tree: &Arc<Tree>, calls: Vec<Result<ToolCall, ToolResult>>) -> Vec<ToolResult> {
         let allowed = self.limits.max_calls_per_turn;
         let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
         let mut running = tokio::task::JoinSet::new();
@@ -186,10 +167,7 @@ impl Sandbox {
             .into_iter()
             .map(|r| {
                 r.unwrap_or_else(|| {
-                    ToolResult::error(
-                        ErrorKind::Internal,
-                        "the sandbox failed on this call".to_owned(),
-                    )
+                    ToolResult::error(ErrorKind::Internal, "the sandbox failed on this call".to_owned())
                 })
             })
             .collect()
@@ -199,10 +177,7 @@ impl Sandbox {
 fn over_limit(index: usize, allowed: usize) -> ToolResult {
     ToolResult::error(
         ErrorKind::CallLimit,
-        format!(
-            "call {} of this turn was not run: at most {allowed} calls per turn",
-            index + 1
-        ),
+        format!("call {} of this turn was not run: at most {allowed} calls per turn", index + 1),
     )
 }
 

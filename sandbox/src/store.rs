@@ -32,10 +32,7 @@ pub struct StoreOptions {
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions {
-            blob_cache_bytes: 256 << 20,
-            keep_recent_trees: 16,
-        }
+        StoreOptions { blob_cache_bytes: 256 << 20, keep_recent_trees: 16 }
     }
 }
 
@@ -56,10 +53,7 @@ type RepoSlot = Arc<Mutex<Option<Arc<Repo>>>>;
 /// path (`https://github.com/psf/requests.git` → `psf__requests`), or a name already in that
 /// form (`psf__requests`, `psf__requests.git`). Components may use `A-Z a-z 0-9 . _ -`.
 pub fn mirror_name(spec: &str) -> Result<String, Error> {
-    let invalid = |reason| Error::InvalidName {
-        spec: spec.to_owned(),
-        reason,
-    };
+    let invalid = |reason| Error::InvalidName { spec: spec.to_owned(), reason };
     let trimmed = spec.trim_end_matches('/');
     // Drop a URL scheme and host, or the `host:` of scp-like syntax, keeping the path.
     let path = match trimmed.split_once("://") {
@@ -70,29 +64,21 @@ pub fn mirror_name(spec: &str) -> Result<String, Error> {
         },
     };
     let mut parts = path.rsplit('/').filter(|p| !p.is_empty());
-    let last = parts
-        .next()
-        .ok_or_else(|| invalid("it has no path components"))?;
+    let last = parts.next().ok_or_else(|| invalid("it has no path components"))?;
     let last = last.strip_suffix(".git").unwrap_or(last);
     let name = if last.contains("__") {
         last.to_owned()
     } else {
-        let owner = parts
-            .next()
-            .ok_or_else(|| invalid("it needs an owner and a name (owner/name)"))?;
+        let owner = parts.next().ok_or_else(|| invalid("it needs an owner and a name (owner/name)"))?;
         format!("{owner}__{last}")
     };
     let valid = name.split("__").all(|part| {
         !part.is_empty()
             && !part.starts_with('.')
-            && part
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+            && part.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
     });
     if !valid {
-        return Err(invalid(
-            "components must be non-empty, use only A-Z a-z 0-9 . _ -, and not start with `.`",
-        ));
+        return Err(invalid("components must be non-empty, use only A-Z a-z 0-9 . _ -, and not start with `.`"));
     }
     Ok(name)
 }
@@ -109,12 +95,7 @@ impl RepoStore {
         let root = root.as_ref();
         fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
         let root = fs::canonicalize(root).map_err(|e| Error::io(root, e))?;
-        let store = RepoStore {
-            root,
-            options,
-            repos: Mutex::new(HashMap::new()),
-            seq: Arc::new(AtomicU64::new(0)),
-        };
+        let store = RepoStore { root, options, repos: Mutex::new(HashMap::new()), seq: Arc::new(AtomicU64::new(0)) };
         store.prune()?;
         Ok(store)
     }
@@ -175,9 +156,7 @@ impl RepoStore {
             trees_dir: self.trees_root().join(format!("{name}.git")),
             seq: self.seq.clone(),
             slots: Mutex::new(HashMap::new()),
-            recent: Mutex::new(
-                NonZeroUsize::new(self.options.keep_recent_trees).map(LruCache::new),
-            ),
+            recent: Mutex::new(NonZeroUsize::new(self.options.keep_recent_trees).map(LruCache::new)),
         });
         *slot = Some(repo.clone());
         Ok(repo)
@@ -192,11 +171,7 @@ impl RepoStore {
             fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
         }
         fs::create_dir_all(&tmp_root).map_err(|e| Error::io(&tmp_root, e))?;
-        let clone_error = |err| Error::Clone {
-            url: source.to_owned(),
-            dest: dest.to_owned(),
-            source: err,
-        };
+        let clone_error = |err| Error::Clone { url: source.to_owned(), dest: dest.to_owned(), source: err };
         let url = match fs::canonicalize(source) {
             Ok(local) => gix::Url::try_from(local.as_path()),
             Err(_) => gix::Url::try_from(source),
@@ -204,9 +179,7 @@ impl RepoStore {
         .map_err(|e| clone_error(gix::Error::from_error(e)))?;
         let mut prepare = gix::prepare_clone_bare(url, &tmp).map_err(clone_error)?;
         let never = AtomicBool::new(false);
-        let (repo, _outcome) = prepare
-            .fetch_only(gix::progress::Discard, &never)
-            .map_err(clone_error)?;
+        let (repo, _outcome) = prepare.fetch_only(gix::progress::Discard, &never).map_err(clone_error)?;
         drop(repo);
         drop(prepare);
         fs::rename(&tmp, dest).map_err(|e| Error::io(dest, e))
@@ -273,11 +246,7 @@ impl Repo {
             .and_then(|id| id.object())
             .and_then(|object| object.peel_to_commit())
             .map(|commit| commit.id)
-            .map_err(|source| Error::Revision {
-                repo: self.shared.name.clone(),
-                rev: rev.to_owned(),
-                source,
-            })
+            .map_err(|source| Error::Revision { repo: self.shared.name.clone(), rev: rev.to_owned(), source })
     }
 
     /// The tree of `rev` of the given kind, created on demand or shared with its other users.
@@ -293,8 +262,7 @@ impl Repo {
             let mut slots = lock(&self.slots);
             // Forget slots of dropped trees, except one being created right now.
             slots.retain(|_, slot| {
-                Arc::strong_count(slot) > 1
-                    || slot.try_lock().map_or(true, |weak| weak.strong_count() > 0)
+                Arc::strong_count(slot) > 1 || slot.try_lock().map_or(true, |weak| weak.strong_count() > 0)
             });
             slots.entry(key).or_default().clone()
         };
@@ -354,10 +322,7 @@ pub(crate) struct RepoShared {
 
 impl std::fmt::Debug for RepoShared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RepoShared")
-            .field("name", &self.name)
-            .field("path", &self.path)
-            .finish()
+        f.debug_struct("RepoShared").field("name", &self.name).field("path", &self.path).finish()
     }
 }
 
@@ -375,16 +340,11 @@ impl RepoShared {
 /// environment), so the store behaves the same on every machine. The identity is only used for
 /// worktree reflogs, which bare repositories do not write by default.
 fn open_bare(path: &Path) -> Result<gix::ThreadSafeRepository, Error> {
-    let options = gix::open::Options::isolated()
-        .config_overrides(["user.name=rewardlab", "user.email=rewardlab@localhost"]);
-    let repo = gix::open_opts(path, options).map_err(|source| Error::Open {
-        path: path.to_owned(),
-        source,
-    })?;
+    let options =
+        gix::open::Options::isolated().config_overrides(["user.name=rewardlab", "user.email=rewardlab@localhost"]);
+    let repo = gix::open_opts(path, options).map_err(|source| Error::Open { path: path.to_owned(), source })?;
     if !repo.is_bare() {
-        return Err(Error::NotBare {
-            path: path.to_owned(),
-        });
+        return Err(Error::NotBare { path: path.to_owned() });
     }
     Ok(repo.into_sync())
 }
@@ -408,9 +368,7 @@ fn prune_admin_entries(mirror: &Path, trees_root: &Path) -> Result<(), Error> {
 /// Entries of `dir`, or none if it does not exist.
 fn read_dir_paths(dir: &Path) -> Result<Vec<PathBuf>, Error> {
     match fs::read_dir(dir) {
-        Ok(entries) => entries
-            .map(|e| e.map(|e| e.path()).map_err(|err| Error::io(dir, err)))
-            .collect(),
+        Ok(entries) => entries.map(|e| e.map(|e| e.path()).map_err(|err| Error::io(dir, err))).collect(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
         Err(e) => Err(Error::io(dir, e)),
     }
@@ -419,11 +377,8 @@ fn read_dir_paths(dir: &Path) -> Result<Vec<PathBuf>, Error> {
 /// Whether `path`'s name starts with the id of a process that no longer runs. Only answerable
 /// where `/proc` exists; elsewhere every process counts as alive and nothing is pruned.
 fn made_by_dead_process(path: &Path) -> bool {
-    let Some(pid) = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.split('-').next())
-        .and_then(|p| p.parse::<u32>().ok())
+    let Some(pid) =
+        path.file_name().and_then(|n| n.to_str()).and_then(|n| n.split('-').next()).and_then(|p| p.parse::<u32>().ok())
     else {
         return false;
     };
@@ -434,9 +389,7 @@ fn made_by_dead_process(path: &Path) -> bool {
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section here leaves its data consistent, so a panic elsewhere while holding
     // the lock does not make it unsafe to continue.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

@@ -193,7 +193,7 @@ pub fn write_outputs(output: impl Write, features: &CsvFeatures, outputs: &Outpu
     writer.write_record(header).map_err(csv_err)?;
     for (input, record) in features.records.iter().enumerate() {
         let t = table_row[input];
-        let values = [outputs.reward[t], outputs.adv[t], outputs.advantage[t]].map(|v| v.to_string());
+        let values = [outputs.reward[t], outputs.adv[t], outputs.advantage[t]].map(|v| (v + 0.0).to_string()); // -0 prints as 0
         let fields = kept.iter().map(|&i| record[i].as_str()).chain(values.iter().map(String::as_str));
         writer.write_record(fields).map_err(csv_err)?;
     }

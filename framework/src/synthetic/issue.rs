@@ -168,7 +168,7 @@ pub(crate) fn write(rng: &mut ChaCha8Rng, input: &IssueInput<'_>) -> Issue {
             "I first suspected `{}` in the {} since it also deals with {}, but the problem persists with it disabled.\n",
             sibling_class.name,
             domain.title,
-            super::vocab::plural(*pick(rng, domain.nouns)),
+            super::vocab::plural(pick::<&str>(rng, domain.nouns)),
         );
     }
 

@@ -178,8 +178,8 @@ pub(crate) fn initial_project(g: &mut Gen, name: &str, packages: usize, initial_
         tests: Vec::new(),
         changelog: vec![("0.1.0".to_string(), vec!["Initial release.".to_string()])],
     };
-    for domain in 0..packages.min(DOMAINS.len()) {
-        let dir = format!("{name}/{}", DOMAINS[domain].package);
+    for (domain, spec) in DOMAINS.iter().enumerate().take(packages) {
+        let dir = format!("{name}/{}", spec.package);
         let subdir = g.rng.random_bool(0.4).then(|| format!("{dir}/{}", pick(&mut g.rng, SUBPACKAGES)));
         project.packages.push(Package {
             domain,

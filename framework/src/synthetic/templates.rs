@@ -220,10 +220,10 @@ pub(crate) fn component_module(g: &mut Gen, modules: &[Module], place: &Placemen
     let mut imports = vec!["import threading".to_string()];
     imports.extend(error_import(place.package));
     let setting = place.package.config_keys.choose(&mut g.rng).cloned();
-    if setting.is_some() {
-        if let Some(settings) = &place.package.settings_dotted {
-            imports.push(format!("from {settings} import get_setting"));
-        }
+    if setting.is_some()
+        && let Some(settings) = &place.package.settings_dotted
+    {
+        imports.push(format!("from {settings} import get_setting"));
     }
     // Collaborators: an instance attribute per class dependency, direct
     // imports for function dependencies.
@@ -269,18 +269,17 @@ pub(crate) fn component_module(g: &mut Gen, modules: &[Module], place: &Placemen
         let role = *pick(&mut g.rng, CLASS_ROLES);
         let lead = if class_number == 0 { topic.clone() } else { vec![*pick(&mut g.rng, domain.nouns)] };
         let name = unique_class(g, &format!("{}{role}", vocab::camel(&lead)));
-        let state_attr = format!("_{}", vocab::plural(*pick(&mut g.rng, domain.nouns)));
+        let state_attr = format!("_{}", vocab::plural(pick::<&str>(&mut g.rng, domain.nouns)));
         let mut targets = all_targets.clone();
-        if let Some((base_module, base_name)) = &base {
-            if let Some(validate) =
+        if let Some((base_module, base_name)) = &base
+            && let Some(validate) =
                 modules[*base_module].classes[0].methods.iter().find(|m| m.name.starts_with("validate_"))
-            {
-                targets.push(CallTarget {
-                    expr: format!("self.{}", validate.name),
-                    callee: Callee { module: *base_module, qualname: format!("{base_name}.{}", validate.name) },
-                    arity: 1,
-                });
-            }
+        {
+            targets.push(CallTarget {
+                expr: format!("self.{}", validate.name),
+                callee: Callee { module: *base_module, qualname: format!("{base_name}.{}", validate.name) },
+                arity: 1,
+            });
         }
         let ctx = BodyContext {
             domain: domain_index,
@@ -578,7 +577,12 @@ fn class_doc(rng: &mut ChaCha8Rng, domain: usize, role: &str, lead: &[&str]) -> 
         "Factory" | "Builder" => "Builds",
         _ => "Handles",
     };
-    format!("{verb} {} {} for the {}.", what, vocab::plural(*pick(rng, DOMAINS[domain].nouns)), DOMAINS[domain].title)
+    format!(
+        "{verb} {} {} for the {}.",
+        what,
+        vocab::plural(pick::<&str>(rng, DOMAINS[domain].nouns)),
+        DOMAINS[domain].title
+    )
 }
 
 /// A class name not yet used in the project.

@@ -43,9 +43,7 @@ impl std::str::FromStr for TreeKind {
         match s {
             "view" => Ok(TreeKind::View),
             "worktree" => Ok(TreeKind::Worktree),
-            other => Err(format!(
-                "unknown tree kind {other:?}; expected `view` or `worktree`"
-            )),
+            other => Err(format!("unknown tree kind {other:?}; expected `view` or `worktree`")),
         }
     }
 }
@@ -125,10 +123,7 @@ pub enum AccessError {
 
 impl AccessError {
     pub(crate) fn refused(path: &str, reason: impl Into<String>) -> Self {
-        AccessError::Refused {
-            path: path.to_owned(),
-            reason: reason.into(),
-        }
+        AccessError::Refused { path: path.to_owned(), reason: reason.into() }
     }
 }
 
@@ -184,34 +179,16 @@ impl Tree {
     /// Reads the file at a policy-supplied `path`, following in-tree symlinks at most
     /// `max_hops` times and refusing files over `max_bytes`. Returns the resolved path (relative
     /// to the root) and the content.
-    pub fn read(
-        &self,
-        path: &str,
-        max_bytes: u64,
-        max_hops: u32,
-    ) -> Result<(String, Arc<[u8]>), AccessError> {
+    pub fn read(&self, path: &str, max_bytes: u64, max_hops: u32) -> Result<(String, Arc<[u8]>), AccessError> {
         self.reader().read(path, max_bytes, max_hops)
     }
 
-    pub(crate) fn new(
-        commit: ObjectId,
-        repo_name: String,
-        files: Vec<FileEntry>,
-        backend: Backend,
-    ) -> Self {
-        Tree {
-            commit,
-            repo_name,
-            files,
-            backend,
-        }
+    pub(crate) fn new(commit: ObjectId, repo_name: String, files: Vec<FileEntry>, backend: Backend) -> Self {
+        Tree { commit, repo_name, files, backend }
     }
 
     pub(crate) fn reader(&self) -> Reader<'_> {
-        Reader {
-            tree: self,
-            repo: OnceCell::new(),
-        }
+        Reader { tree: self, repo: OnceCell::new() }
     }
 }
 
@@ -230,8 +207,7 @@ impl Reader<'_> {
         max_bytes: u64,
         max_hops: u32,
     ) -> Result<(String, Arc<[u8]>), AccessError> {
-        let components =
-            path::normalise(user_path).map_err(|r| AccessError::refused(user_path, r.message()))?;
+        let components = path::normalise(user_path).map_err(|r| AccessError::refused(user_path, r.message()))?;
         match &self.tree.backend {
             Backend::View(view) => view.read(self, user_path, &components, max_bytes, max_hops),
             Backend::Worktree(checkout) => checkout.read(user_path, &components, max_bytes),
@@ -239,11 +215,7 @@ impl Reader<'_> {
     }
 
     /// Reads a regular file taken from [`Tree::files`] (never a symlink: callers skip those).
-    pub(crate) fn read_listed(
-        &self,
-        entry: &FileEntry,
-        max_bytes: u64,
-    ) -> Result<Arc<[u8]>, AccessError> {
+    pub(crate) fn read_listed(&self, entry: &FileEntry, max_bytes: u64) -> Result<Arc<[u8]>, AccessError> {
         match &self.tree.backend {
             Backend::View(view) => view.read_listed(self, entry, max_bytes),
             Backend::Worktree(checkout) => checkout.read_listed(entry, max_bytes),

@@ -34,16 +34,9 @@ impl std::fmt::Debug for View {
 impl View {
     /// Walks the commit's tree once and indexes every path. Non-UTF-8 paths and submodules are
     /// left out (the worktree kind leaves them out too, so both kinds list the same paths).
-    pub(crate) fn build(
-        shared: Arc<RepoShared>,
-        commit: ObjectId,
-    ) -> Result<(View, Vec<FileEntry>), Error> {
+    pub(crate) fn build(shared: Arc<RepoShared>, commit: ObjectId) -> Result<(View, Vec<FileEntry>), Error> {
         let repo = shared.thread_local();
-        let tree_error = |source| Error::TreeRead {
-            repo: shared.name.clone(),
-            commit,
-            source,
-        };
+        let tree_error = |source| Error::TreeRead { repo: shared.name.clone(), commit, source };
         let records = repo
             .find_commit(commit)
             .and_then(|c| c.tree())
@@ -70,14 +63,7 @@ impl View {
             files.push(FileEntry { path, kind });
         }
         files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
-        Ok((
-            View {
-                shared,
-                entries,
-                dirs,
-            },
-            files,
-        ))
+        Ok((View { shared, entries, dirs }, files))
     }
 
     pub(crate) fn read(
@@ -100,12 +86,8 @@ impl View {
         max_bytes: u64,
     ) -> Result<Arc<[u8]>, AccessError> {
         match self.entries.get(&entry.path) {
-            Some((id, kind)) if *kind != EntryKind::Symlink => {
-                self.blob(reader, *id, &entry.path, max_bytes)
-            }
-            _ => Err(AccessError::NotFound {
-                path: entry.path.clone(),
-            }),
+            Some((id, kind)) if *kind != EntryKind::Symlink => self.blob(reader, *id, &entry.path, max_bytes),
+            _ => Err(AccessError::NotFound { path: entry.path.clone() }),
         }
     }
 
@@ -126,18 +108,12 @@ impl View {
                 ".." => {
                     // Only link targets get here: user paths with `..` were refused earlier.
                     if resolved.pop().is_none() {
-                        return Err(AccessError::refused(
-                            user_path,
-                            "a symlink on the way leaves the repository",
-                        ));
+                        return Err(AccessError::refused(user_path, "a symlink on the way leaves the repository"));
                     }
                     continue;
                 }
                 c if is_git_dir(c) => {
-                    return Err(AccessError::refused(
-                        user_path,
-                        "a symlink on the way points into `.git`",
-                    ));
+                    return Err(AccessError::refused(user_path, "a symlink on the way points into `.git`"));
                 }
                 _ => {}
             }
@@ -148,9 +124,7 @@ impl View {
             }
             match self.entries.get(&joined) {
                 None => {
-                    return Err(AccessError::NotFound {
-                        path: user_path.to_owned(),
-                    });
+                    return Err(AccessError::NotFound { path: user_path.to_owned() });
                 }
                 Some((id, EntryKind::Symlink)) => {
                     hops += 1;
@@ -161,12 +135,8 @@ impl View {
                         ));
                     }
                     let target = self.blob(reader, *id, user_path, 4096)?;
-                    let target = std::str::from_utf8(&target).map_err(|_| {
-                        AccessError::refused(
-                            user_path,
-                            "a symlink on the way has a non-UTF-8 target",
-                        )
-                    })?;
+                    let target = std::str::from_utf8(&target)
+                        .map_err(|_| AccessError::refused(user_path, "a symlink on the way has a non-UTF-8 target"))?;
                     if target.contains('\0') {
                         return Err(AccessError::refused(
                             user_path,
@@ -187,9 +157,7 @@ impl View {
                 }
                 Some((id, _)) => {
                     if pending.iter().any(|c| !c.is_empty() && c != ".") {
-                        return Err(AccessError::NotFound {
-                            path: user_path.to_owned(),
-                        });
+                        return Err(AccessError::NotFound { path: user_path.to_owned() });
                     }
                     return Ok((joined, *id));
                 }
@@ -197,39 +165,18 @@ impl View {
         }
         // Every component was a directory (or there were none: the root).
         Err(AccessError::IsDirectory {
-            path: if user_path.is_empty() {
-                ".".to_owned()
-            } else {
-                user_path.trim_end_matches('/').to_owned()
-            },
+            path: if user_path.is_empty() { ".".to_owned() } else { user_path.trim_end_matches('/').to_owned() },
         })
     }
 
     /// The blob's content from the shared cache or the object store. Sizes are checked against
     /// the object header before decompressing, so a huge blob costs nothing to refuse.
-    fn blob(
-        &self,
-        reader: &Reader<'_>,
-        id: ObjectId,
-        path: &str,
-        max_bytes: u64,
-    ) -> Result<Arc<[u8]>, AccessError> {
-        let too_large = |size: u64| AccessError::TooLarge {
-            path: path.to_owned(),
-            size,
-            cap: max_bytes,
-        };
+    fn blob(&self, reader: &Reader<'_>, id: ObjectId, path: &str, max_bytes: u64) -> Result<Arc<[u8]>, AccessError> {
+        let too_large = |size: u64| AccessError::TooLarge { path: path.to_owned(), size, cap: max_bytes };
         if let Some(data) = self.shared.blobs.get(&id) {
-            return if data.len() as u64 > max_bytes {
-                Err(too_large(data.len() as u64))
-            } else {
-                Ok(data)
-            };
+            return if data.len() as u64 > max_bytes { Err(too_large(data.len() as u64)) } else { Ok(data) };
         }
-        let missing = |_| AccessError::MissingObject {
-            path: path.to_owned(),
-            id,
-        };
+        let missing = |_| AccessError::MissingObject { path: path.to_owned(), id };
         let repo = reader.shared_repo(&self.shared);
         let size = repo.find_header(id).map_err(missing)?.size();
         if size > max_bytes {

@@ -44,11 +44,7 @@ impl Checkout {
         if let Some(parent) = dir.parent() {
             fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
-        let add_error = |source| Error::AddWorktree {
-            path: dir.clone(),
-            commit,
-            source,
-        };
+        let add_error = |source| Error::AddWorktree { path: dir.clone(), commit, source };
         let repo = shared.thread_local();
         let never = AtomicBool::new(false);
         // gix reads every registered worktree while preparing; a concurrent removal could make
@@ -56,21 +52,14 @@ impl Checkout {
         // checkout itself (the slow part) runs outside it.
         let prepared = {
             let _admin = shared.admin_lock();
-            repo.prepare_add_worktree(&dir, gix::worktree::add::Head::Detached(commit), &never)
-                .map_err(add_error)?
+            repo.prepare_add_worktree(&dir, gix::worktree::add::Head::Detached(commit), &never).map_err(add_error)?
         };
         let admin = prepared.repo().git_dir().to_owned();
-        let (worktree_repo, _outcome) = prepared
-            .checkout(gix::progress::Discard, &never)
-            .map_err(add_error)?;
+        let (worktree_repo, _outcome) = prepared.checkout(gix::progress::Discard, &never).map_err(add_error)?;
         drop(worktree_repo);
         // From here on `checkout` owns the directory and admin entry: an error below removes
         // both on drop.
-        let mut checkout = Checkout {
-            root: dir.clone(),
-            shared,
-            admin,
-        };
+        let mut checkout = Checkout { root: dir.clone(), shared, admin };
         checkout.root = fs::canonicalize(&dir).map_err(|e| Error::io(&dir, e))?;
         let mut files = Vec::new();
         walk(&checkout.root, "", &mut files).map_err(|e| Error::io(&dir, e))?;
@@ -96,40 +85,24 @@ impl Checkout {
         let canonical = match fs::canonicalize(&joined) {
             Ok(path) => path,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(AccessError::NotFound {
-                    path: user_path.to_owned(),
-                });
+                return Err(AccessError::NotFound { path: user_path.to_owned() });
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
-                return Err(AccessError::NotFound {
-                    path: user_path.to_owned(),
-                });
+                return Err(AccessError::NotFound { path: user_path.to_owned() });
             }
             // ELOOP ("too many levels of symbolic links") and anything else odd.
             Err(e) => {
-                return Err(AccessError::refused(
-                    user_path,
-                    format!("cannot be resolved: {e}"),
-                ));
+                return Err(AccessError::refused(user_path, format!("cannot be resolved: {e}")));
             }
         };
         let Some(relative) = inside(&self.root, &canonical) else {
-            return Err(AccessError::refused(
-                user_path,
-                "resolves to a location outside the repository",
-            ));
+            return Err(AccessError::refused(user_path, "resolves to a location outside the repository"));
         };
-        let metadata = fs::metadata(&canonical).map_err(|source| AccessError::Io {
-            path: user_path.to_owned(),
-            source,
-        })?;
+        let metadata =
+            fs::metadata(&canonical).map_err(|source| AccessError::Io { path: user_path.to_owned(), source })?;
         if metadata.is_dir() {
             return Err(AccessError::IsDirectory {
-                path: if user_path.is_empty() {
-                    ".".to_owned()
-                } else {
-                    user_path.trim_end_matches('/').to_owned()
-                },
+                path: if user_path.is_empty() { ".".to_owned() } else { user_path.trim_end_matches('/').to_owned() },
             });
         }
         if !metadata.is_file() {
@@ -142,16 +115,9 @@ impl Checkout {
     /// Reads a listed regular file. Listed paths come from a walk that never follows symlinks,
     /// so they contain no symlink component; the `symlink_metadata` check keeps it that way for
     /// the last component too.
-    pub(crate) fn read_listed(
-        &self,
-        entry: &FileEntry,
-        max_bytes: u64,
-    ) -> Result<Arc<[u8]>, AccessError> {
+    pub(crate) fn read_listed(&self, entry: &FileEntry, max_bytes: u64) -> Result<Arc<[u8]>, AccessError> {
         let path = self.root.join(&entry.path);
-        let io = |source| AccessError::Io {
-            path: entry.path.clone(),
-            source,
-        };
+        let io = |source| AccessError::Io { path: entry.path.clone(), source };
         let metadata = fs::symlink_metadata(&path).map_err(io)?;
         if !metadata.is_file() {
             return Err(AccessError::refused(&entry.path, "is not a regular file"));
@@ -191,23 +157,11 @@ pub(crate) fn inside(root: &Path, path: &Path) -> Option<String> {
     Some(parts.join("/"))
 }
 
-fn read_capped(
-    path: &Path,
-    size: u64,
-    user_path: &str,
-    max_bytes: u64,
-) -> Result<Arc<[u8]>, AccessError> {
+fn read_capped(path: &Path, size: u64, user_path: &str, max_bytes: u64) -> Result<Arc<[u8]>, AccessError> {
     if size > max_bytes {
-        return Err(AccessError::TooLarge {
-            path: user_path.to_owned(),
-            size,
-            cap: max_bytes,
-        });
+        return Err(AccessError::TooLarge { path: user_path.to_owned(), size, cap: max_bytes });
     }
-    let data = fs::read(path).map_err(|source| AccessError::Io {
-        path: user_path.to_owned(),
-        source,
-    })?;
+    let data = fs::read(path).map_err(|source| AccessError::Io { path: user_path.to_owned(), source })?;
     Ok(Arc::from(data))
 }
 
@@ -222,25 +176,14 @@ fn walk(dir: &Path, prefix: &str, out: &mut Vec<FileEntry>) -> std::io::Result<(
         if prefix.is_empty() && is_git_dir(&name) {
             continue;
         }
-        let path = if prefix.is_empty() {
-            name
-        } else {
-            format!("{prefix}/{name}")
-        };
+        let path = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
         let file_type = entry.file_type()?;
         if file_type.is_dir() {
             walk(&entry.path(), &path, out)?;
         } else if file_type.is_symlink() {
-            out.push(FileEntry {
-                path,
-                kind: EntryKind::Symlink,
-            });
+            out.push(FileEntry { path, kind: EntryKind::Symlink });
         } else if file_type.is_file() {
-            let kind = if is_executable(&entry.metadata()?) {
-                EntryKind::Executable
-            } else {
-                EntryKind::File
-            };
+            let kind = if is_executable(&entry.metadata()?) { EntryKind::Executable } else { EntryKind::File };
             out.push(FileEntry { path, kind });
         }
     }
@@ -265,10 +208,7 @@ mod tests {
     #[test]
     fn prefix_check_is_by_component() {
         let root = Path::new("/tmp/t/tree");
-        assert_eq!(
-            inside(root, Path::new("/tmp/t/tree/a/b.py")).as_deref(),
-            Some("a/b.py")
-        );
+        assert_eq!(inside(root, Path::new("/tmp/t/tree/a/b.py")).as_deref(), Some("a/b.py"));
         assert_eq!(inside(root, Path::new("/tmp/t/tree_x/secret")), None);
         assert_eq!(inside(root, Path::new("/tmp/t/tree/.git/config")), None);
         assert_eq!(inside(root, Path::new("/etc/passwd")), None);
@@ -286,16 +226,7 @@ mod tests {
         fs::write(sibling.join("secret"), "SECRET").expect("write secret");
         std::os::unix::fs::symlink(sibling.join("secret"), root.join("link")).expect("symlink");
         let canonical = fs::canonicalize(root.join("link")).expect("resolves");
-        assert!(
-            canonical
-                .to_string_lossy()
-                .starts_with(&*root.to_string_lossy()),
-            "a string prefix check would pass"
-        );
-        assert_eq!(
-            inside(&root, &canonical),
-            None,
-            "the component check does not"
-        );
+        assert!(canonical.to_string_lossy().starts_with(&*root.to_string_lossy()), "a string prefix check would pass");
+        assert_eq!(inside(&root, &canonical), None, "the component check does not");
     }
 }

@@ -33,12 +33,7 @@ pub fn git_command(dir: &Path) -> Command {
         .env("GIT_COMMITTER_EMAIL", "test@example.com")
         .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
         .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
-        .args([
-            "-c",
-            "core.quotepath=false",
-            "-c",
-            "init.defaultBranch=main",
-        ]);
+        .args(["-c", "core.quotepath=false", "-c", "init.defaultBranch=main"]);
     command
 }
 
@@ -116,26 +111,17 @@ const WORDS: &[&str] = &[
 /// A Python-ish source file with functions, classes, imports and the odd TODO.
 pub fn python_file(rng: &mut Rng, lines: usize) -> String {
     let mut out = String::new();
-    out.push_str(&format!(
-        "import {}\n",
-        rng.pick(WORDS).to_lowercase().replace('-', "_")
-    ));
+    out.push_str(&format!("import {}\n", rng.pick(WORDS).to_lowercase().replace('-', "_")));
     for i in 0..lines {
         let word = rng.pick(WORDS);
         match rng.below(9) {
-            0 => out.push_str(&format!(
-                "def {}_{i}(x, y):\n",
-                word.to_lowercase().replace('-', "_")
-            )),
+            0 => out.push_str(&format!("def {}_{i}(x, y):\n", word.to_lowercase().replace('-', "_"))),
             1 => out.push_str(&format!("class {}{i}:\n", capitalise(word))),
             2 => out.push_str(&format!("    # TODO: handle {word} {i}\n")),
             3 => out.push_str(&format!("    return {word:?} + str(x)\n")),
             4 => out.push('\n'),
             5 => out.push_str(&format!("    # FIXME {word}\n")),
-            _ => out.push_str(&format!(
-                "    value_{i} = compute({word:?}, {})\n",
-                rng.below(1000)
-            )),
+            _ => out.push_str(&format!("    value_{i} = compute({word:?}, {})\n", rng.below(1000))),
         }
     }
     out
@@ -143,10 +129,7 @@ pub fn python_file(rng: &mut Rng, lines: usize) -> String {
 
 fn capitalise(word: &str) -> String {
     let mut chars = word.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
+    chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
 }
 
 /// A repository with `commits` commits over nested packages, tests, docs, an executable, a
@@ -158,45 +141,22 @@ pub fn generated_repo(dir: &Path, seed: u64, commits: usize) -> Vec<String> {
     for p in 0..3 {
         for m in 0..4 {
             let lines = 5 + rng.below(40) as usize;
-            write(
-                dir,
-                &format!("src/pkg{p}/mod{m}.py"),
-                python_file(&mut rng, lines),
-            );
+            write(dir, &format!("src/pkg{p}/mod{m}.py"), python_file(&mut rng, lines));
         }
         write(dir, &format!("src/pkg{p}/__init__.py"), "");
     }
     for t in 0..3 {
         let lines = 10 + rng.below(20) as usize;
-        write(
-            dir,
-            &format!("tests/test_{t}.py"),
-            python_file(&mut rng, lines),
-        );
+        write(dir, &format!("tests/test_{t}.py"), python_file(&mut rng, lines));
     }
-    write(
-        dir,
-        "README.md",
-        "# Demo\n\nA request/response library.\nTODO: docs\n",
-    );
+    write(dir, "README.md", "# Demo\n\nA request/response library.\nTODO: docs\n");
     write(dir, "docs/guide.md", "Guide\n=====\n\nUse the session.\n");
     write(dir, "docs/ünï.md", "Ünïcode names work.\n");
-    write(
-        dir,
-        "setup.py",
-        "from setuptools import setup\nsetup(name='demo')",
-    );
+    write(dir, "setup.py", "from setuptools import setup\nsetup(name='demo')");
     write(dir, "scripts/run.sh", "#!/bin/sh\necho run request\n");
-    std::fs::set_permissions(
-        dir.join("scripts/run.sh"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .expect("chmod");
-    write(
-        dir,
-        "data/blob.bin",
-        b"\x00\x01binary request\x00\n".repeat(4),
-    );
+    std::fs::set_permissions(dir.join("scripts/run.sh"), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    write(dir, "data/blob.bin", b"\x00\x01binary request\x00\n".repeat(4));
     symlink(dir, "src/current.py", "pkg0/mod0.py");
     symlink(dir, "docs_link", "docs");
     let mut ids = vec![commit_all(dir, "initial")];
@@ -206,18 +166,10 @@ pub fn generated_repo(dir: &Path, seed: u64, commits: usize) -> Vec<String> {
             let p = rng.below(3);
             let m = rng.below(4);
             let lines = 5 + rng.below(40) as usize;
-            write(
-                dir,
-                &format!("src/pkg{p}/mod{m}.py"),
-                python_file(&mut rng, lines),
-            );
+            write(dir, &format!("src/pkg{p}/mod{m}.py"), python_file(&mut rng, lines));
         }
         let lines = 5 + rng.below(10) as usize;
-        write(
-            dir,
-            &format!("src/extra/c{c}.py"),
-            python_file(&mut rng, lines),
-        );
+        write(dir, &format!("src/extra/c{c}.py"), python_file(&mut rng, lines));
         if c % 2 == 0 {
             let _ = std::fs::remove_file(dir.join(format!("src/extra/c{}.py", c - 1)));
         }
@@ -230,27 +182,14 @@ pub fn generated_repo(dir: &Path, seed: u64, commits: usize) -> Vec<String> {
 pub fn fast_import_bare(dir: &Path, stream: &[u8]) {
     std::fs::create_dir_all(dir).expect("mkdir bare");
     git(dir, &["init", "-q", "--bare"]);
-    let mut child = git_command(dir)
-        .args(["fast-import", "--quiet"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("git fast-import runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stream)
-        .expect("write stream");
+    let mut child =
+        git_command(dir).args(["fast-import", "--quiet"]).stdin(Stdio::piped()).spawn().expect("git fast-import runs");
+    child.stdin.take().expect("stdin").write_all(stream).expect("write stream");
     assert!(child.wait().expect("fast-import finishes").success());
 }
 
 /// A fast-import commit on `refs/heads/main` with the given files (path, content).
-pub fn fast_import_commit(
-    stream: &mut Vec<u8>,
-    mark: usize,
-    parent: Option<usize>,
-    files: &[(String, Vec<u8>)],
-) {
+pub fn fast_import_commit(stream: &mut Vec<u8>, mark: usize, parent: Option<usize>, files: &[(String, Vec<u8>)]) {
     let message = format!("commit {mark}");
     stream.extend_from_slice(
         format!(
@@ -263,9 +202,7 @@ pub fn fast_import_commit(
         stream.extend_from_slice(format!("from :{parent}\n").as_bytes());
     }
     for (path, content) in files {
-        stream.extend_from_slice(
-            format!("M 100644 inline {path}\ndata {}\n", content.len()).as_bytes(),
-        );
+        stream.extend_from_slice(format!("M 100644 inline {path}\ndata {}\n", content.len()).as_bytes());
         stream.extend_from_slice(content);
         stream.push(b'\n');
     }
@@ -273,16 +210,11 @@ pub fn fast_import_commit(
 
 /// Limits under which output is never cut, for comparing against git.
 pub fn unlimited_output() -> Limits {
-    Limits {
-        max_output_chars: 1 << 40,
-        max_line_chars: 1 << 20,
-        ..Limits::default()
-    }
+    Limits { max_output_chars: 1 << 40, max_line_chars: 1 << 20, ..Limits::default() }
 }
 
 pub fn call(tree: &Tree, limits: &Limits, json: serde_json::Value) -> ToolResult {
-    let call = ToolCall::from_json(&json)
-        .unwrap_or_else(|r| panic!("invalid test call {json}: {}", r.output));
+    let call = ToolCall::from_json(&json).unwrap_or_else(|r| panic!("invalid test call {json}: {}", r.output));
     call.run(tree, limits)
 }
 
@@ -293,9 +225,7 @@ pub struct Fixture {
 
 impl Fixture {
     pub fn new() -> Self {
-        Fixture {
-            tmp: tempfile::tempdir().expect("tempdir"),
-        }
+        Fixture { tmp: tempfile::tempdir().expect("tempdir") }
     }
 
     pub fn path(&self, name: &str) -> PathBuf {

@@ -14,19 +14,9 @@ const GREPS: &[(&str, Option<&str>, &[&str], bool)] = &[
     (r"def [a-z_]+_[0-9]+\(", None, &[], false),
     ("TODO|FIXME", None, &[], false),
     ("import", Some("*.py"), &[":(glob)**/*.py"], false),
-    (
-        "class [A-Z][a-z]+[0-9]+",
-        Some("src/**"),
-        &[":(glob)src/**"],
-        false,
-    ),
+    ("class [A-Z][a-z]+[0-9]+", Some("src/**"), &[":(glob)src/**"], false),
     ("content-length", None, &[], true),
-    (
-        "value_[0-9]+ = compute",
-        Some("src/pkg1"),
-        &[":(glob)src/pkg1/**"],
-        false,
-    ),
+    ("value_[0-9]+ = compute", Some("src/pkg1"), &[":(glob)src/pkg1/**"], false),
     ("^$", Some("tests/*.py"), &[":(glob)tests/*.py"], false),
     ("ünïcode|données", None, &[], false),
     (r"\)$", None, &[], false),
@@ -60,37 +50,20 @@ fn grep_glob_and_read_agree_with_git_at_several_commits() {
     let source = fx.path("acme/oracle");
     let ids = generated_repo(&source, 7, 6);
     let store = RepoStore::open(fx.path("store")).expect("store opens");
-    let repo = store
-        .repo(source.to_str().expect("utf-8 temp path"))
-        .expect("clone");
+    let repo = store.repo(source.to_str().expect("utf-8 temp path")).expect("clone");
     let limits = unlimited_output();
     let mut compared = 0;
     for (n, id) in [&ids[0], &ids[3], &ids[5]].into_iter().enumerate() {
         let index = fx.path(&format!("index-{n}"));
-        git_command(&source)
-            .env("GIT_INDEX_FILE", &index)
-            .args(["read-tree", id])
-            .status()
-            .expect("read-tree runs");
+        git_command(&source).env("GIT_INDEX_FILE", &index).args(["read-tree", id]).status().expect("read-tree runs");
         for kind in [TreeKind::View, TreeKind::Worktree] {
             let tree = repo.tree(id, kind).expect("tree");
-            assert_eq!(
-                paths(&tree),
-                ls_files(&source, &index, &[]),
-                "{kind} listing at {id}"
-            );
+            assert_eq!(paths(&tree), ls_files(&source, &index, &[]), "{kind} listing at {id}");
             for pattern in GLOBS {
-                let result = call(
-                    &tree,
-                    &limits,
-                    json!({"tool": "glob", "args": {"pattern": pattern}}),
-                );
+                let result = call(&tree, &limits, json!({"tool": "glob", "args": {"pattern": pattern}}));
                 let pathspec = format!(":(glob){pattern}");
                 let expected = ls_files(&source, &index, &[&pathspec]);
-                assert_eq!(
-                    result.entities, expected,
-                    "glob {pattern:?} on {kind} at {id}"
-                );
+                assert_eq!(result.entities, expected, "glob {pattern:?} on {kind} at {id}");
                 if !expected.is_empty() {
                     assert_eq!(result.output, expected.join("\n"));
                 }
@@ -103,53 +76,26 @@ fn grep_glob_and_read_agree_with_git_at_several_commits() {
                     json!({"tool": "grep", "args": {"pattern": pattern, "path": filter, "case_sensitive": !insensitive}}),
                 );
                 assert_eq!(result.status, Status::Ok, "{}", result.output);
-                let ours: Vec<&str> = result
-                    .output
-                    .lines()
-                    .filter(|l| !l.starts_with('['))
-                    .collect();
+                let ours: Vec<&str> = result.output.lines().filter(|l| !l.starts_with('[')).collect();
                 let expected = git_grep(&source, id, pattern, pathspecs, *insensitive);
-                assert_eq!(
-                    ours, expected,
-                    "grep {pattern:?} {filter:?} on {kind} at {id}"
-                );
-                let entities: Vec<String> = ours
-                    .iter()
-                    .map(|l| l.splitn(3, ':').take(2).collect::<Vec<_>>().join(":"))
-                    .collect();
+                assert_eq!(ours, expected, "grep {pattern:?} {filter:?} on {kind} at {id}");
+                let entities: Vec<String> =
+                    ours.iter().map(|l| l.splitn(3, ':').take(2).collect::<Vec<_>>().join(":")).collect();
                 assert_eq!(result.entities, entities);
                 compared += 1;
             }
             for path in regular_files(&source, id) {
                 let expected = git(&source, &["show", &format!("{id}:{path}")]);
-                let result = call(
-                    &tree,
-                    &limits,
-                    json!({"tool": "read", "args": {"path": path}}),
-                );
+                let result = call(&tree, &limits, json!({"tool": "read", "args": {"path": path}}));
                 if path.ends_with(".bin") {
-                    assert!(
-                        result.is_error(),
-                        "binary files are refused: {}",
-                        result.output
-                    );
+                    assert!(result.is_error(), "binary files are refused: {}", result.output);
                     continue;
                 }
-                assert_eq!(
-                    numbered_text(&result.output),
-                    lines(&expected),
-                    "read {path} on {kind} at {id}"
-                );
+                assert_eq!(numbered_text(&result.output), lines(&expected), "read {path} on {kind} at {id}");
                 if lines(&expected).len() >= 4 {
-                    let range = call(
-                        &tree,
-                        &limits,
-                        json!({"tool": "read", "args": {"path": path, "start": 2, "end": 4}}),
-                    );
-                    assert_eq!(
-                        numbered_text(&range.output),
-                        lines(&expected)[1..4].to_vec()
-                    );
+                    let range =
+                        call(&tree, &limits, json!({"tool": "read", "args": {"path": path, "start": 2, "end": 4}}));
+                    assert_eq!(numbered_text(&range.output), lines(&expected)[1..4].to_vec());
                     assert_eq!(range.entities, [2, 3, 4].map(|n| format!("{path}:{n}")));
                 }
                 compared += 1;
@@ -180,37 +126,19 @@ fn ls_files(source: &Path, index: &Path, pathspecs: &[&str]) -> Vec<String> {
         .collect()
 }
 
-fn git_grep(
-    source: &Path,
-    id: &str,
-    pattern: &str,
-    pathspecs: &[&str],
-    insensitive: bool,
-) -> Vec<String> {
+fn git_grep(source: &Path, id: &str, pattern: &str, pathspecs: &[&str], insensitive: bool) -> Vec<String> {
     let mut command = git_command(source);
     command.args(["grep", "-n", "-I", "-P", "--no-color"]);
     if insensitive {
         command.arg("-i");
     }
-    let output = command
-        .args(["-e", pattern, id, "--"])
-        .args(pathspecs)
-        .output()
-        .expect("git grep runs");
-    assert!(
-        output.status.code() != Some(128),
-        "git grep failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let output = command.args(["-e", pattern, id, "--"]).args(pathspecs).output().expect("git grep runs");
+    assert!(output.status.code() != Some(128), "git grep failed: {}", String::from_utf8_lossy(&output.stderr));
     let prefix = format!("{id}:");
     String::from_utf8(output.stdout)
         .expect("utf-8 output")
         .lines()
-        .map(|l| {
-            l.strip_prefix(&prefix)
-                .expect("git grep prefixes the revision")
-                .to_owned()
-        })
+        .map(|l| l.strip_prefix(&prefix).expect("git grep prefixes the revision").to_owned())
         .collect()
 }
 

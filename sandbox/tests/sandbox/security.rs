@@ -14,18 +14,10 @@ const SENTINEL: &str = "SENTINEL-OUTSIDE-7f3a";
 fn hostile_repo(fx: &Fixture) -> std::path::PathBuf {
     let outside = fx.path("outside");
     write(&outside, "secret.txt", format!("{SENTINEL} secret\n"));
-    write(
-        &outside,
-        "certs/ca.pem",
-        format!("-----BEGIN CERTIFICATE-----\n{SENTINEL}\n"),
-    );
+    write(&outside, "certs/ca.pem", format!("-----BEGIN CERTIFICATE-----\n{SENTINEL}\n"));
     let outside = std::fs::canonicalize(&outside).expect("outside exists");
     let outside_abs = outside.to_str().expect("utf-8");
-    let outside_rel = format!(
-        "{}{}",
-        "../".repeat(24),
-        outside_abs.trim_start_matches('/')
-    );
+    let outside_rel = format!("{}{}", "../".repeat(24), outside_abs.trim_start_matches('/'));
 
     let src = fx.path("evil/corp");
     init(&src);
@@ -41,11 +33,7 @@ fn hostile_repo(fx: &Fixture) -> std::path::PathBuf {
     symlink(&src, "self_dir", ".");
     // Symlinks that leave: directly, relatively, through chains and through directories.
     symlink(&src, "passwd", "/etc/passwd");
-    symlink(
-        &src,
-        "rel_passwd",
-        &format!("{}etc/passwd", "../".repeat(24)),
-    );
+    symlink(&src, "rel_passwd", &format!("{}etc/passwd", "../".repeat(24)));
     symlink(&src, "secret_abs", &format!("{outside_abs}/secret.txt"));
     symlink(&src, "secret_rel", &format!("{outside_rel}/secret.txt"));
     symlink(&src, "certs", &format!("{outside_abs}/certs"));
@@ -108,21 +96,10 @@ fn hostile_calls() -> Vec<Value> {
         "~/.ssh/id_rsa",
         "docs_link/../../etc/passwd",
     ];
-    let mut calls: Vec<Value> = reads
-        .iter()
-        .map(|p| json!({"tool": "read", "args": {"path": p}}))
-        .collect();
-    for pattern in [
-        "../*",
-        "/etc/*",
-        "certs/*",
-        "certs/**",
-        "certs_rel/**",
-        "**/../*",
-        "self_dir/**",
-        ".git/*",
-        "loop_a/**",
-    ] {
+    let mut calls: Vec<Value> = reads.iter().map(|p| json!({"tool": "read", "args": {"path": p}})).collect();
+    for pattern in
+        ["../*", "/etc/*", "certs/*", "certs/**", "certs_rel/**", "**/../*", "self_dir/**", ".git/*", "loop_a/**"]
+    {
         calls.push(json!({"tool": "glob", "args": {"pattern": pattern}}));
     }
     for (pattern, path) in [
@@ -143,14 +120,10 @@ fn hostile_calls() -> Vec<Value> {
 /// An escape is any sign of outside content, or an entity naming a path the tree does not track.
 fn escaped(tree: &Tree, result: &ToolResult) -> bool {
     let tracked: Vec<&str> = tree.files().iter().map(|f| f.path.as_str()).collect();
-    let outside_content = result.output.contains(SENTINEL)
-        || result.output.contains("root:x:0:0")
-        || result.output.contains("[core]");
+    let outside_content =
+        result.output.contains(SENTINEL) || result.output.contains("root:x:0:0") || result.output.contains("[core]");
     let foreign_entity = result.entities.iter().any(|e| {
-        let path = e
-            .rsplit_once(':')
-            .filter(|(_, n)| n.parse::<u64>().is_ok())
-            .map_or(e.as_str(), |(p, _)| p);
+        let path = e.rsplit_once(':').filter(|(_, n)| n.parse::<u64>().is_ok()).map_or(e.as_str(), |(p, _)| p);
         !tracked.contains(&path)
     });
     outside_content || foreign_entity
@@ -177,9 +150,7 @@ fn hostile_inputs_never_escape_either_tree_kind() {
                 assert!(
                     matches!(
                         result.status,
-                        Status::Error(
-                            ErrorKind::Refused | ErrorKind::NotFound | ErrorKind::IsDirectory
-                        )
+                        Status::Error(ErrorKind::Refused | ErrorKind::NotFound | ErrorKind::IsDirectory)
                     ),
                     "{kind}: {input} gave {:?}: {}",
                     result.status,
@@ -187,56 +158,16 @@ fn hostile_inputs_never_escape_either_tree_kind() {
                 );
             }
         }
-        assert!(
-            escapes.is_empty(),
-            "{kind}: {} escapes:\n{}",
-            escapes.len(),
-            escapes.join("\n")
-        );
+        assert!(escapes.is_empty(), "{kind}: {} escapes:\n{}", escapes.len(), escapes.join("\n"));
         // The specific refusals carry a reason a policy can act on.
-        let loop_msg = call(
-            &tree,
-            &limits,
-            json!({"tool": "read", "args": {"path": "loop_a"}}),
-        );
-        assert_eq!(
-            loop_msg.status,
-            Status::Error(ErrorKind::Refused),
-            "{kind}: {}",
-            loop_msg.output
-        );
-        let passwd = call(
-            &tree,
-            &limits,
-            json!({"tool": "read", "args": {"path": "passwd"}}),
-        );
-        assert_eq!(
-            passwd.status,
-            Status::Error(ErrorKind::Refused),
-            "{kind}: {}",
-            passwd.output
-        );
-        let certs = call(
-            &tree,
-            &limits,
-            json!({"tool": "read", "args": {"path": "certs/ca.pem"}}),
-        );
-        assert_eq!(
-            certs.status,
-            Status::Error(ErrorKind::Refused),
-            "{kind}: {}",
-            certs.output
-        );
-        let dotdot = call(
-            &tree,
-            &limits,
-            json!({"tool": "read", "args": {"path": "../x"}}),
-        );
-        assert!(
-            dotdot.output.contains("`..` is refused"),
-            "{}",
-            dotdot.output
-        );
+        let loop_msg = call(&tree, &limits, json!({"tool": "read", "args": {"path": "loop_a"}}));
+        assert_eq!(loop_msg.status, Status::Error(ErrorKind::Refused), "{kind}: {}", loop_msg.output);
+        let passwd = call(&tree, &limits, json!({"tool": "read", "args": {"path": "passwd"}}));
+        assert_eq!(passwd.status, Status::Error(ErrorKind::Refused), "{kind}: {}", passwd.output);
+        let certs = call(&tree, &limits, json!({"tool": "read", "args": {"path": "certs/ca.pem"}}));
+        assert_eq!(certs.status, Status::Error(ErrorKind::Refused), "{kind}: {}", certs.output);
+        let dotdot = call(&tree, &limits, json!({"tool": "read", "args": {"path": "../x"}}));
+        assert!(dotdot.output.contains("`..` is refused"), "{}", dotdot.output);
     }
 }
 
@@ -258,51 +189,17 @@ fn symlinks_that_stay_inside_work_on_both_kinds() {
             ("self_dir/self_dir/docs_link/guide.md", "guide inside"),
             ("./src//app.py", "print('inside')"),
         ] {
-            let result = call(
-                &tree,
-                &limits,
-                json!({"tool": "read", "args": {"path": path}}),
-            );
-            assert_eq!(
-                result.status,
-                Status::Ok,
-                "{kind}: {path}: {}",
-                result.output
-            );
-            assert_eq!(
-                result.output,
-                format!("     1\t{expected}"),
-                "{kind}: {path}"
-            );
+            let result = call(&tree, &limits, json!({"tool": "read", "args": {"path": path}}));
+            assert_eq!(result.status, Status::Ok, "{kind}: {path}: {}", result.output);
+            assert_eq!(result.output, format!("     1\t{expected}"), "{kind}: {path}");
         }
-        let dir = call(
-            &tree,
-            &limits,
-            json!({"tool": "read", "args": {"path": "docs_link"}}),
-        );
-        assert_eq!(
-            dir.status,
-            Status::Error(ErrorKind::IsDirectory),
-            "{kind}: {}",
-            dir.output
-        );
+        let dir = call(&tree, &limits, json!({"tool": "read", "args": {"path": "docs_link"}}));
+        assert_eq!(dir.status, Status::Error(ErrorKind::IsDirectory), "{kind}: {}", dir.output);
         // Glob lists the links themselves (they are tracked paths) but never what they point at.
-        let listed = call(
-            &tree,
-            &limits,
-            json!({"tool": "glob", "args": {"pattern": "docs_link/*"}}),
-        );
+        let listed = call(&tree, &limits, json!({"tool": "glob", "args": {"pattern": "docs_link/*"}}));
         assert!(listed.entities.is_empty(), "{kind}: {:?}", listed.entities);
-        let grep = call(
-            &tree,
-            &limits,
-            json!({"tool": "grep", "args": {"pattern": "inside"}}),
-        );
-        assert_eq!(
-            grep.entities,
-            ["README.md:1", "docs/guide.md:1", "src/app.py:1"],
-            "{kind}: grep skips symlinks"
-        );
+        let grep = call(&tree, &limits, json!({"tool": "grep", "args": {"pattern": "inside"}}));
+        assert_eq!(grep.entities, ["README.md:1", "docs/guide.md:1", "src/app.py:1"], "{kind}: grep skips symlinks");
     }
 }
 
@@ -315,9 +212,5 @@ fn both_kinds_list_the_same_paths() {
     let view = repo.tree("HEAD", TreeKind::View).expect("view");
     let worktree = repo.tree("HEAD", TreeKind::Worktree).expect("worktree");
     assert_eq!(view.files(), worktree.files());
-    assert!(
-        Path::new(worktree.root().expect("on disk"))
-            .join("passwd")
-            .is_symlink()
-    );
+    assert!(Path::new(worktree.root().expect("on disk")).join("passwd").is_symlink());
 }

@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use rewardlab_dsl::check::CheckOptions;
-use rewardlab_dsl::cpu::CompiledProgram;
 use rewardlab_dsl::csv_table::{read_features_file, write_outputs};
 use rewardlab_dsl::{EvalOptions, FeatureTable, NonFinite, Outputs, Program};
 use rewardlab_rewards::features::{FeatureOptions, feature_table};
@@ -15,6 +14,7 @@ use rewardlab_rewards::metrics::LineMatch;
 use rewardlab_rewards::rollout::load_rollouts;
 
 use crate::common::{apply_params, load_reward_file};
+use crate::device::{Backend, Device};
 
 #[derive(Debug, clap::Args)]
 pub struct EvalArgs {
@@ -44,6 +44,9 @@ pub struct EvalArgs {
     /// Override a `param`, e.g. `--param gamma=0.25` (repeatable).
     #[arg(long = "param", value_name = "NAME=VALUE")]
     params: Vec<String>,
+    /// Evaluate on the CPU or on the GPU (`cuda` needs a build with `--features cuda`).
+    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    device: Device,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -62,7 +65,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
         group_size: args.group_size,
         non_finite: if args.allow_non_finite { NonFinite::Allow } else { NonFinite::Error },
     };
-    let compiled = CompiledProgram::new(&loaded.program);
+    let compiled = Backend::new(args.device, &loaded.program)?;
     if is_jsonl(&args.rollouts)? {
         let Some(input) = jsonl_input(&args, &loaded.program)? else {
             return Ok(1);
@@ -163,7 +166,8 @@ fn write_output(out: &Option<PathBuf>, input: &Input, outputs: &Outputs) -> anyh
     for (i, fields) in input.rows.iter().enumerate() {
         let row = by_input[i];
         let mut record = fields.clone();
-        record.extend([outputs.reward[row], outputs.adv[row], outputs.advantage[row]].map(|v| v.to_string()));
+        // `+ 0.0` turns -0 into 0: a discount of 0 is no sign a user should see.
+        record.extend([outputs.reward[row], outputs.adv[row], outputs.advantage[row]].map(|v| (v + 0.0).to_string()));
         writer.write_record(&record)?;
     }
     writer.flush()?;

@@ -4,9 +4,14 @@
 //! Only this binary (and `study`) parses command lines and prints for humans:
 //! every subcommand is a thin layer over the library crates.
 
+mod catm;
 mod check;
 mod common;
+mod compile;
+mod device;
 mod eval;
+mod gpu_check;
+mod model;
 mod sandbox;
 
 use std::process::ExitCode;
@@ -29,6 +34,15 @@ enum Command {
     Eval(eval::EvalArgs),
     /// Run the sandbox's grep, glob and read on one commit of a repository, as a policy would.
     Sandbox(sandbox::SandboxArgs),
+    /// Print what a reward file compiles to: the stage IR, C, or CUDA.
+    Compile(compile::CompileArgs),
+    /// Mine CATM relevance labels from agent trajectories (seed 000 §2.4).
+    Catm(catm::CatmArgs),
+    /// Model utilities: `model tiny DIR` writes a tiny Qwen3 checkpoint for smoke tests.
+    Model(model::ModelArgs),
+    /// Check the CUDA backend against the CPU on every shipped reward file and time it.
+    #[command(hide = true)]
+    GpuCheck(gpu_check::GpuCheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +51,10 @@ fn main() -> ExitCode {
         Command::Check(args) => check::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Sandbox(args) => sandbox::run(args),
+        Command::Compile(args) => compile::run(args),
+        Command::Catm(args) => catm::run(args),
+        Command::Model(args) => model::run(args),
+        Command::GpuCheck(args) => gpu_check::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

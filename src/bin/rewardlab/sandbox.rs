@@ -149,7 +149,7 @@ fn run_json(sandbox: &Sandbox, tree: &Tree) -> anyhow::Result<u8> {
                 };
                 serde_json::to_string(&result)?
             }
-            Err(_) => serde_json::to_string(&ToolCall::from_json_str(&line).err().expect("invalid JSON is rejected"))?,
+            Err(_) => serde_json::to_string(&ToolCall::from_json_str(&line).expect_err("invalid JSON is rejected"))?,
         };
         writeln!(stdout, "{printed}")?;
     }

@@ -1,0 +1,3 @@
+//! End-to-end tests of the binaries: what a user types and sees.
+
+mod cli;
