@@ -1,10 +1,12 @@
 //! Running a study: check it, write the manifest, train every run, then
-//! summarise. Training is the part still to connect (see [`run_study`]).
+//! summarise. Training itself lives in `train`.
 
 use std::path::Path;
 
 use anyhow::{Result, bail};
 use rewardlab_framework::study::{Manifest, RunSpec, Study};
+
+mod train;
 
 /// `study [STUDY.toml]`.
 pub fn run(path: &Path, jobs: usize, results: &Path) -> Result<u8> {
@@ -25,14 +27,8 @@ pub fn run(path: &Path, jobs: usize, results: &Path) -> Result<u8> {
 /// (`study::bm25_baseline` + `study::summary::write_baselines`) on the study's
 /// held-out tasks.
 ///
-/// WIRING POINT for the GRPO engine: build the task source from `study.tasks`,
-/// the policy from `study.policy`, `RewardVariant::compile(&variant.name,
-/// &variant.source, config.group_size, &variant.params)` per variant (once,
-/// shared by its seeds), and an engine per run with `study.engine_config(run)`.
+/// Finished runs are skipped and checkpointed ones resume, so rerunning an
+/// interrupted study continues it.
 pub fn run_study(study: &Study, runs: &[RunSpec], jobs: usize, study_dir: &Path) -> Result<()> {
-    let _ = (study, jobs, study_dir);
-    bail!(
-        "training is not wired to the GRPO engine yet ({} runs planned); `study check` and `study replay` work",
-        runs.len()
-    )
+    train::train(study, runs, jobs, study_dir)
 }
