@@ -107,25 +107,9 @@ impl CompiledProgram {
         let advantage = take(o.advantage, &[]);
         let outputs = Outputs { reward, adv, advantage };
         if options.non_finite == NonFinite::Error && non_finite {
-            return Err(self.non_finite_error(table, &outputs));
+            return Err(interp::explain_non_finite(&self.program, table, &outputs));
         }
         Ok(outputs)
-    }
-
-    fn non_finite_error(&self, table: &FeatureTable, outputs: &Outputs) -> EvalError {
-        if let Some(err) = interp::diagnose_non_finite(&self.program, table) {
-            return err;
-        }
-        // The interpreter found every value finite: the backends disagree (a
-        // bug). Still fail, naming the output this backend saw go non-finite.
-        let row = interp::failing_rows(outputs)[0];
-        let p = &self.program;
-        let (def, value) = [(p.reward, &outputs.reward), (p.adv, &outputs.adv), (p.advantage, &outputs.advantage)]
-            .into_iter()
-            .map(|(d, v)| (d, v[row]))
-            .find(|(_, v)| !v.is_finite())
-            .expect("a failing row has a non-finite output");
-        interp::non_finite_at(p, table, def, value, row)
     }
 }
 

@@ -147,7 +147,7 @@ impl GpuProgram {
         let inputs = HostInputs::new(&self.program, &self.ir, table, options, &self.reach)?;
         let outputs = self.backend.run(&self.ir, &self.fused, &inputs)?;
         if options.non_finite == NonFinite::Error && !interp::failing_rows(&outputs).is_empty() {
-            return Err(self.non_finite_error(table, &outputs).into());
+            return Err(interp::explain_non_finite(&self.program, table, &outputs).into());
         }
         Ok(outputs)
     }
@@ -167,22 +167,6 @@ impl GpuProgram {
         let inputs = HostInputs::new(&self.program, &self.ir, table, &options, &self.reach)?;
         let unfused = codegen::emit_cuda(&self.ir, Fusion::Unfused);
         self.backend.bench(&self.ir, &self.fused, &unfused, &inputs, reps.max(1))
-    }
-
-    fn non_finite_error(&self, table: &FeatureTable, outputs: &Outputs) -> EvalError {
-        if let Some(err) = interp::diagnose_non_finite(&self.program, table) {
-            return err;
-        }
-        // The interpreter found every value finite (f32 overflowed where f64
-        // did not): still fail, naming the output the device saw go non-finite.
-        let row = interp::failing_rows(outputs)[0];
-        let p = &self.program;
-        let (def, value) = [(p.reward, &outputs.reward), (p.adv, &outputs.adv), (p.advantage, &outputs.advantage)]
-            .into_iter()
-            .map(|(d, v)| (d, v[row]))
-            .find(|(_, v)| !v.is_finite())
-            .expect("a failing row has a non-finite output");
-        interp::non_finite_at(p, table, def, value, row)
     }
 }
 

@@ -183,6 +183,24 @@ pub(crate) fn diagnose_non_finite(program: &Program, table: &FeatureTable) -> Op
     (!failing.is_empty()).then(|| interp.non_finite_error(&reach, &failing))
 }
 
+/// The error for another backend's `outputs` with a non-finite value: the
+/// interpreter's diagnosis when it agrees; otherwise (f32 overflow on a GPU,
+/// or a backend bug) still an error, naming the output that backend saw go
+/// non-finite at its first failing row.
+pub(crate) fn explain_non_finite(program: &Program, table: &FeatureTable, outputs: &Outputs) -> EvalError {
+    if let Some(err) = diagnose_non_finite(program, table) {
+        return err;
+    }
+    let row = failing_rows(outputs)[0];
+    let p = program;
+    let (def, value) = [(p.reward, &outputs.reward), (p.adv, &outputs.adv), (p.advantage, &outputs.advantage)]
+        .into_iter()
+        .map(|(d, v)| (d, v[row]))
+        .find(|(_, v)| !v.is_finite())
+        .expect("a failing row has a non-finite output");
+    non_finite_at(p, table, def, value, row)
+}
+
 pub(crate) fn non_finite_at(program: &Program, table: &FeatureTable, def: DefId, value: f64, row: usize) -> EvalError {
     let g = table.group_of(row);
     let features = program
