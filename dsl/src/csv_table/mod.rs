@@ -33,6 +33,20 @@ pub struct CsvFeatures {
     records: Vec<Vec<String>>,
 }
 
+impl CsvFeatures {
+    /// Features that came from elsewhere (e.g. rollout JSONL), to be written
+    /// back by [`write_outputs`]: `records` are the input rows in input order,
+    /// `order[i]` the input row of table row `i`.
+    pub fn from_rows(
+        table: FeatureTable,
+        order: Vec<usize>,
+        headers: Vec<String>,
+        records: Vec<Vec<String>>,
+    ) -> CsvFeatures {
+        CsvFeatures { table, order, headers, records }
+    }
+}
+
 /// Why a features CSV could not be read or written. Line numbers are 1-based
 /// and count the header.
 #[derive(Debug, thiserror::Error)]

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use rewardlab_dsl::check::CheckOptions;
-use rewardlab_dsl::csv_table::{read_features_file, write_outputs};
-use rewardlab_dsl::{EvalOptions, FeatureTable, NonFinite, Outputs, Program};
+use rewardlab_dsl::csv_table::{CsvFeatures, read_features_file, write_outputs};
+use rewardlab_dsl::{EvalOptions, NonFinite, Program};
 use rewardlab_rewards::features::{FeatureOptions, feature_table};
 use rewardlab_rewards::metrics::LineMatch;
 use rewardlab_rewards::rollout::load_rollouts;
@@ -71,7 +71,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
             return Ok(1);
         };
         let outputs = compiled.eval(&input.table, &options)?;
-        write_output(&args.out, &input, &outputs)?;
+        write_outputs(open_out(&args.out)?, &input, &outputs)?;
     } else {
         let keys: Vec<&str> = loaded.program.features.iter().map(|f| f.key.as_str()).collect();
         let features = read_features_file(&args.rollouts, Some(&keys))?;
@@ -88,16 +88,6 @@ fn open_out(out: &Option<PathBuf>) -> anyhow::Result<Box<dyn Write>> {
     })
 }
 
-/// Rows grouped for evaluation, and how to write them back in input order.
-struct Input {
-    table: FeatureTable,
-    /// `order[row]` is the input index of table row `row`.
-    order: Vec<usize>,
-    /// Output header before `reward,adv,advantage`, and each input row's fields.
-    header: Vec<String>,
-    rows: Vec<Vec<String>>,
-}
-
 fn is_jsonl(path: &Path) -> anyhow::Result<bool> {
     match path.extension().and_then(|e| e.to_str()) {
         Some("jsonl") | Some("json") => Ok(true),
@@ -110,7 +100,7 @@ fn is_jsonl(path: &Path) -> anyhow::Result<bool> {
     }
 }
 
-fn jsonl_input(args: &EvalArgs, program: &Program) -> anyhow::Result<Option<Input>> {
+fn jsonl_input(args: &EvalArgs, program: &Program) -> anyhow::Result<Option<CsvFeatures>> {
     let path = &args.rollouts;
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let loaded = load_rollouts(BufReader::new(file))?;
@@ -151,25 +141,5 @@ fn jsonl_input(args: &EvalArgs, program: &Program) -> anyhow::Result<Option<Inpu
         }
         rows[input] = fields;
     }
-    Ok(Some(Input { table: grouped.table, order: grouped.order, header, rows }))
-}
-
-fn write_output(out: &Option<PathBuf>, input: &Input, outputs: &Outputs) -> anyhow::Result<()> {
-    let mut writer = csv::Writer::from_writer(open_out(out)?);
-    let mut header = input.header.clone();
-    header.extend(["reward", "adv", "advantage"].map(String::from));
-    writer.write_record(&header)?;
-    let mut by_input = vec![0usize; input.order.len()];
-    for (row, &i) in input.order.iter().enumerate() {
-        by_input[i] = row;
-    }
-    for (i, fields) in input.rows.iter().enumerate() {
-        let row = by_input[i];
-        let mut record = fields.clone();
-        // `+ 0.0` turns -0 into 0: a discount of 0 is no sign a user should see.
-        record.extend([outputs.reward[row], outputs.adv[row], outputs.advantage[row]].map(|v| (v + 0.0).to_string()));
-        writer.write_record(&record)?;
-    }
-    writer.flush()?;
-    Ok(())
+    Ok(Some(CsvFeatures::from_rows(grouped.table, grouped.order, header, rows)))
 }
