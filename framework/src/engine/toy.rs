@@ -28,6 +28,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rewardlab_models::agent::{Answer, OptimStep, Policy, Sampling, StepStats, TaskPrompt, TurnInfo, TurnOutput};
+use rewardlab_models::proxy::AdamW;
 use rewardlab_sandbox::{GlobArgs, GrepArgs, ReadArgs, ToolCall, ToolResult};
 use serde::{Deserialize, Serialize};
 
@@ -49,9 +50,7 @@ pub struct ToyPolicy {
     theta: Vec<f64>,
     reference: Vec<f64>,
     grad: Vec<f64>,
-    m: Vec<f64>,
-    v: Vec<f64>,
-    t: u64,
+    adam: AdamW,
 }
 
 /// Checkpoint of a [`ToyPolicy`].
@@ -121,14 +120,7 @@ impl ToyPolicy {
     /// A policy starting (and with its reference) at `theta` (length [`TOY_DIM`]).
     pub fn with_params(theta: Vec<f64>) -> ToyPolicy {
         assert_eq!(theta.len(), TOY_DIM, "the toy policy has {TOY_DIM} parameters");
-        ToyPolicy {
-            reference: theta.clone(),
-            theta,
-            grad: vec![0.0; TOY_DIM],
-            m: vec![0.0; TOY_DIM],
-            v: vec![0.0; TOY_DIM],
-            t: 0,
-        }
+        ToyPolicy { reference: theta.clone(), theta, grad: vec![0.0; TOY_DIM], adam: AdamW::new(TOY_DIM) }
     }
 
     pub fn params(&self) -> &[f64] {
@@ -408,41 +400,23 @@ impl Policy for ToyPolicy {
     }
 
     fn step(&mut self, optim: &OptimStep) -> StepStats {
-        let norm = self.grad.iter().map(|g| g * g).sum::<f64>().sqrt();
-        let scale = match optim.max_grad_norm {
-            Some(max) if norm > max => max / norm,
-            _ => 1.0,
-        };
-        self.t += 1;
-        let t = self.t as i32;
-        let (c1, c2) = (1.0 - optim.beta1.powi(t), 1.0 - optim.beta2.powi(t));
-        for k in 0..TOY_DIM {
-            let g = self.grad[k] * scale;
-            self.m[k] = optim.beta1 * self.m[k] + (1.0 - optim.beta1) * g;
-            self.v[k] = optim.beta2 * self.v[k] + (1.0 - optim.beta2) * g * g;
-            let update = (self.m[k] / c1) / ((self.v[k] / c2).sqrt() + optim.eps);
-            self.theta[k] -= optim.lr * (update + optim.weight_decay * self.theta[k]);
-            self.grad[k] = 0.0;
-        }
-        StepStats { grad_norm: norm }
+        StepStats { grad_norm: self.adam.step(&mut self.theta, &mut self.grad, optim) }
     }
 
     fn state(&self) -> ToyState {
         ToyState {
             theta: self.theta.clone(),
             reference: self.reference.clone(),
-            m: self.m.clone(),
-            v: self.v.clone(),
-            t: self.t,
+            m: self.adam.m.clone(),
+            v: self.adam.v.clone(),
+            t: self.adam.t,
         }
     }
 
     fn restore(&mut self, state: ToyState) {
         self.theta = state.theta;
         self.reference = state.reference;
-        self.m = state.m;
-        self.v = state.v;
-        self.t = state.t;
+        self.adam = AdamW { m: state.m, v: state.v, t: state.t };
         self.grad = vec![0.0; TOY_DIM];
     }
 }

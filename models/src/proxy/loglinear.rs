@@ -108,9 +108,10 @@ impl Unit {
     }
 }
 
-/// AdamW moments.
+/// AdamW over flat `f64` parameters: the moments and the step count. Shared by
+/// every policy whose gradients are closed-form (this one and the engine's toy policy).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Adam {
+pub struct Adam {
     #[serde(with = "bits")]
     pub m: Vec<f64>,
     #[serde(with = "bits")]
@@ -120,13 +121,13 @@ pub(crate) struct Adam {
 }
 
 impl Adam {
-    pub(crate) fn new(dim: usize) -> Self {
+    pub fn new(dim: usize) -> Self {
         Adam { m: vec![0.0; dim], v: vec![0.0; dim], t: 0 }
     }
 
     /// One AdamW step on `theta` with `grad` (clipped to the global norm
     /// first); returns the norm before clipping and leaves `grad` zeroed.
-    pub(crate) fn step(&mut self, theta: &mut [f64], grad: &mut [f64], optim: &OptimStep) -> f64 {
+    pub fn step(&mut self, theta: &mut [f64], grad: &mut [f64], optim: &OptimStep) -> f64 {
         let norm = grad.iter().map(|g| g * g).sum::<f64>().sqrt();
         let clip = match optim.max_grad_norm {
             Some(max) if norm > max && norm > 0.0 => max / norm,

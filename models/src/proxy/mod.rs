@@ -79,6 +79,7 @@ use rewardlab_sandbox::ToolResult;
 
 pub use episode::ProxyEpisode;
 pub use features::DIM;
+pub use loglinear::Adam as AdamW;
 use loglinear::{Adam, Draw, decide};
 
 /// Recommended peak learning rate for the proxy policy (the LLM's 5e-6 would
