@@ -91,12 +91,17 @@ pub enum EvalSampling {
     Temperature { temperature: f64 },
 }
 
-/// Where the reward program runs. Only the CPU backend exists so far.
+/// Where the reward program runs each step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum RewardDevice {
+    /// The compiled CPU plan (`rewardlab_dsl::cpu`), in `f64`.
     Cpu,
+    /// The fused NVRTC kernels (`rewardlab_dsl::gpu`), in `f32` with `f64`
+    /// reductions. Needs a build with `--features cuda` and a GPU at run time;
+    /// [`Engine::new`](super::Engine::new) fails with a clear error otherwise.
+    Cuda,
 }
 
 impl Default for EngineConfig {

@@ -28,6 +28,9 @@ pub enum EngineError {
     Features { step: usize, source: Box<rewardlab_rewards::FeatureError> },
     #[error("step {step}: reward program `{variant}`: {source}")]
     Reward { step: usize, variant: String, source: Box<rewardlab_dsl::EvalError> },
+    /// `reward_device = "cuda"` was asked for and the GPU backend cannot run.
+    #[error("reward_device = \"cuda\": {source}")]
+    RewardDevice { source: Box<rewardlab_dsl::gpu::GpuError> },
     #[error("step {step}: loss: {source}")]
     Loss { step: usize, source: LossError },
     #[error("cannot start the engine's tokio runtime: {0}")]

@@ -58,6 +58,7 @@ use std::time::Instant;
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
+use rewardlab_dsl::gpu::{GpuError, GpuProgram};
 use rewardlab_dsl::{EvalOptions, FeatureRef, NonFinite};
 use rewardlab_models::agent::{Policy, Sampling};
 use rewardlab_rewards::rollout::Rollout;
@@ -91,6 +92,8 @@ pub struct Engine<P: Policy> {
     tasks: Arc<dyn TaskSource>,
     sandbox: Sandbox,
     variant: Arc<RewardVariant>,
+    /// The variant's kernels when `reward_device = "cuda"`, compiled once per engine.
+    gpu: Option<GpuProgram>,
     runtime: Runtime,
     /// Steps completed.
     step: usize,
@@ -205,6 +208,13 @@ impl<P: Policy> Engine<P> {
                 return Err(tasks::TaskSetError::Index { index, split, len: n }.into());
             }
         }
+        let gpu = match config.reward_device {
+            RewardDevice::Cpu => None,
+            RewardDevice::Cuda => Some(
+                GpuProgram::new(variant.compiled().program())
+                    .map_err(|e| EngineError::RewardDevice { source: Box::new(e) })?,
+            ),
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.runtime_threads)
             .max_blocking_threads(sandbox.limits().max_concurrent_calls.max(1))
@@ -218,6 +228,7 @@ impl<P: Policy> Engine<P> {
             tasks,
             sandbox,
             variant,
+            gpu,
             runtime,
             step: 0,
             cursor: 0,
@@ -345,9 +356,18 @@ impl<P: Policy> Engine<P> {
         let table = feature_table(self.variant.features(), &batch.records, &options)
             .map_err(|source| EngineError::Features { step: step_no, source: Box::new(source) })?;
         let eval_options = EvalOptions { group_size: Some(c.group_size), non_finite: NonFinite::Error };
-        let outputs = self.variant.compiled().eval(&table.table, &eval_options).map_err(|source| {
-            EngineError::Reward { step: step_no, variant: self.variant.name().to_owned(), source: Box::new(source) }
-        })?;
+        let reward_error = |source| EngineError::Reward {
+            step: step_no,
+            variant: self.variant.name().to_owned(),
+            source: Box::new(source),
+        };
+        let outputs = match &self.gpu {
+            None => self.variant.compiled().eval(&table.table, &eval_options).map_err(reward_error)?,
+            Some(gpu) => gpu.eval(&table.table, &eval_options).map_err(|e| match e {
+                GpuError::Eval(source) => reward_error(source),
+                other => EngineError::RewardDevice { source: Box::new(other) },
+            })?,
+        };
         let n = batch.records.len();
         let (mut reward, mut adv, mut advantage) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
         for (row, &i) in table.order.iter().enumerate() {

@@ -8,7 +8,8 @@ use std::sync::{Arc, OnceLock};
 use rewardlab_framework::engine::loss::{LossConfig, SequenceInput, grpo_loss};
 use rewardlab_framework::engine::toy::{ToyEpisode, ToyPolicy};
 use rewardlab_framework::engine::{
-    Engine, EngineConfig, EngineError, LrSchedule, OptimConfig, RewardVariant, TaskSet, TaskSource, latest_checkpoint,
+    Engine, EngineConfig, EngineError, LrSchedule, OptimConfig, RewardDevice, RewardVariant, TaskSet, TaskSource,
+    latest_checkpoint,
 };
 use rewardlab_framework::synthetic::{self, SyntheticConfig};
 use rewardlab_models::agent::{Policy, Sampling, TaskPrompt, TurnInfo, TurnOutput};
@@ -331,4 +332,32 @@ fn grpo_moves_the_policy_towards_what_the_reward_asks() {
     let first = (calls[0] + calls[1]) / 2.0;
     let last = (calls[6] + calls[7]) / 2.0;
     assert!(last > first + 1.0, "mean calls per rollout went from {first} to {last}: {calls:?}");
+}
+
+/// `reward_device = "cuda"`: on a machine with a GPU (and a `--features cuda`
+/// build) a step's metrics equal the CPU backend's to the backends'
+/// tolerance; everywhere else the engine refuses to start with the reason,
+/// never a panic.
+#[test]
+fn the_cuda_reward_device_matches_the_cpu_or_refuses_to_start() {
+    let cuda = EngineConfig { reward_device: RewardDevice::Cuda, eval_every: 0, total_steps: 1, ..config() };
+    let g = cuda.group_size;
+    match Engine::new(cuda.clone(), ToyPolicy::default(), tasks(), sandbox("cuda"), variant(g)) {
+        Err(err) => {
+            assert!(matches!(err, EngineError::RewardDevice { .. }), "{err}");
+            let msg = err.to_string();
+            assert!(msg.starts_with("reward_device = \"cuda\": "), "{msg}");
+            assert!(msg.contains("CUDA"), "the reason names what is missing: {msg}");
+        }
+        Ok(mut on_gpu) => {
+            let cpu = EngineConfig { reward_device: RewardDevice::Cpu, ..cuda };
+            let mut on_cpu = Engine::new(cpu, ToyPolicy::default(), tasks(), sandbox("cuda-cpu"), variant(g))
+                .expect("engine starts");
+            let (gpu, cpu) = (on_gpu.step().expect("GPU step"), on_cpu.step().expect("CPU step"));
+            let close = |a: f64, b: f64| (a - b).abs() <= 1e-5 * b.abs().max(1.0);
+            assert!(close(gpu.metrics.reward_mean, cpu.metrics.reward_mean), "{gpu:?} vs {cpu:?}");
+            assert!(close(gpu.metrics.advantage_std, cpu.metrics.advantage_std), "{gpu:?} vs {cpu:?}");
+            assert!(close(gpu.metrics.loss, cpu.metrics.loss), "{gpu:?} vs {cpu:?}");
+        }
+    }
 }
