@@ -29,6 +29,8 @@ mod render;
 pub mod schema;
 pub mod span;
 pub mod table;
+#[cfg(test)]
+mod testing;
 
 pub use diag::{Diagnostic, Severity};
 pub use eval::{EvalError, EvalOptions, NonFinite};

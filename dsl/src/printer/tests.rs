@@ -98,18 +98,7 @@ fn rewritten_trees_print_what_they_mean() {
 
 #[test]
 fn shipped_reward_files_round_trip() {
-    let files = [
-        include_str!("../../../rewards/codegrep_v1.reward"),
-        include_str!("../../../rewards/codegrep_v2.reward"),
-        include_str!("../../../rewards/codegrep_v3.reward"),
-        include_str!("../../../rewards/dr_grpo.reward"),
-        include_str!("../../../rewards/fusesearch_f1.reward"),
-        include_str!("../../../rewards/fusesearch_f1_plus_e.reward"),
-        include_str!("../../../rewards/fusesearch_f1_times_e.reward"),
-        include_str!("../../../rewards/grpo.reward"),
-        include_str!("../../../rewards/rloo.reward"),
-    ];
-    for text in files {
+    for (_, text) in crate::testing::SHIPPED {
         let (file, diags) = parse(text);
         assert!(diags.is_empty(), "{diags:?}\n{text}");
         let printed = print(&file);

@@ -13,22 +13,15 @@ use super::*;
 use crate::hir::Program;
 use crate::ir;
 
-/// The shipped reward files, by name.
-pub(super) const SHIPPED: [(&str, &str); 9] = [
-    ("codegrep_v1", include_str!("../../../../rewards/codegrep_v1.reward")),
-    ("codegrep_v2", include_str!("../../../../rewards/codegrep_v2.reward")),
-    ("codegrep_v3", include_str!("../../../../rewards/codegrep_v3.reward")),
-    ("dr_grpo", include_str!("../../../../rewards/dr_grpo.reward")),
-    ("fusesearch_f1", include_str!("../../../../rewards/fusesearch_f1.reward")),
-    ("fusesearch_f1_plus_e", include_str!("../../../../rewards/fusesearch_f1_plus_e.reward")),
-    ("fusesearch_f1_times_e", include_str!("../../../../rewards/fusesearch_f1_times_e.reward")),
-    ("grpo", include_str!("../../../../rewards/grpo.reward")),
-    ("rloo", include_str!("../../../../rewards/rloo.reward")),
-];
+pub(super) use crate::testing::SHIPPED;
 
 pub(super) fn compile(name: &str, text: &str) -> Program {
     let source = crate::SourceFile::new(format!("{name}.reward"), text.to_string());
-    match crate::check::compile_source(&source, &schema::schema(), &crate::check::CheckOptions::default()) {
+    match crate::check::compile_source(
+        &source,
+        &crate::testing::retrieval_schema(),
+        &crate::check::CheckOptions::default(),
+    ) {
         Ok((program, _warnings)) => program,
         Err(diags) => panic!("{name}.reward does not check: {diags:?}"),
     }
