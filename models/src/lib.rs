@@ -13,11 +13,13 @@
 //!
 //! Around the model: sharded mmap'd safetensors loading ([`checkpoint`]), the tokenizer
 //! ([`tokenizer`]), Qwen3's chat template with grep/glob/read tools and loss masks
-//! ([`template`]), batched sampling ([`sampling`]), the policy facade the GRPO engine will wrap
-//! ([`policy`]), PEFT adapter files ([`peft`]), SFT warm start ([`sft`]) and tiny test
-//! checkpoints ([`tiny`]). Nothing here knows about studies or rewards.
+//! ([`template`]), batched sampling ([`sampling`]), the policy facade ([`policy`]), the GRPO
+//! engine's token-level policy ([`agent_qwen3`]: a unit is a generated token), PEFT adapter
+//! files ([`peft`]), SFT warm start ([`sft`]) and tiny test checkpoints ([`tiny`]). Nothing
+//! here knows about studies or rewards.
 
 pub mod agent;
+pub mod agent_qwen3;
 pub mod checkpoint;
 mod error;
 pub mod lora;
@@ -31,6 +33,7 @@ pub mod template;
 pub mod tiny;
 pub mod tokenizer;
 
+pub use agent_qwen3::{AgentOptions, Qwen3Agent, Qwen3AgentState, Qwen3Episode};
 pub use candle_core::{DType, Device, Tensor, Var};
 pub use error::{Error, Result};
 pub use lora::{LoraConfig, LoraLinear, TargetModule};

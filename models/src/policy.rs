@@ -102,6 +102,12 @@ impl Qwen3Policy {
         backward_checkpointed(&self.model, sequences, masks, loss_of_logprobs)
     }
 
+    /// The model and tokenizer, e.g. to hand an SFT-trained policy to the GRPO agent
+    /// ([`crate::agent_qwen3::Qwen3Agent::from_policy`]).
+    pub fn into_parts(self) -> (Qwen3Model, QwenTokenizer) {
+        (self.model, self.tokenizer)
+    }
+
     /// The trainable adapter matrices.
     pub fn lora_vars(&self) -> Vec<Var> {
         self.model.lora_vars()

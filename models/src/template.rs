@@ -325,6 +325,13 @@ impl Rollout {
         Ok(())
     }
 
+    /// Appends a plain user turn (context, not trained on), e.g. a note that the next turn
+    /// must answer.
+    pub fn push_user(&mut self, tok: &QwenTokenizer, content: &str) -> Result<()> {
+        self.close_open_turn(tok)?;
+        self.push_context(tok, &render_turn("user", content))
+    }
+
     /// Appends the tool results of the last turn as one user turn.
     pub fn push_tool_responses(&mut self, tok: &QwenTokenizer, responses: &[String]) -> Result<()> {
         self.close_open_turn(tok)?;

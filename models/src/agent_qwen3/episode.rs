@@ -1,0 +1,140 @@
+//! One rollout of the Qwen3 agent, and how a generated turn becomes a [`TurnOutput`].
+
+use rand_chacha::ChaCha8Rng;
+use rewardlab_sandbox::{ErrorKind, ToolCall, ToolResult};
+
+use crate::agent::{Answer, TurnOutput};
+use crate::template::{self, AnswerError, Rollout, ToolCallError};
+
+/// One rollout: its tokens with the loss mask and sampling log-probs ([`Rollout`]), its own
+/// RNG (seeded by [`crate::agent::Policy::begin`]), and what each turn generated.
+#[derive(Debug, Clone)]
+pub struct Qwen3Episode {
+    pub(crate) rollout: Rollout,
+    pub(crate) rng: ChaCha8Rng,
+    /// 0 means greedy; log-probs are then taken at T = 1.
+    pub(crate) temperature: f32,
+    /// Entropy of each generated token's sampling distribution, in generation order.
+    pub(crate) entropies: Vec<f64>,
+    /// The decoded text of each assistant turn.
+    pub(crate) turns: Vec<String>,
+}
+
+impl Qwen3Episode {
+    /// The rollout's tokens, loss mask and sampling log-probs.
+    pub fn rollout(&self) -> &Rollout {
+        &self.rollout
+    }
+
+    /// The decoded text of each assistant turn so far.
+    pub fn turn_texts(&self) -> &[String] {
+        &self.turns
+    }
+
+    /// The temperature log-probs are taken at (1 for greedy episodes).
+    pub(crate) fn scoring_temperature(&self) -> f32 {
+        if self.temperature > 0.0 { self.temperature } else { 1.0 }
+    }
+}
+
+/// What a generated assistant turn means for the engine.
+///
+/// - An `<answer>` block (the last one counts) ends the rollout with [`Answer::Text`]; the
+///   engine parses it strictly. An answer cut off by the token limit is [`TurnOutput::Truncated`].
+/// - On the forced last turn (`must_answer`), a turn without an answer is a (invalid) text
+///   answer when the model ended its turn, and truncated when it ran out of tokens.
+/// - Otherwise `<tool_call>` blocks become calls; each malformed block becomes an error result
+///   in its place, shown to the model as that call's response.
+/// - A turn with neither calls nor an answer is a (invalid) text answer when the model ended
+///   its turn, and truncated when it ran out of tokens.
+pub(crate) fn turn_output(text: &str, stopped: bool, must_answer: bool) -> TurnOutput {
+    match template::parse_answer(text) {
+        Some(Err(AnswerError::Unterminated)) if !stopped => return TurnOutput::Truncated,
+        Some(_) => return TurnOutput::Answer(Answer::Text(text.to_owned())),
+        None => {}
+    }
+    let out_of_tokens_or_prose = || {
+        if stopped { TurnOutput::Answer(Answer::Text(text.to_owned())) } else { TurnOutput::Truncated }
+    };
+    if must_answer {
+        return out_of_tokens_or_prose();
+    }
+    let calls = template::parse_tool_calls(text);
+    if calls.is_empty() {
+        return out_of_tokens_or_prose();
+    }
+    TurnOutput::Calls(calls.into_iter().map(|c| c.map(sandbox_call).map_err(|e| call_error(&e))).collect())
+}
+
+/// The sandbox's form of a parsed call (the same three tools with the same arguments).
+pub(crate) fn sandbox_call(call: template::ToolCall) -> ToolCall {
+    match call {
+        template::ToolCall::Grep(a) => ToolCall::Grep(rewardlab_sandbox::GrepArgs {
+            pattern: a.pattern,
+            path: a.path,
+            case_sensitive: a.case_sensitive,
+        }),
+        template::ToolCall::Glob(a) => ToolCall::Glob(rewardlab_sandbox::GlobArgs { pattern: a.pattern }),
+        template::ToolCall::Read(a) => {
+            ToolCall::Read(rewardlab_sandbox::ReadArgs { path: a.path, start: a.start, end: a.end })
+        }
+    }
+}
+
+/// The error result the model sees for a malformed `<tool_call>` block.
+pub(crate) fn call_error(error: &ToolCallError) -> ToolResult {
+    let kind = match error {
+        ToolCallError::UnknownTool(_) => ErrorKind::UnknownTool,
+        ToolCallError::TooMany { .. } => ErrorKind::CallLimit,
+        _ => ErrorKind::InvalidCall,
+    };
+    ToolResult::error(kind, error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rewardlab_sandbox::{GrepArgs, ReadArgs, Status};
+
+    #[test]
+    fn calls_become_sandbox_calls_and_malformed_ones_tool_errors() {
+        let text = "<think>look for it</think>\n<tool_call>\n{\"name\": \"grep\", \"arguments\": {\"pattern\": \"fn main\"}}\n</tool_call>\n<tool_call>{\"name\": \"read\", \"arguments\": {\"path\": \"a.rs\", \"start\": 2}}</tool_call>\n<tool_call>{\"name\": \"grep\", \"arguments\": {\"pattern\": </tool_call>\n<tool_call>{\"name\": \"rm\", \"arguments\": {}}</tool_call>";
+        let TurnOutput::Calls(calls) = turn_output(text, true, false) else { panic!("expected calls") };
+        assert_eq!(calls.len(), 4);
+        assert_eq!(
+            calls[0],
+            Ok(ToolCall::Grep(GrepArgs { pattern: "fn main".into(), path: None, case_sensitive: None }))
+        );
+        assert_eq!(calls[1], Ok(ToolCall::Read(ReadArgs { path: "a.rs".into(), start: Some(2), end: None })));
+        let bad = calls[2].as_ref().expect_err("malformed JSON is a tool error");
+        assert_eq!(bad.status, Status::Error(ErrorKind::InvalidCall));
+        assert!(bad.output.contains("not valid JSON"), "{}", bad.output);
+        let unknown = calls[3].as_ref().expect_err("unknown tool");
+        assert_eq!(unknown.status, Status::Error(ErrorKind::UnknownTool));
+        // Cut off by the token limit, completed calls still run and the open one is an error.
+        let cut = "<tool_call>{\"name\": \"glob\", \"arguments\": {\"pattern\": \"*.rs\"}}</tool_call><tool_call>{\"na";
+        let TurnOutput::Calls(calls) = turn_output(cut, false, false) else { panic!("expected calls") };
+        assert!(calls[0].is_ok());
+        assert!(calls[1].as_ref().is_err_and(|r| r.output.contains("not closed")));
+    }
+
+    #[test]
+    fn answers_prose_and_running_out_of_tokens() {
+        let answer = "<answer>{\"files\": [\"a.py\"], \"line_ranges\": []}</answer><|im_end|>";
+        assert_eq!(turn_output(answer, true, false), TurnOutput::Answer(Answer::Text(answer.into())));
+        // An answer wins over calls in the same turn.
+        let both =
+            format!("<tool_call>{{\"name\": \"glob\", \"arguments\": {{\"pattern\": \"*\"}}}}</tool_call>{answer}");
+        assert!(matches!(turn_output(&both, true, false), TurnOutput::Answer(_)));
+        assert_eq!(turn_output("<answer>{\"files\": [", false, false), TurnOutput::Truncated);
+        assert_eq!(
+            turn_output("I think it is in a.py", true, false),
+            TurnOutput::Answer(Answer::Text("I think it is in a.py".into()))
+        );
+        assert_eq!(turn_output("I think it is in", false, false), TurnOutput::Truncated);
+        // The last turn never runs calls.
+        let call = "<tool_call>{\"name\": \"glob\", \"arguments\": {\"pattern\": \"*\"}}</tool_call>";
+        assert_eq!(turn_output(call, true, true), TurnOutput::Answer(Answer::Text(call.into())));
+        assert_eq!(turn_output(call, false, true), TurnOutput::Truncated);
+    }
+}
