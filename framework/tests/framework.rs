@@ -7,7 +7,11 @@ mod common;
 mod engine;
 #[path = "framework/proxy.rs"]
 mod proxy;
+#[path = "framework/qwen3.rs"]
+mod qwen3;
 #[path = "framework/retrieval.rs"]
 mod retrieval;
 #[path = "framework/synthetic.rs"]
 mod synthetic;
+#[path = "framework/warm_start.rs"]
+mod warm_start;

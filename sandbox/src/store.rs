@@ -182,7 +182,16 @@ impl RepoStore {
         let (repo, _outcome) = prepare.fetch_only(gix::progress::Discard, &never).map_err(clone_error)?;
         drop(repo);
         drop(prepare);
-        fs::rename(&tmp, dest).map_err(|e| Error::io(dest, e))
+        match fs::rename(&tmp, dest) {
+            Ok(()) => Ok(()),
+            // Another process on the same store (a concurrent run of the study) cloned it first;
+            // renaming onto its non-empty directory fails, and its clone serves us as well.
+            Err(_) if dest.join("HEAD").is_file() => {
+                fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+                Ok(())
+            }
+            Err(e) => Err(Error::io(dest, e)),
+        }
     }
 
     /// Removes leftovers of crashed runs: worktree directories made by processes that are gone,

@@ -57,6 +57,35 @@ pub fn latest_checkpoint(out_dir: &Path) -> Option<PathBuf> {
         .map(|(_, path)| path)
 }
 
+/// Removes every checkpoint under `out_dir/checkpoints` but the latest complete
+/// one, and the temporary directories of checkpoints a killed process was
+/// writing (another process id than this one's). Returns how many directories
+/// went. A run resumes only from its latest checkpoint, so the older ones are
+/// dead weight; the latest is kept whole because it was renamed into place.
+pub fn prune_checkpoints(out_dir: &Path) -> Result<usize, EngineError> {
+    let root = out_dir.join("checkpoints");
+    let latest = latest_checkpoint(out_dir);
+    let entries = match fs::read_dir(&root) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(EngineError::io(&root, e)),
+    };
+    let own_tmp = format!(".tmp-{}", std::process::id());
+    let mut removed = 0;
+    for entry in entries {
+        let entry = entry.map_err(|e| EngineError::io(&root, e))?;
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let old_checkpoint = name.starts_with("step-") && latest.as_deref() != Some(path.as_path());
+        let stale_tmp = name.starts_with('.') && name.contains(".tmp-") && !name.ends_with(&own_tmp);
+        if (old_checkpoint || stale_tmp) && path.is_dir() {
+            fs::remove_dir_all(&path).map_err(|e| EngineError::io(&path, e))?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
 /// Writes a checkpoint atomically: files go into `<final>.tmp-<pid>`, which is renamed to `final`.
 pub(crate) fn write(
     final_dir: &Path,
@@ -104,4 +133,38 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T
 fn write_json(path: &Path, value: &impl Serialize) -> Result<(), EngineError> {
     let text = serde_json::to_vec(value).map_err(|source| EngineError::Json { path: path.to_owned(), source })?;
     fs::write(path, text).map_err(|e| EngineError::io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prune_keeps_the_latest_complete_checkpoint_and_live_temporaries() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("checkpoints");
+        let complete = |name: &str| {
+            fs::create_dir_all(root.join(name)).expect("mkdir");
+            fs::write(root.join(name).join("engine.json"), "{}").expect("write");
+        };
+        complete("step-000002");
+        complete("step-000004");
+        // Newer but incomplete (no engine.json): not a checkpoint, not the latest.
+        fs::create_dir_all(root.join("step-000006")).expect("mkdir");
+        let dead = root.join(".step-000006.tmp-4000000001");
+        let live = root.join(format!(".step-000006.tmp-{}", std::process::id()));
+        fs::create_dir_all(&dead).expect("mkdir");
+        fs::create_dir_all(&live).expect("mkdir");
+        assert_eq!(prune_checkpoints(dir.path()).expect("prune"), 3);
+        let mut left: Vec<String> = fs::read_dir(&root)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().into_string().expect("utf-8"))
+            .collect();
+        left.sort();
+        assert_eq!(left, [format!(".step-000006.tmp-{}", std::process::id()), "step-000004".to_string()]);
+        assert_eq!(latest_checkpoint(dir.path()), Some(root.join("step-000004")));
+        // Nothing to prune, and no checkpoints directory at all, are both fine.
+        assert_eq!(prune_checkpoints(dir.path()).expect("prune"), 0);
+        assert_eq!(prune_checkpoints(&dir.path().join("absent")).expect("prune"), 0);
+    }
 }

@@ -67,7 +67,7 @@ use rewardlab_sandbox::Sandbox;
 use serde::Serialize;
 use tokio::runtime::Runtime;
 
-pub use checkpoint::latest_checkpoint;
+pub use checkpoint::{latest_checkpoint, prune_checkpoints};
 pub use config::{EngineConfig, EvalSampling, LrSchedule, OptimConfig, RewardDevice};
 pub use error::EngineError;
 pub use loss::{Aggregation, KlEstimator, LossConfig, LossOutput, grpo_loss};

@@ -3,7 +3,7 @@
 //! and the top k files are the answer, scored like the policy's answers.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::PathBuf;
 
 use rewardlab_rewards::metrics::Counts;
 
@@ -15,15 +15,26 @@ use crate::engine::TaskSource;
 const BETA: f64 = 0.5;
 
 /// Scores BM25 top-`k` on the held-out split of `tasks`. Task repositories
-/// must be local paths (synthetic and commit-mined sources are).
+/// must be local paths (synthetic sources' are); see [`bm25_baseline_with`]
+/// for repositories named in a store.
 pub fn bm25_baseline(tasks: &dyn TaskSource, k: usize) -> Result<BaselineRow, Bm25Error> {
+    bm25_baseline_with(tasks, k, &|repo| PathBuf::from(repo))
+}
+
+/// [`bm25_baseline`] with `repo_dir` mapping a task's `repo` (a store name
+/// such as `owner/name`, say) to the git directory holding it.
+pub fn bm25_baseline_with(
+    tasks: &dyn TaskSource,
+    k: usize,
+    repo_dir: &dyn Fn(&str) -> PathBuf,
+) -> Result<BaselineRow, Bm25Error> {
     let mut indexes: HashMap<(String, String), Bm25Index> = HashMap::new();
     let (mut fb, mut precision, mut recall) = (Vec::new(), Vec::new(), Vec::new());
     for &i in tasks.held_out() {
         let task = &tasks.tasks()[i];
         let key = (task.repo.clone(), task.commit.clone());
         if !indexes.contains_key(&key) {
-            let index = Bm25Index::from_commit(Path::new(&task.repo), &task.commit, Bm25Params::default())?;
+            let index = Bm25Index::from_commit(&repo_dir(&task.repo), &task.commit, Bm25Params::default())?;
             indexes.insert(key.clone(), index);
         }
         let index = &indexes[&key];

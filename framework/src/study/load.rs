@@ -103,6 +103,26 @@ impl Study {
     }
 }
 
+/// Checkpoints per run when the study file does not set `training.checkpoint_every`.
+pub const DEFAULT_CHECKPOINTS_PER_RUN: usize = 20;
+
+/// The study default of `checkpoint_every`: about [`DEFAULT_CHECKPOINTS_PER_RUN`]
+/// checkpoints per run, so a killed study loses at most 5% of a run. (The
+/// engine's own default, every 50 steps, suits long runs; a study's proxy runs
+/// are often shorter than that, and would then only checkpoint at the end.)
+pub fn default_checkpoint_every(total_steps: usize) -> usize {
+    total_steps.div_ceil(DEFAULT_CHECKPOINTS_PER_RUN).max(1)
+}
+
+/// Whether the study text sets `training.checkpoint_every` (the parsed
+/// [`EngineConfig`] cannot tell a default from an explicit value).
+fn checkpoint_every_set(text: &str) -> bool {
+    toml::from_str::<toml::Table>(text)
+        .ok()
+        .and_then(|t| t.get("training")?.as_table()?.get("checkpoint_every").cloned())
+        .is_some()
+}
+
 /// `runs/<variant>/seed-NNN`.
 pub fn run_dir(variant: &str, seed_index: usize) -> PathBuf {
     Path::new("runs").join(variant).join(format!("seed-{seed_index:03}"))
@@ -126,8 +146,10 @@ pub fn parse_study(path: &Path, text: &str) -> Result<Study, StudyError> {
         }
     };
     let base = path.parent().unwrap_or(Path::new("")).to_owned();
-    let mut ck = Checker { file: &file, base: &base, study_diags: Vec::new(), reward_files: BTreeMap::new() };
-    let study = ck.study(path, spec);
+    let no_functions = matches!(spec.policy, PolicySpec::Proxy(_));
+    let mut ck =
+        Checker { file: &file, base: &base, study_diags: Vec::new(), reward_files: BTreeMap::new(), no_functions };
+    let study = ck.study(path, spec, checkpoint_every_set(text));
     let rendered = ck.render();
     match study {
         Some(study) if !ck.has_errors() => Ok(Study { warnings: rendered, ..study }),
@@ -141,6 +163,9 @@ struct Checker<'a> {
     study_diags: Vec<Diagnostic>,
     /// Diagnostics of referenced reward files, by path.
     reward_files: BTreeMap<PathBuf, (SourceFile, Vec<Diagnostic>)>,
+    /// The policy answers with files and line ranges only (the proxy), so
+    /// function-level features have nothing to score.
+    no_functions: bool,
 }
 
 fn span_of<T>(s: &Spanned<T>) -> Range<usize> {
@@ -154,6 +179,26 @@ fn sp(r: Range<usize>) -> Span {
 impl Checker<'_> {
     fn error(&mut self, span: Range<usize>, message: impl Into<String>) {
         self.study_diags.push(Diagnostic::error("study", sp(span), message));
+    }
+
+    /// Function-level features under a policy that never names functions
+    /// would fail every run at its first step: refused here instead.
+    fn check_levels(&mut self, name: &str, program: &rewardlab_dsl::hir::Program, at: Range<usize>) {
+        if !self.no_functions {
+            return;
+        }
+        let func: Vec<&str> =
+            program.features.iter().filter(|f| f.level.as_deref() == Some("func")).map(|f| f.key.as_str()).collect();
+        if !func.is_empty() {
+            self.error(
+                at,
+                format!(
+                    "variant `{name}` reads {}: the proxy policy answers with files and line ranges, never \
+                     functions, so function-level features cannot be computed; use the `file` or `lr` level",
+                    func.join(", ")
+                ),
+            );
+        }
     }
 
     fn has_errors(&self) -> bool {
@@ -177,7 +222,7 @@ impl Checker<'_> {
         out
     }
 
-    fn study(&mut self, path: &Path, spec: StudyFile) -> Option<Study> {
+    fn study(&mut self, path: &Path, spec: StudyFile, checkpoint_every_set: bool) -> Option<Study> {
         let name = match &spec.name {
             Some(n) => {
                 if !safe_name(n.get_ref()) {
@@ -193,7 +238,7 @@ impl Checker<'_> {
         if *spec.seeds.get_ref() == 0 {
             self.error(span_of(&spec.seeds), "`seeds` must be at least 1");
         }
-        let training = match &spec.training {
+        let mut training = match &spec.training {
             Some(t) => {
                 let config = t.get_ref().clone();
                 if config.seed != EngineConfig::default().seed {
@@ -206,6 +251,9 @@ impl Checker<'_> {
             }
             None => EngineConfig::default(),
         };
+        if !checkpoint_every_set {
+            training.checkpoint_every = default_checkpoint_every(training.total_steps);
+        }
         let summary = spec.summary.clone();
         if !(0.0..=1.0).contains(&summary.precision_gate) {
             self.error(0..0, format!("summary.precision_gate must be in [0, 1], got {}", summary.precision_gate));
@@ -230,6 +278,14 @@ impl Checker<'_> {
             self.error(0..0, "the study declares no variant: add `[[variants]]` or a `[grid]`");
         }
         let tasks = resolve_tasks(spec.tasks, self.base);
+        let held_out_fraction = match &tasks {
+            TaskSpec::Synthetic { held_out_fraction, .. }
+            | TaskSpec::Swebench { held_out_fraction, .. }
+            | TaskSpec::Commits { held_out_fraction, .. } => *held_out_fraction,
+        };
+        if !(0.0..=1.0).contains(&held_out_fraction) {
+            self.error(0..0, format!("tasks.held_out_fraction must be in [0, 1], got {held_out_fraction}"));
+        }
         let policy = match spec.policy {
             PolicySpec::Qwen3(mut q) => {
                 q.model = self.base.join(&q.model);
@@ -328,6 +384,7 @@ impl Checker<'_> {
             self.reward_files.insert(path.clone(), (source, diags));
         }
         let program = ok?;
+        self.check_levels(name, &program, span_of(file));
         let mut compiled = CompiledProgram::new(&program);
         let mut overrides = Vec::new();
         for (param, value) in params {
@@ -375,7 +432,10 @@ impl Checker<'_> {
         let source = SourceFile::new(format!("{}#{name}", self.file.name()), synth.text.clone());
         let schema = rewardlab_rewards::feature_schema();
         let (program, diags) = match compile_source(&source, &schema, options) {
-            Ok((_, warnings)) => (true, warnings),
+            Ok((program, warnings)) => {
+                self.check_levels(&name, &program, at.clone());
+                (true, warnings)
+            }
             Err(diags) => (false, diags),
         };
         for mut d in diags {
@@ -461,10 +521,12 @@ fn safe_name(name: &str) -> bool {
 
 fn resolve_tasks(tasks: TaskSpec, base: &Path) -> TaskSpec {
     match tasks {
-        TaskSpec::Swebench { path, held_out_fraction } => {
-            TaskSpec::Swebench { path: base.join(path), held_out_fraction }
+        TaskSpec::Swebench { path, repos, seed, held_out_fraction } => {
+            TaskSpec::Swebench { path: base.join(path), repos: base.join(repos), seed, held_out_fraction }
         }
-        TaskSpec::Commits { repo, held_out_fraction } => TaskSpec::Commits { repo: base.join(repo), held_out_fraction },
+        TaskSpec::Commits { repo, rev, max_tasks, seed, held_out_fraction } => {
+            TaskSpec::Commits { repo: base.join(repo), rev, max_tasks, seed, held_out_fraction }
+        }
         t => t,
     }
 }

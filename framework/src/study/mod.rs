@@ -17,7 +17,7 @@ pub mod replay;
 pub mod stats;
 pub mod summary;
 
-pub use baseline::bm25_baseline;
+pub use baseline::{bm25_baseline, bm25_baseline_with};
 pub use plots::write_plots;
 pub use replay::{ReplayRow, replay, replay_markdown};
 pub use summary::{Manifest, Summary, SummaryError, summarize, write_tables};

@@ -17,12 +17,16 @@ const FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
 /// The plotted metrics: (file stem, title, y-axis label, column).
 type Column = fn(&MetricsRow) -> f64;
-const PLOTS: [(&str, &str, &str, Column); 5] = [
+const PLOTS: [(&str, &str, &str, Column); 6] = [
     ("reward", "Mean reward per step", "reward (training rollouts)", |r| r.reward_mean),
     ("kl", "KL to the reference policy per step", "KL estimate per unit", |r| r.kl),
     ("turns", "Turns per rollout", "turns (T)", |r| r.turns),
     ("completion_len", "Completion length per rollout", "completion length (len)", |r| r.completion_len),
     ("fb", "File-level F_β (β = 0.5) per step", "F_β(file), training rollouts", |r| r.fb_file),
+    // Only eval steps have a value; the others are NaN, which `bands` skips.
+    ("eval_fb", "Held-out file-level F_β (β = 0.5)", "F_β(file), held-out tasks", |r| {
+        r.eval_fb_mean.unwrap_or(f64::NAN)
+    }),
 ];
 
 /// Writes `plots/<metric>.png` under `study_dir`; returns the paths written.
@@ -47,11 +51,28 @@ pub fn write_plots(summary: &Summary, study_dir: &Path) -> Result<Vec<PathBuf>, 
                 (label, bands(v.runs.iter().map(|r| &r.rows[..]), column))
             })
             .collect();
-        draw(&path, &format!("{} — {title}", summary.name), ylabel, &series)
+        // Held-out scores are comparable with the baselines, computed on the same tasks.
+        let references: Vec<(String, f64)> = if stem == "eval_fb" {
+            summary.baselines.iter().map(|b| (b.name.clone(), b.fb_mean)).collect()
+        } else {
+            Vec::new()
+        };
+        draw(&path, &format!("{} — {title}", summary.name), ylabel, &series, &references)
             .map_err(|message| SummaryError::Plot { path: path.clone(), message })?;
         written.push(path);
     }
     Ok(written)
+}
+
+/// The Okabe–Ito colours (distinguishable with the common colour-vision
+/// deficiencies; their yellow is left out, too faint on white), then plotters' palette.
+fn series_color(i: usize) -> RGBAColor {
+    const OKABE_ITO: [(u8, u8, u8); 6] =
+        [(0, 114, 178), (230, 159, 0), (0, 158, 115), (213, 94, 0), (204, 121, 167), (86, 180, 233)];
+    match OKABE_ITO.get(i) {
+        Some(&(r, g, b)) => RGBColor(r, g, b).to_rgba(),
+        None => Palette99::pick(i - OKABE_ITO.len()).to_rgba(),
+    }
 }
 
 /// One step's mean, minimum and maximum over seeds.
@@ -84,13 +105,21 @@ pub(crate) fn bands<'a>(runs: impl Iterator<Item = &'a [MetricsRow]>, column: Co
         .collect()
 }
 
-fn draw(path: &Path, title: &str, ylabel: &str, series: &[(String, Vec<Band>)]) -> Result<(), String> {
+/// Draws one line per series with its band, and a dashed horizontal line per reference value.
+fn draw(
+    path: &Path,
+    title: &str,
+    ylabel: &str,
+    series: &[(String, Vec<Band>)],
+    references: &[(String, f64)],
+) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let root = BitMapBackend::new(path, (1000, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let all = series.iter().flat_map(|(_, b)| b);
     let max_step = all.clone().map(|b| b.step).max().unwrap_or(1).max(2);
     let (lo, hi) = all.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), b| (lo.min(b.min), hi.max(b.max)));
+    let (lo, hi) = references.iter().fold((lo, hi), |(lo, hi), (_, v)| (lo.min(*v), hi.max(*v)));
     let (lo, hi) = if lo.is_finite() { (lo, hi) } else { (0.0, 1.0) };
     // Pad the range so a flat line is not drawn on the frame.
     let pad = ((hi - lo) * 0.08).max(1e-3 * hi.abs().max(1.0));
@@ -112,7 +141,7 @@ fn draw(path: &Path, title: &str, ylabel: &str, series: &[(String, Vec<Band>)]) 
         .draw()
         .map_err(|e| err(&e))?;
     for (i, (name, bands)) in series.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+        let color = series_color(i);
         if bands.is_empty() {
             continue;
         }
@@ -124,6 +153,15 @@ fn draw(path: &Path, title: &str, ylabel: &str, series: &[(String, Vec<Band>)]) 
             .map_err(|e| err(&e))?
             .label(name.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3)));
+    }
+    for (name, value) in references {
+        let style = BLACK.mix(0.7).stroke_width(2);
+        let dashes = DashedLineSeries::new([(1.0, *value), (max_step as f64, *value)], 10, 6, style);
+        chart
+            .draw_series(dashes)
+            .map_err(|e| err(&e))?
+            .label(format!("{name} (dashed)"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
     }
     chart
         .configure_series_labels()

@@ -55,15 +55,33 @@ pub enum TaskSpec {
         #[serde(default = "default_held_out")]
         held_out_fraction: f64,
     },
-    /// SWE-bench-style JSONL (path relative to the study file).
+    /// SWE-bench-style JSONL (`rewardlab_rewards::tasks::swebench`).
     Swebench {
+        /// The JSONL file, relative to the study file.
         path: PathBuf,
+        /// A directory of bare clones named `owner__name.git`, one per `repo`
+        /// the instances name (relative to the study file). It becomes the
+        /// study's repository store as is: nothing is cloned or copied.
+        repos: PathBuf,
+        /// Seeds the train/held-out shuffle.
+        #[serde(default)]
+        seed: u64,
         #[serde(default = "default_held_out")]
         held_out_fraction: f64,
     },
-    /// Tasks mined from a git repository's commits (path relative to the study file).
+    /// Tasks mined from a git repository's commits
+    /// (`rewardlab_rewards::tasks::commits`, default filters).
     Commits {
+        /// The repository (bare or not), relative to the study file.
         repo: PathBuf,
+        /// Where the history walk starts: `HEAD`, a branch or tag name, or a full commit id.
+        #[serde(default = "default_rev")]
+        rev: String,
+        /// Keep at most this many tasks (newest first).
+        max_tasks: Option<usize>,
+        /// Seeds the train/held-out shuffle.
+        #[serde(default)]
+        seed: u64,
         #[serde(default = "default_held_out")]
         held_out_fraction: f64,
     },
@@ -80,6 +98,9 @@ fn default_tasks() -> usize {
 }
 fn default_held_out() -> f64 {
     0.2
+}
+fn default_rev() -> String {
+    "HEAD".to_string()
 }
 
 /// The policy trained.
@@ -102,6 +123,44 @@ pub struct Qwen3Spec {
     pub lora_rank: usize,
     #[serde(default = "default_lora_alpha")]
     pub lora_alpha: f64,
+    // --- Model loading, sampling budgets and scoring (H7a; the sampling temperature is
+    // `[training] temperature`, passed to the policy per rollout by the engine). ---
+    /// Write a tiny random checkpoint (`rewardlab model tiny`) at `model` when it holds no
+    /// `config.json`: for smoke tests on any machine.
+    #[serde(default)]
+    pub tiny_if_missing: bool,
+    /// Weight dtype: `"f32"` or `"bf16"` (the adapters are f32 either way).
+    #[serde(default)]
+    pub dtype: ModelDtype,
+    /// `"cpu"`, or `"cuda"` (needs a build with `--features model-cuda`).
+    #[serde(default)]
+    pub device: ModelDevice,
+    /// Nucleus mass kept when sampling (1.0 turns it off).
+    #[serde(default = "default_top_p")]
+    pub top_p: f32,
+    /// Most likely tokens kept when sampling (0 turns it off).
+    #[serde(default = "default_top_k")]
+    pub top_k: usize,
+    /// Tokens one assistant turn may generate.
+    #[serde(default = "default_max_tokens")]
+    pub max_new_tokens: usize,
+    /// Tokens a whole rollout may generate (the seeds' 4096).
+    #[serde(default = "default_max_tokens")]
+    pub max_completion_tokens: usize,
+    /// Rollouts sampled together in one KV-cached generation (bounds the KV cache).
+    #[serde(default = "default_sample_batch")]
+    pub sample_batch: usize,
+    /// Rollouts scored per forward pass in the update.
+    #[serde(default = "default_score_batch")]
+    pub score_batch: usize,
+    /// Recompute activations layer by layer in the backward pass (less memory, one more forward).
+    #[serde(default = "default_true")]
+    pub gradient_checkpointing: bool,
+    // --- end of H7a's block ---
+    /// A warm start before GRPO: `warm_start = "sft"` or a table of
+    /// [`crate::warm_start::WarmStartSpec`]'s fields (`kind`, `rho_f`, `rho_e`, `epochs`, `lr`, ...).
+    #[serde(default)]
+    pub warm_start: Option<crate::warm_start::WarmStartSpec>,
 }
 
 fn default_lora_rank() -> usize {
@@ -109,6 +168,42 @@ fn default_lora_rank() -> usize {
 }
 fn default_lora_alpha() -> f64 {
     64.0
+}
+fn default_top_p() -> f32 {
+    0.9
+}
+fn default_top_k() -> usize {
+    50
+}
+fn default_max_tokens() -> usize {
+    4096
+}
+fn default_sample_batch() -> usize {
+    8
+}
+fn default_score_batch() -> usize {
+    1
+}
+fn default_true() -> bool {
+    true
+}
+
+/// The dtype Qwen3's weights are loaded in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelDtype {
+    #[default]
+    F32,
+    Bf16,
+}
+
+/// Where Qwen3 runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelDevice {
+    #[default]
+    Cpu,
+    Cuda,
 }
 
 /// How the summary judges variants.

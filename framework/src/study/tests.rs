@@ -226,7 +226,7 @@ fn study_plots_are_pngs_with_bands() {
     fake_results(dir.path());
     let s = summarize(dir.path()).expect("summary");
     let paths = write_plots(&s, dir.path()).expect("plots");
-    assert_eq!(paths.len(), 5);
+    assert_eq!(paths.len(), 6);
     for p in &paths {
         let bytes = std::fs::read(p).expect("png");
         assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000, "{}", p.display());
@@ -263,4 +263,55 @@ fn study_bm25_baseline_on_a_synthetic_source() {
     assert!((scaled - scaled.round()).abs() < 1e-9, "{row:?}");
     // Issues name their files' vocabulary: BM25 finds some targets, but not all.
     assert!(row.recall > 0.0 && row.fb_mean > 0.0 && row.fb_mean < 1.0, "{row:?}");
+}
+
+#[test]
+fn study_checkpoints_about_twenty_times_per_run_unless_told() {
+    let variant = "[[variants]]\nname = \"a\"\nreward = 'Fb(file)'\n";
+    let every = |training: &str| parse(&format!("{HEAD}{training}{variant}")).expect("valid").training.checkpoint_every;
+    assert_eq!(every("[training]\ntotal_steps = 80\n"), 4);
+    assert_eq!(every("[training]\ntotal_steps = 7\n"), 1);
+    assert_eq!(every("[training]\ntotal_steps = 80\ncheckpoint_every = 0\n"), 0);
+    assert_eq!(every("[training]\ntotal_steps = 80\ncheckpoint_every = 50\n"), 50);
+    let default_steps = crate::engine::EngineConfig::default().total_steps;
+    assert_eq!(every(""), load::default_checkpoint_every(default_steps));
+}
+
+#[test]
+fn study_real_task_sources_resolve_against_the_study_file() {
+    let variant = "[policy]\nkind = \"proxy\"\n[[variants]]\nname = \"a\"\nreward = 'Fb(file)'\n";
+    let text =
+        format!("seeds = 1\n[tasks]\nsource = \"swebench\"\npath = \"lite.jsonl\"\nrepos = \"mirrors\"\n{variant}");
+    match parse(&text).expect("valid").tasks {
+        TaskSpec::Swebench { path, repos, seed, held_out_fraction } => {
+            assert_eq!((path, repos), (studies_dir().join("lite.jsonl"), studies_dir().join("mirrors")));
+            assert_eq!((seed, held_out_fraction), (0, 0.2));
+        }
+        other => panic!("{other:?}"),
+    }
+    // SWE-bench instances name repositories; the study must say where their clones are.
+    let no_repos = format!("seeds = 1\n[tasks]\nsource = \"swebench\"\npath = \"lite.jsonl\"\n{variant}");
+    assert!(invalid(&no_repos).contains("missing field `repos`"), "{}", invalid(&no_repos));
+    let text = format!("seeds = 1\n[tasks]\nsource = \"commits\"\nrepo = \"..\"\nmax_tasks = 5\n{variant}");
+    match parse(&text).expect("valid").tasks {
+        TaskSpec::Commits { repo, rev, max_tasks, .. } => {
+            assert_eq!((repo, rev.as_str(), max_tasks), (studies_dir().join(".."), "HEAD", Some(5)));
+        }
+        other => panic!("{other:?}"),
+    }
+    let bad = format!("seeds = 1\n[tasks]\nsource = \"commits\"\nrepo = \"..\"\nheld_out_fraction = 1.5\n{variant}");
+    assert!(invalid(&bad).contains("held_out_fraction must be in [0, 1]"));
+}
+
+#[test]
+fn study_function_level_features_are_refused_for_the_proxy_policy() {
+    let text = format!("{HEAD}[[variants]]\nname = \"f\"\nreward = '0.5 * F1(file) + 0.5 * F1(func)'\n");
+    let out = invalid(&text);
+    assert!(out.contains("test.toml:7:8: error") && out.contains("reads F1(func)"), "{out}");
+    let text = format!("{HEAD}[[variants]]\nname = \"f\"\nfile = \"../rewards/fusesearch_f1.reward\"\n");
+    let out = invalid(&text);
+    assert!(out.contains("test.toml:8:8: error") && out.contains("never functions"), "{out}");
+    // Other policies may name functions.
+    let qwen = HEAD.replace("kind = \"proxy\"", "kind = \"qwen3\"\nmodel = \"m\"");
+    parse(&format!("{qwen}[[variants]]\nname = \"f\"\nreward = 'F1(func)'\n")).expect("valid for qwen3");
 }

@@ -3,7 +3,9 @@
 //!
 //! A thin layer over `rewardlab_framework::study`: parsing arguments and printing.
 
+mod publish;
 mod run;
+mod slurm;
 
 use std::fs::File;
 use std::io::BufReader;
@@ -63,6 +65,16 @@ enum Command {
         #[arg(long)]
         csv: Option<PathBuf>,
     },
+    /// Write a Slurm array job for a study: one task per run (`study run-one`), a
+    /// run manifest, and print the `sbatch` command. See the README's Slurm section.
+    Slurm(slurm::SlurmArgs),
+    /// Train one run of a study (what each Slurm array task runs): skipped when
+    /// finished, resumed from its checkpoint; writes the shared manifest and baseline too.
+    RunOne(slurm::RunOneArgs),
+    /// Check that every run of a study finished (exit 1 and list the others with
+    /// the command that resubmits them, unless `--partial`), then write
+    /// `summary.csv`, `summary.md` and `plots/` as a local run does.
+    Merge(slurm::MergeArgs),
     /// Re-read a study's results directory and rewrite `summary.csv`, `summary.md` and `plots/`.
     Summarize {
         /// `results/<study>`.
@@ -76,6 +88,9 @@ fn main() -> ExitCode {
         Some(Command::Check { study }) => check(&study),
         Some(Command::Replay { study, rollouts, csv }) => replay(&study, &rollouts, csv.as_deref()),
         Some(Command::Summarize { dir }) => summarize(&dir).map(|()| 0),
+        Some(Command::Slurm(args)) => slurm::slurm(&args),
+        Some(Command::RunOne(args)) => slurm::run_one(&args),
+        Some(Command::Merge(args)) => slurm::merge(&args),
         None => run::run(&cli.run.study, cli.run.jobs, &cli.run.results),
     };
     match result {

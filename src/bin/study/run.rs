@@ -6,7 +6,12 @@ use std::path::Path;
 use anyhow::{Result, bail};
 use rewardlab_framework::study::{Manifest, RunSpec, Study};
 
+mod qwen3;
+mod tasks;
 mod train;
+
+/// Whether a run is finished (`study merge` asks before summarising).
+pub use train::run_finished;
 
 /// `study [STUDY.toml]`.
 pub fn run(path: &Path, jobs: usize, results: &Path) -> Result<u8> {
@@ -17,8 +22,11 @@ pub fn run(path: &Path, jobs: usize, results: &Path) -> Result<u8> {
     let dir = results.join(&s.name);
     let runs = s.runs();
     Manifest::new(&s, &runs).write(&dir)?;
-    run_study(&s, &runs, jobs, &dir)?;
-    super::summarize(&dir)?;
+    // The other runs' results are worth a summary even when some run failed.
+    let trained = run_study(&s, &runs, jobs, &dir);
+    let summarized = super::summarize(&dir);
+    trained?;
+    summarized?;
     Ok(0)
 }
 

@@ -1,0 +1,231 @@
+//! The sbatch array script `study slurm` writes: `#SBATCH` directives (only
+//! for the options given, besides the array, job name and log files), then
+//! one `exec` of `study run-one` with absolute paths, so a task runs the same
+//! from whatever directory Slurm starts it in.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+
+/// Resource and scheduling options, each written as an `#SBATCH` line when set.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SbatchOptions {
+    pub partition: Option<String>,
+    pub time: Option<String>,
+    pub gpus_per_task: Option<u32>,
+    pub cpus_per_task: Option<u32>,
+    /// Further options verbatim (`--account=lab`, `--mem=16G`).
+    pub extra: Vec<String>,
+    /// Array tasks to submit; `None`: every run.
+    pub only: Option<Vec<usize>>,
+    /// At most this many tasks at once (`--array=...%N`).
+    pub max_running: Option<u32>,
+}
+
+/// Everything the script names.
+#[derive(Clone, Debug)]
+pub struct Script<'a> {
+    pub study_name: &'a str,
+    /// Runs of the expanded grid (array indices `0..runs`).
+    pub runs: usize,
+    pub variants: usize,
+    pub seeds: usize,
+    /// Absolute paths.
+    pub study_bin: &'a Path,
+    pub study_file: &'a Path,
+    pub results: &'a Path,
+    pub script: &'a Path,
+    pub log_dir: &'a Path,
+    pub options: &'a SbatchOptions,
+}
+
+impl Script<'_> {
+    /// The `--array` value: every index, or the chosen ones, throttled when asked.
+    pub fn array(&self) -> String {
+        let list = match &self.options.only {
+            Some(only) => index_list(only),
+            None => format!("0-{}", self.runs.saturating_sub(1)),
+        };
+        match self.options.max_running {
+            Some(n) => format!("{list}%{n}"),
+            None => list,
+        }
+    }
+
+    /// Where task `%a` of job `%A` logs (stdout and stderr together).
+    pub fn log_pattern(&self) -> PathBuf {
+        self.log_dir.join(format!("{}-%A_%a.out", self.study_name))
+    }
+
+    /// The script's text. Fails on values that would break out of their `#SBATCH` line.
+    pub fn render(&self) -> Result<String> {
+        let o = self.options;
+        let mut directives = vec![
+            format!("--job-name=study-{}", self.study_name),
+            format!("--array={}", self.array()),
+            format!("--output={}", self.log_pattern().display()),
+        ];
+        directives.extend(o.partition.as_ref().map(|p| format!("--partition={p}")));
+        directives.extend(o.time.as_ref().map(|t| format!("--time={t}")));
+        directives.extend(o.gpus_per_task.map(|n| format!("--gpus-per-task={n}")));
+        directives.extend(o.cpus_per_task.map(|n| format!("--cpus-per-task={n}")));
+        directives.extend(o.extra.iter().cloned());
+        for d in &directives {
+            // sbatch splits `#SBATCH` lines at blanks and has no quoting that survives every version.
+            if d.chars().any(char::is_whitespace) {
+                bail!("`{d}` contains white space, which an #SBATCH line cannot hold; use paths and values without it");
+            }
+        }
+        let bin = shell_quote(self.study_bin);
+        let study = shell_quote(self.study_file);
+        let results = shell_quote(self.results);
+        let mut s = String::new();
+        s.push_str("#!/bin/bash\n");
+        s.push_str(&format!(
+            "# Slurm array job of study `{}`, written by `study slurm`: {} runs ({} variants x {} seeds).\n",
+            self.study_name, self.runs, self.variants, self.seeds
+        ));
+        s.push_str(
+            "# Array task i trains run i of the run manifest beside this file. Finished runs are\n\
+             # skipped and checkpointed ones resume, so resubmitting any task is safe:\n",
+        );
+        s.push_str(&format!("#   sbatch --array=3,5 {}\n", shell_quote(self.script)));
+        s.push_str("# When the tasks are done, summarise (it lists runs that did not finish):\n");
+        s.push_str(&format!("#   {bin} merge {study} --results {results}\n"));
+        for d in &directives {
+            s.push_str(&format!("#SBATCH {d}\n"));
+        }
+        s.push_str("\nset -euo pipefail\n");
+        s.push_str(&format!(
+            "exec {bin} run-one {study} --index \"${{SLURM_ARRAY_TASK_ID:?run this script with sbatch}}\" --results {results}\n"
+        ));
+        Ok(s)
+    }
+}
+
+/// Parses `3,5` or `0-2,7` into ascending, distinct indices below `runs`.
+pub fn parse_indices(text: &str, runs: usize) -> Result<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let parse = |s: &str| -> Result<usize> {
+            s.trim().parse().map_err(|_| anyhow::anyhow!("`{s}` in `{text}` is not a run index"))
+        };
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (parse(a)?, parse(b)?),
+            None => (parse(part)?, parse(part)?),
+        };
+        if lo > hi {
+            bail!("`{part}` in `{text}` is an empty range");
+        }
+        if hi >= runs {
+            bail!("run index {hi} is out of range: the study has {runs} runs (0-{})", runs.saturating_sub(1));
+        }
+        out.extend(lo..=hi);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// Ascending indices as Slurm's array syntax, runs of consecutive ones as ranges: `0-2,5,7-8`.
+pub fn index_list(indices: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < indices.len() {
+        let start = indices[i];
+        let mut end = start;
+        while i + 1 < indices.len() && indices[i + 1] == end + 1 {
+            i += 1;
+            end += 1;
+        }
+        parts.push(if start == end { start.to_string() } else { format!("{start}-{end}") });
+        i += 1;
+    }
+    parts.join(",")
+}
+
+/// `path` as one POSIX shell word: bare when it is plain, single-quoted otherwise.
+pub fn shell_quote(path: &Path) -> String {
+    let s = path.to_string_lossy();
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+=:,%@".contains(c)) {
+        s.into_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indices_parse_normalise_and_print_as_ranges() {
+        assert_eq!(parse_indices("5,3", 8).expect("ok"), vec![3, 5]);
+        assert_eq!(parse_indices("0-2, 7,2", 8).expect("ok"), vec![0, 1, 2, 7]);
+        assert!(parse_indices("8", 8).expect_err("out of range").to_string().contains("out of range"));
+        assert!(parse_indices("3-1", 8).is_err());
+        assert!(parse_indices("x", 8).is_err());
+        assert!(parse_indices("", 8).is_err());
+        assert_eq!(index_list(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+        assert_eq!(index_list(&[4]), "4");
+        assert_eq!(index_list(&[]), "");
+    }
+
+    #[test]
+    fn shell_quoting_survives_quotes_and_blanks() {
+        assert_eq!(shell_quote(Path::new("/a/b-c_d.toml")), "/a/b-c_d.toml");
+        assert_eq!(shell_quote(Path::new("/a b/it's")), r"'/a b/it'\''s'");
+    }
+
+    fn script(options: &SbatchOptions) -> Result<String> {
+        Script {
+            study_name: "tiny",
+            runs: 4,
+            variants: 2,
+            seeds: 2,
+            study_bin: Path::new("/opt/rl/study"),
+            study_file: Path::new("/shared/tiny.toml"),
+            results: Path::new("/shared/results"),
+            script: Path::new("/shared/results/tiny/slurm/tiny.sbatch"),
+            log_dir: Path::new("/shared/results/tiny/slurm/logs"),
+            options,
+        }
+        .render()
+    }
+
+    #[test]
+    fn only_given_options_become_directives() {
+        let bare = script(&SbatchOptions::default()).expect("renders");
+        let directives: Vec<&str> = bare.lines().filter(|l| l.starts_with("#SBATCH")).collect();
+        assert_eq!(
+            directives,
+            [
+                "#SBATCH --job-name=study-tiny",
+                "#SBATCH --array=0-3",
+                "#SBATCH --output=/shared/results/tiny/slurm/logs/tiny-%A_%a.out"
+            ]
+        );
+        let full = SbatchOptions {
+            partition: Some("gpu".into()),
+            time: Some("1-00:00:00".into()),
+            gpus_per_task: Some(1),
+            cpus_per_task: Some(8),
+            extra: vec!["--account=lab".into()],
+            only: Some(vec![1, 2, 3]),
+            max_running: Some(2),
+        };
+        let text = script(&full).expect("renders");
+        for line in [
+            "#SBATCH --array=1-3%2",
+            "#SBATCH --partition=gpu",
+            "#SBATCH --time=1-00:00:00",
+            "#SBATCH --gpus-per-task=1",
+            "#SBATCH --cpus-per-task=8",
+            "#SBATCH --account=lab",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
+        }
+        let bad = SbatchOptions { partition: Some("a b".into()), ..SbatchOptions::default() };
+        assert!(script(&bad).is_err());
+    }
+}
