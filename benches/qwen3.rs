@@ -1,7 +1,9 @@
 //! Qwen3 throughput: this project's implementation beside candle-transformers' qwen3 on the
 //! same weights (hidden 256, 4 layers, 4 query / 2 KV heads of 64, vocab 512).
 //!
-//! - `qwen3_prefill_128`: one 128-token prompt → next-token logits (tokens/s).
+//! - `qwen3_prefill_128`, `qwen3_prefill_512`: one prompt of that many tokens → next-token
+//!   logits (tokens/s); ours through the KV-cached sampling path, and (128 only) the
+//!   differentiable training path with all logits, for scale.
 //! - `qwen3_decode_64`: prompt of 16, then 64 sampled tokens with the KV cache (tokens/s),
 //!   top-k 50 / top-p 0.9 / T 1.0 for both; ours also with a batch of 8 rows.
 
@@ -18,7 +20,8 @@ use rewardlab_models::sampling::{SamplingParams, generate};
 use rewardlab_models::tiny::{tiny_config, write_checkpoint_with};
 use rewardlab_models::{Pass, Qwen3Model};
 
-const PROMPT: usize = 128;
+/// Prompt lengths of the prefill groups.
+const PROMPTS: [usize; 2] = [128, 512];
 const NEW: usize = 64;
 
 struct Fixture {
@@ -52,27 +55,30 @@ fn prompt(len: usize) -> Vec<u32> {
 
 fn bench(c: &mut Criterion) {
     let mut f = fixture();
-    let ids = Tensor::from_vec(prompt(PROMPT), (1, PROMPT), &Device::Cpu).expect("ids");
-
-    let mut g = c.benchmark_group("qwen3_prefill_128");
-    g.warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3)).sample_size(20);
-    g.throughput(Throughput::Elements(PROMPT as u64));
-    g.bench_function("rewardlab_cached", |b| {
-        b.iter(|| {
-            let mut cache = f.ours.new_cache(1);
-            f.ours.forward_cached(&ids, &[vec![true; PROMPT]], &mut cache, Pass::SAMPLE, true).expect("forward")
-        })
-    });
-    g.bench_function("candle_transformers", |b| {
-        b.iter(|| {
-            f.theirs.clear_kv_cache();
-            f.theirs.forward(&ids, 0).expect("forward")
-        })
-    });
-    g.bench_function("rewardlab_train_path_all_logits", |b| {
-        b.iter(|| f.ours.forward_train(&ids, Pass::REFERENCE).expect("forward"))
-    });
-    g.finish();
+    for len in PROMPTS {
+        let ids = Tensor::from_vec(prompt(len), (1, len), &Device::Cpu).expect("ids");
+        let mut g = c.benchmark_group(format!("qwen3_prefill_{len}"));
+        g.warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3)).sample_size(20);
+        g.throughput(Throughput::Elements(len as u64));
+        g.bench_function("rewardlab_cached", |b| {
+            b.iter(|| {
+                let mut cache = f.ours.new_cache(1);
+                f.ours.forward_cached(&ids, &[vec![true; len]], &mut cache, Pass::SAMPLE, true).expect("forward")
+            })
+        });
+        g.bench_function("candle_transformers", |b| {
+            b.iter(|| {
+                f.theirs.clear_kv_cache();
+                f.theirs.forward(&ids, 0).expect("forward")
+            })
+        });
+        if len == PROMPTS[0] {
+            g.bench_function("rewardlab_train_path_all_logits", |b| {
+                b.iter(|| f.ours.forward_train(&ids, Pass::REFERENCE).expect("forward"))
+            });
+        }
+        g.finish();
+    }
 
     let params = SamplingParams { max_new_tokens: NEW, ..SamplingParams::default() };
     let short = prompt(16);

@@ -4,8 +4,10 @@
 //! - a **training path** ([`Qwen3Model::forward_train`]) built only from differentiable
 //!   primitives (plain softmax, RMSNorm and RoPE from elementwise ops, an additive causal mask),
 //!   because candle-nn's fused kernels have no backward pass;
-//! - a **cached sampling path** ([`Qwen3Model::forward_cached`]) that uses candle's fused
-//!   kernels and a preallocated per-batch KV cache with per-row positions.
+//! - a **cached sampling path** ([`Qwen3Model::forward_cached`]) with fused kernels — candle-nn's
+//!   RoPE and RMSNorm, and on the CPU this crate's one-pass scale + causal/padding mask + softmax
+//!   and `silu(gate) * up`, which split work in rayon chunks instead of candle's spinning pool —
+//!   and a preallocated per-batch KV cache with per-row positions.
 //!
 //! LoRA ([`lora`]) wraps every linear projection; the frozen base weights are plain tensors and
 //! only the adapters are `Var`s. Reference log-probs come from the same model with the adapters

@@ -326,7 +326,9 @@ fn the_tiny_qwen3_study_file_checks_and_selects_the_qwen3_policy() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../studies/qwen3_tiny.toml");
     let study = load_study(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let PolicySpec::Qwen3(spec) = &study.policy else { panic!("not the Qwen3 policy: {:?}", study.policy) };
-    assert!(spec.tiny_if_missing && spec.warm_start.is_none());
+    assert!(spec.tiny_if_missing);
+    let warm = spec.warm_start.as_ref().expect("the tiny study warm-starts with SFT");
+    assert_eq!((warm.rho_f, warm.rho_e, warm.max_tasks, warm.samples_per_task), (0.5, 0.5, Some(2), 2));
     assert!(spec.model.ends_with("target/qwen3-tiny"), "{}", spec.model.display());
     assert_eq!((spec.dtype, spec.device), (ModelDtype::F32, ModelDevice::Cpu));
     assert_eq!((spec.lora_rank, spec.max_new_tokens, spec.max_completion_tokens), (8, 24, 48));

@@ -4,14 +4,17 @@
 //! for training; causal plus key validity for the padded, cached batch) and, when sampling, the
 //! layer's KV cache. Grouped heads are never materialised: queries are reshaped to
 //! `(batch, kv_heads, groups * len, head_dim)` so each key/value head is multiplied once.
+//! Sampling on the CPU replaces scale, mask and softmax by one fused pass over the scores
+//! ([`super::softmax`]) that reads causality and padding from the chunk's shape and the
+//! host-side key bias, so no mask tensor is built.
 
 use candle_core::{D, DType, Tensor};
 use candle_nn::VarBuilder;
 
 use super::cache::{AttnMask, LayerKv};
 use super::norm::RmsNorm;
-use super::rope;
 use super::{Mode, Pass, Qwen3Config};
+use super::{rope, softmax};
 use crate::lora::{AdapterInit, LoraLinear, TargetModule};
 
 #[derive(Debug, Clone)]
@@ -81,10 +84,14 @@ impl Attention {
         let groups = h / hkv;
         let q = q.reshape((b, hkv, groups * l, d))?;
         let scale = 1.0 / (d as f64).sqrt();
+        if mode == Mode::Infer && q.device().is_cpu() {
+            let probs = softmax::causal_softmax(&q.matmul(&k.t()?)?, scale as f32, l, mask.key_bias())?;
+            return probs.to_dtype(v.dtype())?.matmul(v)?.reshape((b, h, l, d));
+        }
         let scores = (q.matmul(&k.t()?)? * scale)?;
         // Softmax in f32 whatever the weights' dtype: bf16 exponentials lose too much.
-        let scores = scores.to_dtype(DType::F32)?.reshape((b, hkv, groups, l, t))?.broadcast_add(&mask.causal)?;
-        let scores = match &mask.keys {
+        let scores = scores.to_dtype(DType::F32)?.reshape((b, hkv, groups, l, t))?.broadcast_add(mask.causal()?)?;
+        let scores = match mask.keys()? {
             Some(keys) => scores.broadcast_add(keys)?,
             None => scores,
         };

@@ -12,6 +12,8 @@
 //! Storage is preallocated per layer and grown by doubling, so a decode step writes in place
 //! (`slice_set`) instead of concatenating the whole cache.
 
+use std::cell::OnceCell;
+
 use candle_core::{DType, Device, Tensor};
 
 use super::rope::Positions;
@@ -88,15 +90,13 @@ impl KvCache {
             self.valid[row].extend_from_slice(chunk);
             key_bias.extend(self.valid[row].iter().map(|&ok| if ok { 0f32 } else { PAD_BIAS }));
         }
-        let causal = causal_mask(len, base, device)?;
         // Without any padding so far (the common single-prompt case), every row sits at slots
         // = positions: shared RoPE rows and no key bias, which saves a gather and an add.
         if self.valid.iter().all(|row| row.iter().all(|&ok| ok)) {
-            return Ok((Positions::Range { start: base, len }, AttnMask { causal, keys: None }));
+            return Ok((Positions::Range { start: base, len }, AttnMask::new(len, base, device, None)));
         }
         let positions = Tensor::from_vec(positions, (self.batch, len), device)?;
-        let key_bias = Tensor::from_vec(key_bias, (self.batch, 1, 1, 1, keys), device)?;
-        Ok((Positions::PerRow(positions), AttnMask { causal, keys: Some(key_bias) }))
+        Ok((Positions::PerRow(positions), AttnMask::new(len, base, device, Some(key_bias))))
     }
 }
 
@@ -106,17 +106,60 @@ impl KvCache {
 /// `exp(-1e9)` is exactly zero in f32.
 const PAD_BIAS: f32 = -1e9;
 
-/// Additive attention masks, kept factored so no `(batch, len, keys)` tensor is materialised.
-#[derive(Debug, Clone)]
+/// The attention masks of one forward call: causal, plus padding keys when any row has some.
+///
+/// Kept factored, so no `(batch, len, keys)` tensor is materialised, and built lazily: the
+/// CPU sampling kernel ([`super::softmax`]) reads the host-side key bias and needs no mask
+/// tensor at all, while the generic path builds each tensor once per call on first use.
+#[derive(Debug)]
 pub(crate) struct AttnMask {
+    len: usize,
+    base: usize,
+    device: Device,
+    /// `batch × keys`, row-major: 0 on real keys, [`PAD_BIAS`] on padding; none without padding.
+    key_bias: Option<Vec<f32>>,
+    causal: OnceCell<Tensor>,
+    keys: OnceCell<Option<Tensor>>,
+}
+
+impl AttnMask {
+    /// Masks for `len` queries that follow `base` earlier slots, with an optional key bias.
+    pub(crate) fn new(len: usize, base: usize, device: &Device, key_bias: Option<Vec<f32>>) -> Self {
+        Self { len, base, device: device.clone(), key_bias, causal: OnceCell::new(), keys: OnceCell::new() }
+    }
+
+    /// `batch × keys` additive bias on padding keys, when any row has padding.
+    pub(crate) fn key_bias(&self) -> Option<&[f32]> {
+        self.key_bias.as_deref()
+    }
+
     /// `(1, 1, 1, len, keys)`: `-inf` where the key comes after the query.
-    pub(crate) causal: Tensor,
-    /// `(batch, 1, 1, 1, keys)`: [`PAD_BIAS`] on padding keys.
-    pub(crate) keys: Option<Tensor>,
+    pub(crate) fn causal(&self) -> candle_core::Result<&Tensor> {
+        if let Some(t) = self.causal.get() {
+            return Ok(t);
+        }
+        let t = causal_mask(self.len, self.base, &self.device)?;
+        Ok(self.causal.get_or_init(|| t))
+    }
+
+    /// `(batch, 1, 1, 1, keys)`: [`PAD_BIAS`] on padding keys; none without padding.
+    pub(crate) fn keys(&self) -> candle_core::Result<Option<&Tensor>> {
+        if let Some(t) = self.keys.get() {
+            return Ok(t.as_ref());
+        }
+        let t = match &self.key_bias {
+            Some(bias) => {
+                let keys = self.base + self.len;
+                Some(Tensor::from_slice(bias, (bias.len() / keys, 1, 1, 1, keys), &self.device)?)
+            }
+            None => None,
+        };
+        Ok(self.keys.get_or_init(|| t).as_ref())
+    }
 }
 
 /// The causal mask for `len` queries that follow `base` earlier slots.
-pub(crate) fn causal_mask(len: usize, base: usize, device: &Device) -> candle_core::Result<Tensor> {
+fn causal_mask(len: usize, base: usize, device: &Device) -> candle_core::Result<Tensor> {
     let keys = base + len;
     let mask: Vec<f32> =
         (0..len).flat_map(|i| (0..keys).map(move |j| if j <= base + i { 0.0 } else { f32::NEG_INFINITY })).collect();

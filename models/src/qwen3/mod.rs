@@ -7,6 +7,7 @@ mod mlp;
 mod model;
 mod norm;
 mod rope;
+mod softmax;
 
 pub use cache::KvCache;
 pub use config::Qwen3Config;
@@ -17,7 +18,9 @@ pub use model::Qwen3Model;
 pub enum Mode {
     /// Only ops with a backward pass (plain softmax, RMSNorm and RoPE from primitives).
     Train,
-    /// candle-nn's fused softmax, RMSNorm and RoPE: faster, but gradients stop at them.
+    /// Fused kernels, faster, but gradients stop at them: candle-nn's RMSNorm and RoPE, and on
+    /// the CPU this crate's causal softmax (scale, causal and padding masks, softmax in one
+    /// pass) and SwiGLU product; candle-nn's softmax elsewhere.
     Infer,
 }
 

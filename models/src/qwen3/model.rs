@@ -7,7 +7,7 @@ use candle_core::{DType, Device, Tensor, Var};
 use candle_nn::VarBuilder;
 
 use super::attention::Attention;
-use super::cache::{AttnMask, KvCache, causal_mask};
+use super::cache::{AttnMask, KvCache};
 use super::mlp::Mlp;
 use super::norm::RmsNorm;
 use super::rope::{Positions, Rope};
@@ -101,7 +101,7 @@ impl Qwen3Model {
             )));
         }
         let tables = self.rope.tables(&Positions::Range { start: 0, len })?;
-        let mask = AttnMask { causal: causal_mask(len, 0, &self.device)?, keys: None };
+        let mask = AttnMask::new(len, 0, &self.device, None);
         let mut h = self.embed(ids)?;
         for layer in &self.layers {
             h = layer.forward(&h, &tables, &mask, None, pass)?;
@@ -159,7 +159,7 @@ impl Qwen3Model {
     ) -> Result<(Tensor, GradStore)> {
         let (_, len) = ids.dims2()?;
         let tables = self.rope.tables(&Positions::Range { start: 0, len })?;
-        let mask = AttnMask { causal: causal_mask(len, 0, &self.device)?, keys: None };
+        let mask = AttnMask::new(len, 0, &self.device, None);
         let adapter_ids: Vec<Var> = self.lora_vars();
         let keep = |from: GradStore, into: &mut GradStore| -> Result<()> {
             let mut from = from;
