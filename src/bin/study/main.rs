@@ -36,9 +36,10 @@ struct RunArgs {
     /// The study file.
     #[arg(default_value = "studies/codegrep.toml")]
     study: PathBuf,
-    /// Runs trained at once (each run is single-threaded apart from tool calls).
-    #[arg(long, short, default_value_t = 1)]
-    jobs: usize,
+    /// Runs trained at once. Default: one per core for the proxy policy (a run is
+    /// single-threaded apart from tool calls), 1 for Qwen3 (each run loads its model).
+    #[arg(long, short)]
+    jobs: Option<usize>,
     /// Where `<study>/` goes.
     #[arg(long, default_value = "results")]
     results: PathBuf,

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::{Result, bail};
-use rewardlab_framework::study::{Manifest, RunSpec, Study};
+use rewardlab_framework::study::{Manifest, PolicySpec, RunSpec, Study};
 
 mod qwen3;
 mod tasks;
@@ -13,12 +13,18 @@ mod train;
 /// Whether a run is finished (`study merge` asks before summarising).
 pub use train::run_finished;
 
-/// `study [STUDY.toml]`.
-pub fn run(path: &Path, jobs: usize, results: &Path) -> Result<u8> {
-    if jobs == 0 {
+/// `study [STUDY.toml]`. Without `--jobs`, proxy-policy runs train one per
+/// core (each is single-threaded but for tool calls) and Qwen3 runs one at a
+/// time (each loads its own model).
+pub fn run(path: &Path, jobs: Option<usize>, results: &Path) -> Result<u8> {
+    if jobs == Some(0) {
         bail!("--jobs must be at least 1");
     }
     let Some(s) = super::load(path)? else { return Ok(1) };
+    let jobs = jobs.unwrap_or_else(|| match s.policy {
+        PolicySpec::Proxy(_) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        PolicySpec::Qwen3(_) => 1,
+    });
     let dir = results.join(&s.name);
     let runs = s.runs();
     Manifest::new(&s, &runs).write(&dir)?;
