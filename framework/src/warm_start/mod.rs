@@ -29,8 +29,8 @@ use crate::engine::EngineTask;
 pub use filter::{JointFilter, TrajectoryScore, record, score};
 pub use render::{Conversation, DEFAULT_INSTRUCTIONS, SftExample, render};
 pub use scripted::{
-    IssuePattern, ScriptedSearcher, SearchTurn, SearcherOptions, Trajectory, escape_regex, issue_patterns, parse_calls,
-    render_calls,
+    IssueLiteral, IssuePattern, ScriptedSearcher, SearchTurn, SearcherOptions, Trajectory, escape_regex,
+    issue_literals, issue_patterns, parse_calls, render_calls,
 };
 pub use spec::{WarmStartKind, WarmStartSpec};
 

@@ -351,17 +351,36 @@ pub struct IssuePattern {
     pub weight: f64,
 }
 
-/// The patterns of an issue: error messages after `SomethingError: ` (and their prefixes
+/// A literal string worth searching for in an issue, before it becomes a regex.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IssueLiteral {
+    pub text: String,
+    pub weight: f64,
+    /// Match whole words only (identifiers).
+    pub whole_word: bool,
+}
+
+/// The patterns of an issue ([`issue_literals`], escaped; whole words between `\b`s).
+pub fn issue_patterns(prompt: &str) -> Vec<IssuePattern> {
+    issue_literals(prompt)
+        .into_iter()
+        .map(|l| {
+            let escaped = escape_regex(&l.text);
+            let regex = if l.whole_word { format!(r"\b{escaped}\b") } else { escaped };
+            IssuePattern { regex, weight: l.weight }
+        })
+        .collect()
+}
+
+/// The literals of an issue: error messages after `SomethingError: ` (and their prefixes
 /// before `: `, weight 4), quoted phrases (weight 3), compound identifiers in backticks or
 /// code blocks (weight 1, whole words). Each literal once, at least 4 characters.
-pub fn issue_patterns(prompt: &str) -> Vec<IssuePattern> {
+pub fn issue_literals(prompt: &str) -> Vec<IssueLiteral> {
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
-    let mut add = |literal: &str, weight: f64, word: bool, out: &mut Vec<IssuePattern>| {
+    let mut add = |literal: &str, weight: f64, whole_word: bool, out: &mut Vec<IssueLiteral>| {
         if literal.len() >= 4 && seen.insert(literal.to_owned()) {
-            let escaped = escape_regex(literal);
-            let regex = if word { format!(r"\b{escaped}\b") } else { escaped };
-            out.push(IssuePattern { regex, weight });
+            out.push(IssueLiteral { text: literal.to_owned(), weight, whole_word });
         }
     };
     let mut in_code = false;

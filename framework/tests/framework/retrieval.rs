@@ -8,6 +8,7 @@ use std::process::Command;
 
 use rewardlab_framework::bm25::{Bm25Index, Bm25Params};
 use rewardlab_framework::synthetic::{MIN_WEIGHT, Task};
+use rewardlab_framework::warm_start::{IssueLiteral, issue_literals};
 
 use crate::common::{default_source, evaluate, git};
 
@@ -94,9 +95,10 @@ fn searching_beats_bm25_on_held_out_tasks() {
 /// (its test or a caller) is the second answer.
 fn scripted_search(repo: &Path, task: &Task) -> Vec<String> {
     let mut scores: BTreeMap<String, f64> = BTreeMap::new();
-    let patterns = patterns(&task.prompt);
-    for (pattern, weight, whole_word) in &patterns {
-        let hits = git_grep(repo, &task.base_commit, pattern, *whole_word);
+    // The same literals the warm start's scripted searcher greps for.
+    let patterns = issue_literals(&task.prompt);
+    for IssueLiteral { text, weight, whole_word } in &patterns {
+        let hits = git_grep(repo, &task.base_commit, text, *whole_word);
         if hits.is_empty() || hits.len() > 12 {
             continue;
         }
@@ -108,7 +110,7 @@ fn scripted_search(repo: &Path, task: &Task) -> Vec<String> {
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let Some((best, _)) = ranked.first().cloned() else { return Vec::new() };
     let mut answer = vec![best.clone()];
-    let strings: Vec<&str> = patterns.iter().filter(|p| p.1 >= 3.0).map(|p| p.0.as_str()).collect();
+    let strings: Vec<&str> = patterns.iter().filter(|p| p.weight >= 3.0).map(|p| p.text.as_str()).collect();
     if let Some(name) = enclosing_function(repo, &task.base_commit, &best, &strings) {
         let mut users: Vec<(String, usize)> =
             git_grep_counts(repo, &task.base_commit, &name).into_iter().filter(|(path, _)| *path != best).collect();
@@ -153,66 +155,6 @@ fn git_grep_counts(repo: &Path, commit: &str, name: &str) -> Vec<(String, usize)
             let (path, count) = rest.rsplit_once(':')?;
             Some((path.to_string(), count.parse().ok()?))
         })
-        .collect()
-}
-
-/// Search patterns of an issue: (pattern, weight, whole word).
-fn patterns(prompt: &str) -> Vec<(String, f64, bool)> {
-    let mut out: Vec<(String, f64, bool)> = Vec::new();
-    let mut seen = BTreeSet::new();
-    let mut add = |pattern: String, weight: f64, word: bool, out: &mut Vec<(String, f64, bool)>| {
-        if pattern.len() >= 4 && seen.insert(pattern.clone()) {
-            out.push((pattern, weight, word));
-        }
-    };
-    let mut in_code = false;
-    for line in prompt.lines() {
-        if line.trim_start().starts_with("```") {
-            in_code = !in_code;
-            continue;
-        }
-        // `SomeError: message`: the message, and its prefixes before `: `.
-        if let Some((exception, message)) = line.trim().split_once(": ")
-            && exception.ends_with("Error")
-            && exception.chars().all(|c| c.is_alphanumeric())
-        {
-            let mut message = message.to_string();
-            loop {
-                add(message.clone(), 4.0, false, &mut out);
-                match message.rsplit_once(": ") {
-                    Some((head, _)) => message = head.to_string(),
-                    None => break,
-                }
-            }
-        }
-        if !in_code {
-            for (i, quoted) in line.split('"').enumerate() {
-                if i % 2 == 1 && quoted.contains(' ') {
-                    add(quoted.to_string(), 3.0, false, &mut out);
-                }
-            }
-            for (i, span) in line.split('`').enumerate() {
-                if i % 2 == 1 {
-                    for identifier in identifiers(span) {
-                        add(identifier, 1.0, true, &mut out);
-                    }
-                }
-            }
-        } else {
-            for identifier in identifiers(line) {
-                add(identifier, 1.0, true, &mut out);
-            }
-        }
-    }
-    out
-}
-
-/// Compound identifiers (`snake_case` or `CamelCase`) in `text`.
-fn identifiers(text: &str) -> Vec<String> {
-    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .filter(|w| w.len() >= 4)
-        .filter(|w| w.trim_matches('_').contains('_') || w.chars().skip(1).any(char::is_uppercase))
-        .map(str::to_string)
         .collect()
 }
 
