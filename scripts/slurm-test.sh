@@ -13,13 +13,14 @@
 # it never passes without having run the study on Slurm.
 #
 # Environment:
-#   STUDY_BIN            the study binary (default: target/debug/study, built if missing)
+#   STUDY_BIN            the study binary (default: $CARGO_TARGET_DIR or target, /debug/study;
+#                        built if missing)
 #   SLURM_TEST_TIMEOUT   seconds to wait for each array job (default 300)
 #   SLURM_TEST_KEEP=1    keep the temporary directory (logs, results) for inspection
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-STUDY_BIN=${STUDY_BIN:-$ROOT/target/debug/study}
+STUDY_BIN=${STUDY_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/study}
 TIMEOUT=${SLURM_TEST_TIMEOUT:-300}
 T0=$(date +%s.%N)
 
@@ -56,6 +57,10 @@ say "$(slurmctld -V), $(munged --version 2>&1 | awk '{print $1}') ready ($(elaps
 if [ ! -x "$STUDY_BIN" ]; then
     say "building the study binary"
     (cd "$ROOT" && cargo build --locked --bin study)
+fi
+if [ ! -x "$STUDY_BIN" ]; then
+    echo "slurm-test: FAILED: no study binary at $STUDY_BIN" >&2
+    exit 1
 fi
 STUDY_BIN=$(readlink -f "$STUDY_BIN")
 
