@@ -5,57 +5,22 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use expect_test::expect;
 
 use crate::cli::{root, stderr, stdout, write};
+use crate::study::{assert_ok, proxy_study, study};
 
 /// A study small enough to train in seconds: 2 variants × 2 seeds, 4 steps.
 fn tiny_study(dir: &Path) -> PathBuf {
     let rewards = root().join("rewards");
-    let text = format!(
-        r#"name = "tiny"
-seeds = 2
-
-[tasks]
-source = "synthetic"
-seed = 0
-files = 40
-commits = 2
-tasks = 16
-held_out_fraction = 0.25
-
-[policy]
-kind = "proxy"
-
-[training]
-total_steps = 4
-prompts_per_step = 2
-group_size = 4
-eval_every = 4
-checkpoint_every = 2
-
-[[variants]]
-name = "v2"
-file = "{}"
-
-[[variants]]
-name = "v3"
-file = "{}"
-"#,
+    let variants = format!(
+        "[[variants]]\nname = \"v2\"\nfile = \"{}\"\n\n[[variants]]\nname = \"v3\"\nfile = \"{}\"\n",
         rewards.join("codegrep_v2.reward").display(),
         rewards.join("codegrep_v3.reward").display()
     );
-    write(dir, "tiny.toml", &text)
-}
-
-fn study(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_study")).args(args).current_dir(dir).output().expect("the study binary runs")
-}
-
-fn assert_ok(out: &Output, what: &str) {
-    assert!(out.status.success(), "{what} failed ({:?}):\n{}\n{}", out.status, stdout(out), stderr(out));
+    write(dir, "tiny.toml", &proxy_study("tiny", 2, 4, 2, &variants))
 }
 
 #[test]

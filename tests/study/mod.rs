@@ -4,29 +4,20 @@
 mod resume;
 mod sources;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
+
+pub use crate::cli::write;
+use crate::cli::{stderr, stdout};
 
 /// `study ARGS...` in `cwd`, to completion.
 pub fn study(cwd: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_study")).args(args).current_dir(cwd).output().expect("the study binary runs")
 }
 
-/// Panics with both streams unless the command exited 0.
-pub fn assert_ok(o: &Output) {
-    assert!(
-        o.status.success(),
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).expect("write test file");
-    path
+/// Panics with both streams unless the command (`what`) exited 0.
+pub fn assert_ok(o: &Output, what: &str) {
+    assert!(o.status.success(), "{what}: exit {:?}\nstdout:\n{}\nstderr:\n{}", o.status.code(), stdout(o), stderr(o));
 }
 
 /// The `step` column of a `metrics.csv`.
@@ -37,9 +28,24 @@ pub fn steps(metrics: &Path) -> Vec<usize> {
 
 /// A proxy-policy study on a small synthetic source, two variants × one seed.
 pub fn synthetic_study(name: &str, total_steps: usize, checkpoint_every: usize) -> String {
+    let variants = r#"[[variants]]
+name = "fb"
+reward = 'Fb(file)'
+
+[[variants]]
+name = "gated"
+reward = 'Fb(file) * mask(c > 0)'
+advantage = 'adv * sqrt(min(c / 4, 1))'
+"#;
+    proxy_study(name, 1, total_steps, checkpoint_every, variants)
+}
+
+/// A proxy-policy study on a small synthetic source (seconds per run) with
+/// the given `[[variants]]` tables.
+pub fn proxy_study(name: &str, seeds: usize, total_steps: usize, checkpoint_every: usize, variants: &str) -> String {
     format!(
         r#"name = "{name}"
-seeds = 1
+seeds = {seeds}
 
 [tasks]
 source = "synthetic"
@@ -63,14 +69,6 @@ checkpoint_every = {checkpoint_every}
 lr = 0.05
 schedule = {{ kind = "constant" }}
 
-[[variants]]
-name = "fb"
-reward = 'Fb(file)'
-
-[[variants]]
-name = "gated"
-reward = 'Fb(file) * mask(c > 0)'
-advantage = 'adv * sqrt(min(c / 4, 1))'
-"#
+{variants}"#
     )
 }

@@ -68,9 +68,9 @@ fn study_sigkill_mid_run_then_rerun_equals_an_uninterrupted_run() {
     let timings_before = fs::read_to_string(run.join("timings.csv")).expect("timings.csv");
 
     // Start again: it resumes and finishes every run.
-    assert_ok(&study(dir, &[file, "--jobs", "2", "--results", "killed"]));
+    assert_ok(&study(dir, &[file, "--jobs", "2", "--results", "killed"]), "the rerun");
     // The same study, never interrupted.
-    assert_ok(&study(dir, &[file, "--jobs", "1", "--results", "clean"]));
+    assert_ok(&study(dir, &[file, "--jobs", "1", "--results", "clean"]), "the uninterrupted run");
 
     for variant in ["fb", "gated"] {
         let rel = format!("resume/runs/{variant}/seed-000");

@@ -77,10 +77,10 @@ reward = 'Fb(file)'
 /// `study check` lists the run; two training steps write both rows and a summary.
 fn check_and_train(dir: &Path, file: &str, name: &str) {
     let out = study(dir, &["check", file]);
-    assert_ok(&out);
+    assert_ok(&out, "study check");
     let listed = String::from_utf8_lossy(&out.stdout);
     assert!(listed.contains(&format!("{name}: 1 variants × 1 seeds = 1 runs")), "{listed}");
-    assert_ok(&study(dir, &[file, "--results", "results"]));
+    assert_ok(&study(dir, &[file, "--results", "results"]), "study");
     let run = dir.join("results").join(name).join("runs/fb/seed-000");
     assert_eq!(steps(&run.join("metrics.csv")), [1, 2]);
     let summary = fs::read_to_string(dir.join("results").join(name).join("summary.md")).expect("summary.md");
