@@ -13,7 +13,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::generation::{LogitsProcessor, Sampling};
 use candle_transformers::models::qwen3 as oracle;
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 use rand::SeedableRng;
 use rewardlab_models::checkpoint::ShardedSafetensors;
 use rewardlab_models::sampling::{SamplingParams, generate};
@@ -119,4 +119,13 @@ fn bench(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+/// As the binaries do (`threads::set_thread_count_env`): without it candle
+/// reads `/proc/cpuinfo` on every matmul, for both models alike. Set
+/// `RAYON_NUM_THREADS` yourself to measure another count.
+fn main() {
+    // SAFETY: first thing in `main`, before criterion or candle start threads.
+    unsafe { rewardlab_models::threads::set_thread_count_env() };
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

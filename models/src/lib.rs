@@ -32,6 +32,7 @@ pub mod qwen3;
 pub mod sampling;
 pub mod sft;
 pub mod template;
+pub mod threads;
 pub mod tiny;
 pub mod tokenizer;
 

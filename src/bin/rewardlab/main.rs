@@ -46,6 +46,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // SAFETY: first thing in `main`, before any thread is spawned.
+    unsafe { rewardlab_models::threads::set_thread_count_env() };
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check(args) => check::run(args),
