@@ -11,6 +11,7 @@
 //! and the hook re-enters the run from its last checkpoint and runs the hook.
 
 use std::fs;
+use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -118,7 +119,11 @@ pub fn train_with<P: Policy>(
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(run) = runs.get(i) else { break };
-                    if let Err(e) = ctx.train_one(run) {
+                    // A policy's trait methods have no error channel (a Qwen3 tensor
+                    // failure, say out of memory, panics): that run fails, the others go on.
+                    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| ctx.train_one(run)))
+                        .unwrap_or_else(|panic| Err(anyhow!("panicked: {}", panic_message(&*panic))));
+                    if let Err(e) = outcome {
                         let msg = format!("{}: {e:#}", run.dir.display());
                         ctx.multi.suspend(|| eprintln!("run failed: {msg}"));
                         failures.lock().expect("no worker panics while holding the lock").push(msg);
@@ -134,6 +139,15 @@ pub fn train_with<P: Policy>(
         bail!("{} of {} runs failed:\n  {}", failures.len(), runs.len(), failures.join("\n  "));
     }
     Ok(())
+}
+
+/// The text of a panic payload (`panic!` with a literal or a format string).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 /// Whether the run in `run_dir` is finished: complete metrics and the marker.
@@ -323,5 +337,22 @@ mod tests {
         // And once more: nothing to do at all.
         train_with(&s, &runs, 2, dir.path(), policy, hook).expect("nothing to do");
         assert_eq!(calls.load(Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    fn a_panicking_policy_fails_its_run_and_the_others_finish() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = study(dir.path(), 1);
+        let runs = s.runs();
+        let policy = |run: &RunSpec, _: &PolicyContext<'_>| {
+            if run.variant_name == "fb" {
+                panic!("out of memory in the policy");
+            }
+            Ok(ProxyPolicy::default())
+        };
+        let err = train_with(&s, &runs, 2, dir.path(), policy, |_, _, _| Ok(())).expect_err("one run fails");
+        let msg = format!("{err:#}");
+        assert!(msg.contains("1 of 2 runs failed") && msg.contains("panicked: out of memory in the policy"), "{msg}");
+        assert!(run_finished(&dir.path().join(&runs[1].dir), 1), "the other run trained");
     }
 }
