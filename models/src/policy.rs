@@ -1,4 +1,4 @@
-//! The token-level policy facade the GRPO engine will wrap: sample groups of rollouts, score
+//! The token-level policy facade (wrapped for the GRPO engine by `agent_qwen3`): sample groups of rollouts, score
 //! sequences (differentiably with adapters on, as the frozen reference with them off), and
 //! hand its trainable variables to the optimizer.
 
