@@ -62,7 +62,7 @@ pub fn latest_checkpoint(out_dir: &Path) -> Option<PathBuf> {
 /// writing (another process id than this one's). Returns how many directories
 /// went. A run resumes only from its latest checkpoint, so the older ones are
 /// dead weight; the latest is kept whole because it was renamed into place.
-pub fn prune_checkpoints(out_dir: &Path) -> Result<usize, EngineError> {
+pub(crate) fn prune_checkpoints(out_dir: &Path) -> Result<usize, EngineError> {
     let root = out_dir.join("checkpoints");
     let latest = latest_checkpoint(out_dir);
     let entries = match fs::read_dir(&root) {

@@ -36,6 +36,9 @@ pub struct EngineConfig {
     pub epochs: usize,
     /// Write a checkpoint every this many steps (0: never; the last step always gets one when > 0).
     pub checkpoint_every: usize,
+    /// After writing a checkpoint, delete the older ones (and temporaries a
+    /// killed process left): a run resumes only from its latest.
+    pub keep_only_latest_checkpoint: bool,
     /// Evaluate on the held-out split every this many steps (0: never; the last step too when > 0).
     pub eval_every: usize,
     /// How held-out rollouts sample.
@@ -123,6 +126,7 @@ impl Default for EngineConfig {
             eval_sampling: EvalSampling::Greedy,
             eval_tasks: None,
             reward_device: RewardDevice::Cpu,
+            keep_only_latest_checkpoint: false,
             log_rollouts: false,
             runtime_threads: 1,
         }

@@ -67,7 +67,7 @@ use rewardlab_sandbox::Sandbox;
 use serde::Serialize;
 use tokio::runtime::Runtime;
 
-pub use checkpoint::{latest_checkpoint, prune_checkpoints};
+pub use checkpoint::latest_checkpoint;
 pub use config::{EngineConfig, EvalSampling, LrSchedule, OptimConfig, RewardDevice};
 pub use error::EngineError;
 pub use loss::{Aggregation, KlEstimator, LossConfig, LossOutput, grpo_loss};
@@ -626,6 +626,9 @@ impl<P: Policy> Engine<P> {
         let metrics = logs.dir.join(METRICS_FILE);
         let timings = logs.dir.join(TIMINGS_FILE);
         checkpoint::write(&dir, &state, &self.policy.state(), &[(METRICS_FILE, &metrics), (TIMINGS_FILE, &timings)])?;
+        if self.config.keep_only_latest_checkpoint {
+            checkpoint::prune_checkpoints(&logs.dir)?;
+        }
         Ok(dir)
     }
 }

@@ -98,8 +98,10 @@ impl Study {
     }
 
     /// The engine settings of one run.
+    /// A run's engine settings: the study's, with the run's seed, keeping only
+    /// the latest checkpoint (the runner resumes from nothing older).
     pub fn engine_config(&self, run: &RunSpec) -> EngineConfig {
-        EngineConfig { seed: run.seed, ..self.training.clone() }
+        EngineConfig { seed: run.seed, keep_only_latest_checkpoint: true, ..self.training.clone() }
     }
 }
 

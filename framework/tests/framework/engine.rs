@@ -334,6 +334,23 @@ fn grpo_moves_the_policy_towards_what_the_reward_asks() {
     assert!(last > first + 1.0, "mean calls per rollout went from {first} to {last}: {calls:?}");
 }
 
+#[test]
+fn keeping_only_the_latest_checkpoint_prunes_the_older_ones() {
+    let checkpoints = |config: EngineConfig, name: &str| -> Vec<String> {
+        let dir = run_to_end(EngineConfig { checkpoint_every: 1, eval_every: 0, ..config }, name);
+        let mut names: Vec<String> = std::fs::read_dir(dir.join("checkpoints"))
+            .expect("checkpoints")
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(checkpoints(config(), "engine-keep-all").len(), 4, "every checkpoint by default");
+    let latest = EngineConfig { keep_only_latest_checkpoint: true, ..config() };
+    assert_eq!(checkpoints(latest, "engine-keep-latest"), ["step-000004"]);
+}
+
 /// `reward_device = "cuda"`: on a machine with a GPU (and a `--features cuda`
 /// build) a step's metrics equal the CPU backend's to the backends'
 /// tolerance; everywhere else the engine refuses to start with the reason,

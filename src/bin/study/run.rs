@@ -27,7 +27,7 @@ pub fn run(path: &Path, jobs: Option<usize>, results: &Path) -> Result<u8> {
     });
     let dir = results.join(&s.name);
     let runs = s.runs();
-    Manifest::new(&s, &runs).write(&dir)?;
+    crate::publish::write_manifest(&dir, &Manifest::new(&s, &runs))?;
     // The other runs' results are worth a summary even when some run failed.
     let trained = run_study(&s, &runs, jobs, &dir);
     let summarized = super::summarize(&dir);

@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use rewardlab_framework::engine::{
-    Engine, EngineError, METRICS_FILE, RewardVariant, StepReport, TaskSource, latest_checkpoint, prune_checkpoints,
+    Engine, EngineError, METRICS_FILE, RewardVariant, StepReport, TaskSource, latest_checkpoint,
 };
 use rewardlab_framework::study::{PolicySpec, RunSpec, Study, bm25_baseline_with, summary};
 use rewardlab_models::agent::Policy;
@@ -205,27 +205,17 @@ where
         bar.set_prefix(format!("{}/seed-{:03}", run.variant_name, run.seed_index));
         bar.set_position(engine.steps_done() as u64);
         let mut eval = None;
-        let mut prune_error = None;
         let result = engine.run(&dir, |r: &StepReport<'_>| {
             eval = r.metrics.eval_fb_mean.or(eval);
             let eval = eval.map_or_else(|| "-".to_string(), |f| format!("{f:.3}"));
             bar.set_message(format!("reward {:.3}  held-out Fβ {eval}", r.metrics.reward_mean));
             bar.set_position(r.step as u64);
-            // Only the latest checkpoint is ever resumed from.
-            if r.checkpoint.is_some()
-                && let Err(e) = prune_checkpoints(&dir)
-            {
-                prune_error.get_or_insert(e);
-            }
         });
         bar.finish_and_clear();
         self.multi.remove(&bar);
         match result {
             Ok(_) | Err(EngineError::Finished { .. }) => {}
             Err(e) => return Err(e).with_context(|| format!("training {}", run.dir.display())),
-        }
-        if let Some(e) = prune_error {
-            return Err(e).with_context(|| format!("pruning the checkpoints of {}", run.dir.display()));
         }
         (self.after_run)(run, &engine, &dir).with_context(|| format!("finishing {}", run.dir.display()))?;
         let done = dir.join(DONE_FILE);
