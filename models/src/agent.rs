@@ -90,23 +90,33 @@ pub struct OptimStep {
 }
 
 /// A trainable, stochastic policy over multi-turn tool use.
+///
+/// Every method that runs the model, the tokenizer or the optimiser returns
+/// [`Policy::Error`]; the engine wraps it with the step and the phase it was
+/// in. The three plain reads of an episode (`completion_tokens`,
+/// `sampled_logprobs`, `entropy`) cannot fail: they only look at what `act`
+/// already recorded.
 pub trait Policy: Send + Sync {
     /// One rollout's private record: its history as the policy sees it, the
     /// units it sampled with their sampling log-probs, and its RNG.
     type Episode: Send;
     /// Serialisable checkpoint of parameters and optimiser state.
     type State: serde::Serialize + serde::de::DeserializeOwned;
+    /// Why a method failed: a tensor or tokenizer error, a state of another
+    /// layout. The engine boxes it as the `source` of its own error.
+    type Error: std::error::Error + Send + Sync + 'static;
 
     /// Starts a rollout. `seed` fixes every random choice of this rollout, so
     /// results do not depend on scheduling or thread count.
-    fn begin(&self, task: &TaskPrompt, sampling: Sampling, seed: u64) -> Self::Episode;
+    fn begin(&self, task: &TaskPrompt, sampling: Sampling, seed: u64) -> Result<Self::Episode, Self::Error>;
 
     /// Decides the next turn of each episode. The engine passes the rollouts
     /// that are at the same turn together so that a batched policy can batch.
-    fn act(&self, episodes: &mut [&mut Self::Episode], turn: TurnInfo) -> Vec<TurnOutput>;
+    /// The result holds one output per episode, in order.
+    fn act(&self, episodes: &mut [&mut Self::Episode], turn: TurnInfo) -> Result<Vec<TurnOutput>, Self::Error>;
 
     /// Hands the results of the last turn's calls back, in call order.
-    fn observe(&self, episode: &mut Self::Episode, results: &[ToolResult]);
+    fn observe(&self, episode: &mut Self::Episode, results: &[ToolResult]) -> Result<(), Self::Error>;
 
     /// Tokens (or token-equivalents) the policy generated in this episode: the
     /// `len` feature and the completion-length metric.
@@ -118,21 +128,23 @@ pub trait Policy: Send + Sync {
     /// Mean entropy of the sampled units' distributions, for the metrics.
     fn entropy(&self, episode: &Self::Episode) -> f64;
 
-    /// Log-probs of every unit under the current parameters.
-    fn logprobs(&self, episodes: &[&Self::Episode]) -> Vec<Vec<f64>>;
+    /// Log-probs of every unit under the current parameters, one vector per episode.
+    fn logprobs(&self, episodes: &[&Self::Episode]) -> Result<Vec<Vec<f64>>, Self::Error>;
 
     /// Log-probs of every unit under the frozen reference (the start of training).
-    fn reference_logprobs(&self, episodes: &[&Self::Episode]) -> Vec<Vec<f64>>;
+    fn reference_logprobs(&self, episodes: &[&Self::Episode]) -> Result<Vec<Vec<f64>>, Self::Error>;
 
     /// Accumulates the gradient of `Σ_episodes Σ_u coeffs[e][u] · logp_u`.
-    fn backward(&mut self, episodes: &[&Self::Episode], coeffs: &[Vec<f64>]);
+    fn backward(&mut self, episodes: &[&Self::Episode], coeffs: &[Vec<f64>]) -> Result<(), Self::Error>;
 
     /// Applies the accumulated gradient (AdamW, with clipping) and clears it.
-    fn step(&mut self, optim: &OptimStep) -> StepStats;
+    fn step(&mut self, optim: &OptimStep) -> Result<StepStats, Self::Error>;
 
     /// Parameters and optimiser state, for checkpoints.
-    fn state(&self) -> Self::State;
+    fn state(&self) -> Result<Self::State, Self::Error>;
 
-    /// Restores what [`Policy::state`] saved.
-    fn restore(&mut self, state: Self::State);
+    /// Restores what [`Policy::state`] saved. A state that does not fit the
+    /// policy (another parameter layout or adapter shape) is an error, and the
+    /// policy is left as it was.
+    fn restore(&mut self, state: Self::State) -> Result<(), Self::Error>;
 }

@@ -81,12 +81,12 @@ fn optim() -> OptimStep {
 fn masks_cover_exactly_the_generated_tokens_and_tool_responses_are_context() {
     let agent = agent();
     let mut episode =
-        agent.begin(&prompt("The parser crashes on empty input."), Sampling::Sample { temperature: 1.0 }, 7);
+        agent.begin(&prompt("The parser crashes on empty input."), Sampling::Sample { temperature: 1.0 }, 7).expect("begin");
     let context = episode.rollout().tokens().len();
     assert_eq!(agent.completion_tokens(&episode), 0);
     assert!(episode.rollout().loss_mask().iter().all(|&m| !m), "the prompt is context");
 
-    let out = agent.act(&mut [&mut episode], turn(0, 3)).remove(0);
+    let out = agent.act(&mut [&mut episode], turn(0, 3)).expect("act").remove(0);
     let first = agent.completion_tokens(&episode);
     assert!((1..=TURN_TOKENS).contains(&first), "{first} tokens in the first turn");
     assert_eq!(episode.turn_texts().len(), 1);
@@ -99,7 +99,7 @@ fn masks_cover_exactly_the_generated_tokens_and_tool_responses_are_context() {
     let error = ToolResult::error(ErrorKind::InvalidCall, "tool call is not valid JSON: EOF".into());
     let ok =
         ToolResult { output: "src/parse.rs:12: fn parse(input: &str)".into(), entities: vec![], status: Status::Ok };
-    agent.observe(&mut episode, &[error, ok]);
+    agent.observe(&mut episode, &[error, ok]).expect("observe");
     let rollout = episode.rollout();
     assert!(rollout.tokens().len() > before + 10);
     assert!(rollout.loss_mask()[before..].iter().all(|&m| !m), "tool responses are not trained on");
@@ -108,7 +108,7 @@ fn masks_cover_exactly_the_generated_tokens_and_tool_responses_are_context() {
     assert!(shown.contains("src/parse.rs:12"), "{shown}");
 
     // The last turn: the agent is told to answer, then generates within the rollout budget.
-    let _ = agent.act(&mut [&mut episode], turn(2, 3));
+    let _ = agent.act(&mut [&mut episode], turn(2, 3)).expect("act");
     let total = agent.completion_tokens(&episode);
     assert!(total > first && total <= ROLLOUT_TOKENS, "{first} then {total} tokens");
     let rollout = episode.rollout();
@@ -127,8 +127,8 @@ fn masks_cover_exactly_the_generated_tokens_and_tool_responses_are_context() {
 
     // Rescored through the training path: the sampler's log-probs (cached, fused kernels)
     // agree, and with B = 0 the adapters change nothing, so the reference is identical.
-    let current = agent.logprobs(&[&episode]).remove(0);
-    let reference = agent.reference_logprobs(&[&episode]).remove(0);
+    let current = agent.logprobs(&[&episode]).expect("logprobs").remove(0);
+    let reference = agent.reference_logprobs(&[&episode]).expect("reference_logprobs").remove(0);
     assert_eq!(current.len(), total);
     assert_eq!(current, reference);
     for (a, b) in current.iter().zip(&sampled) {
@@ -139,21 +139,21 @@ fn masks_cover_exactly_the_generated_tokens_and_tool_responses_are_context() {
 #[test]
 fn a_spent_budget_truncates_without_generating() {
     let agent = agent();
-    let mut episode = agent.begin(&prompt("Where is the config loaded?"), Sampling::Sample { temperature: 1.0 }, 3);
+    let mut episode = agent.begin(&prompt("Where is the config loaded?"), Sampling::Sample { temperature: 1.0 }, 3).expect("begin");
     // Whatever each turn did, keep the rollout going until its token budget is spent.
     let mut turns = 0;
     while agent.completion_tokens(&episode) < ROLLOUT_TOKENS && turns < 8 {
-        if let TurnOutput::Calls(calls) = agent.act(&mut [&mut episode], turn(turns, 16)).remove(0) {
+        if let TurnOutput::Calls(calls) = agent.act(&mut [&mut episode], turn(turns, 16)).expect("act").remove(0) {
             let results: Vec<ToolResult> =
                 calls.iter().map(|_| ToolResult::error(ErrorKind::NotFound, "no such file".into())).collect();
-            agent.observe(&mut episode, &results);
+            agent.observe(&mut episode, &results).expect("observe");
         }
         turns += 1;
         let per_turn = episode.turn_texts().len();
         assert_eq!(per_turn, turns, "every turn with budget left generates");
     }
     assert_eq!(agent.completion_tokens(&episode), ROLLOUT_TOKENS, "no turn goes past the rollout budget");
-    let out = agent.act(&mut [&mut episode], turn(turns, 16)).remove(0);
+    let out = agent.act(&mut [&mut episode], turn(turns, 16)).expect("act").remove(0);
     assert_eq!(out, TurnOutput::Truncated);
     assert_eq!(agent.completion_tokens(&episode), ROLLOUT_TOKENS, "nothing generated past the budget");
     assert_eq!(episode.turn_texts().len(), turns);
@@ -167,10 +167,10 @@ const ISSUES: [&str; 3] =
 fn play(agent: &Qwen3Agent, episodes: &[(usize, u64)]) -> Vec<Qwen3Episode> {
     let mut episodes: Vec<Qwen3Episode> = episodes
         .iter()
-        .map(|&(issue, seed)| agent.begin(&prompt(ISSUES[issue]), Sampling::Sample { temperature: 1.0 }, seed))
+        .map(|&(issue, seed)| agent.begin(&prompt(ISSUES[issue]), Sampling::Sample { temperature: 1.0 }, seed).expect("begin"))
         .collect();
     let mut refs: Vec<&mut Qwen3Episode> = episodes.iter_mut().collect();
-    let _ = agent.act(&mut refs, turn(0, 2));
+    let _ = agent.act(&mut refs, turn(0, 2)).expect("act");
     episodes
 }
 
@@ -190,8 +190,8 @@ fn a_rollout_depends_on_its_seed_not_on_the_batch_it_was_sampled_in() {
     }
     assert_ne!(alone.rollout().tokens(), batched[0].rollout().tokens(), "another seed, another rollout");
     // Scoring in a batch of three equals scoring alone, to float rounding.
-    let together = agent.logprobs(&[&batched[0], &alone, &batched[1]]);
-    let single = agent.logprobs(&[&alone]).remove(0);
+    let together = agent.logprobs(&[&batched[0], &alone, &batched[1]]).expect("logprobs");
+    let single = agent.logprobs(&[&alone]).expect("logprobs").remove(0);
     assert_eq!(together[1].len(), single.len());
     for (a, b) in together[1].iter().zip(&single) {
         assert!((a - b).abs() < 1e-4, "{a} vs {b}");
@@ -209,7 +209,7 @@ fn gradients_accumulate_adamw_descends_and_state_round_trips_bit_for_bit() {
         .map(|e| (0..trained.completion_tokens(e)).map(|i| if i % 2 == 0 { 1.0 } else { -0.5 }).collect())
         .collect();
     let objective = |a: &Qwen3Agent| -> f64 {
-        a.logprobs(&refs).iter().zip(&coeffs).flat_map(|(lp, c)| lp.iter().zip(c)).map(|(lp, c)| lp * c).sum()
+        a.logprobs(&refs).expect("logprobs").iter().zip(&coeffs).flat_map(|(lp, c)| lp.iter().zip(c)).map(|(lp, c)| lp * c).sum()
     };
     // Sign descent (AdamW's first step with β = 0) by a small step, without clipping: it must
     // lower the objective whose gradient `backward` accumulated, over two half-weight calls.
@@ -217,28 +217,28 @@ fn gradients_accumulate_adamw_descends_and_state_round_trips_bit_for_bit() {
     let f0 = objective(&trained);
     let half: Vec<Vec<f64>> = coeffs.iter().map(|c| c.iter().map(|x| x * 0.5).collect()).collect();
     let before = lora_values(&trained);
-    trained.backward(&refs, &half);
-    trained.backward(&refs, &half);
-    let stats = trained.step(&sign_step);
+    trained.backward(&refs, &half).expect("backward");
+    trained.backward(&refs, &half).expect("backward");
+    let stats = trained.step(&sign_step).expect("step");
     assert!(stats.grad_norm > 0.0 && stats.grad_norm.is_finite(), "grad norm {}", stats.grad_norm);
     assert_ne!(before, lora_values(&trained), "the step moved the adapters");
     let f1 = objective(&trained);
     assert!(f1 < f0, "Σ coeff·logp went from {f0} to {f1}: the step must descend it");
 
     // Through JSON into a fresh agent: adapters, moments and step count, bit for bit.
-    let json = serde_json::to_string(&trained.state()).expect("serialise");
+    let json = serde_json::to_string(&trained.state().expect("state")).expect("serialise");
     let mut restored = agent();
-    restored.restore(serde_json::from_str(&json).expect("deserialise"));
+    restored.restore(serde_json::from_str(&json).expect("deserialise")).expect("restore");
     assert_eq!(lora_values(&trained), lora_values(&restored));
-    assert_eq!(trained.state(), restored.state());
-    assert_eq!(trained.logprobs(&refs), restored.logprobs(&refs));
+    assert_eq!(trained.state().expect("state"), restored.state().expect("state"));
+    assert_eq!(trained.logprobs(&refs).expect("logprobs"), restored.logprobs(&refs).expect("logprobs"));
 
     // The next step agrees too (the moments came along): two half-weight calls on one side,
     // one full call on the other, so accumulation is checked against a single call.
-    trained.backward(&refs, &half);
-    trained.backward(&refs, &half);
-    restored.backward(&refs, &coeffs);
-    let (a, b) = (trained.step(&optim()).grad_norm, restored.step(&optim()).grad_norm);
+    trained.backward(&refs, &half).expect("backward");
+    trained.backward(&refs, &half).expect("backward");
+    restored.backward(&refs, &coeffs).expect("backward");
+    let (a, b) = (trained.step(&optim()).expect("step").grad_norm, restored.step(&optim()).expect("step").grad_norm);
     assert!(((a - b) / a).abs() < 1e-5, "two half calls {a}, one full call {b}");
     for (x, y) in lora_values(&trained).iter().flatten().zip(lora_values(&restored).iter().flatten()) {
         assert!((x - y).abs() < 1e-6, "{x} vs {y}");
@@ -250,7 +250,7 @@ fn gradients_accumulate_adamw_descends_and_state_round_trips_bit_for_bit() {
         Qwen3Agent::load(checkpoint(), &PolicyOptions { lora, ..PolicyOptions::default() }, AgentOptions::default())
             .expect("load");
     let untouched = lora_values(&other);
-    let err = other.try_restore(trained.state()).expect_err("another rank");
+    let err = other.restore(trained.state().expect("state")).expect_err("another rank");
     assert!(err.to_string().contains("r=4"), "{err}");
     assert_eq!(untouched, lora_values(&other));
 }

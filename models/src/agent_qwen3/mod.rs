@@ -32,9 +32,9 @@
 //! `Σ coeff · logp` over calls; [`Policy::step`] is AdamW with global-norm clipping
 //! (`adamw.rs`), whose moments are part of [`Qwen3AgentState`]. Base weights never change.
 //!
-//! The trait's methods cannot return errors. A failing tensor operation (out of memory, a
-//! device error) is not something a rollout can recover from, so the trait methods panic
-//! with the error; the constructors and [`Qwen3Agent::save_adapter`] return [`Error`]s.
+//! Every fallible trait method returns this crate's [`Error`]: a failing tensor operation (out
+//! of memory, a device error) or tokenizer call ends the step with that error, which the engine
+//! reports with the step and phase; nothing here panics on it.
 
 mod adamw;
 mod episode;
@@ -214,65 +214,52 @@ impl Qwen3Agent {
         crate::peft::save_adapter(&self.model, dir, self.options.base_model.as_deref())
     }
 
-    /// Restores `state`, refusing one of another adapter shape.
-    pub fn try_restore(&mut self, state: Qwen3AgentState) -> Result<()> {
-        let lora = self.lora_config();
-        if state.lora_rank != lora.r || state.lora_alpha != lora.alpha || state.vars.len() != self.vars.len() {
-            return Err(Error::Invalid(format!(
-                "agent state has r={} α={} and {} adapter matrices; the model has r={} α={} and {}",
-                state.lora_rank,
-                state.lora_alpha,
-                state.vars.len(),
-                lora.r,
-                lora.alpha,
-                self.vars.len()
-            )));
+    /// Log-probs of every episode's generated tokens under `pass`, `score_batch` at a time.
+    fn score(&self, episodes: &[&Qwen3Episode], pass: Pass) -> Result<Vec<Vec<f64>>> {
+        let mut out = Vec::with_capacity(episodes.len());
+        for chunk in episodes.chunks(self.options.score_batch) {
+            let batch = ScoreBatch::new(&sequences(chunk), &self.model)?;
+            out.extend(batch.logprobs(&self.model, pass)?);
         }
-        let device = self.model.device().clone();
-        let mut m = Vec::with_capacity(self.vars.len());
-        let mut v = Vec::with_capacity(self.vars.len());
-        let mut values = Vec::with_capacity(self.vars.len());
-        for ((name, var), s) in self.vars.iter().zip(&state.vars) {
-            if *name != s.name || var.dims() != s.shape.as_slice() {
-                return Err(Error::Invalid(format!(
-                    "agent state holds {} {:?} where the model has {name} {:?}",
-                    s.name,
-                    s.shape,
-                    var.dims()
-                )));
-            }
-            let tensor = |data: &[f32]| Tensor::from_slice(data, s.shape.as_slice(), &device);
-            values.push(tensor(&s.value)?);
-            m.push(tensor(&s.m)?);
-            v.push(tensor(&s.v)?);
-        }
-        // Everything checked and converted: now apply, so a refused state changes nothing.
-        for ((_, var), value) in self.vars.iter().zip(&values) {
-            var.set(value)?;
-        }
-        self.adam = AdamW { m, v, t: state.step };
-        self.grads = vec![None; self.vars.len()];
-        Ok(())
+        Ok(out)
+    }
+}
+
+fn sequences<'a>(episodes: &[&'a Qwen3Episode]) -> Vec<Sequence<'a>> {
+    episodes
+        .iter()
+        .map(|e| Sequence {
+            tokens: e.rollout.tokens(),
+            mask: e.rollout.loss_mask(),
+            temperature: e.scoring_temperature(),
+        })
+        .collect()
+}
+
+impl Policy for Qwen3Agent {
+    type Episode = Qwen3Episode;
+    type State = Qwen3AgentState;
+    type Error = Error;
+
+    /// Fails when the tokenizer cannot encode the prompt.
+    fn begin(&self, task: &TaskPrompt, sampling: Sampling, seed: u64) -> Result<Qwen3Episode> {
+        let rollout = Rollout::new(&self.tokenizer, &self.options.instructions, &task.text)?;
+        let temperature = match sampling {
+            Sampling::Sample { temperature } if temperature > 0.0 => temperature as f32,
+            _ => 0.0,
+        };
+        Ok(Qwen3Episode {
+            rollout,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            temperature,
+            entropies: Vec::new(),
+            turns: Vec::new(),
+        })
     }
 
-    fn state_checked(&self) -> Result<Qwen3AgentState> {
-        let lora = self.lora_config();
-        let flat = |t: &Tensor| -> Result<Vec<f32>> { Ok(t.flatten_all()?.to_vec1::<f32>()?) };
-        let mut vars = Vec::with_capacity(self.vars.len());
-        for (i, (name, var)) in self.vars.iter().enumerate() {
-            vars.push(VarState {
-                name: name.clone(),
-                shape: var.dims().to_vec(),
-                value: flat(var.as_tensor())?,
-                m: flat(&self.adam.m[i])?,
-                v: flat(&self.adam.v[i])?,
-            });
-        }
-        Ok(Qwen3AgentState { lora_rank: lora.r, lora_alpha: lora.alpha, step: self.adam.t, vars })
-    }
-
-    /// Samples the turn of every episode in `episodes` (one batched generation).
-    fn act_checked(&self, episodes: &mut [&mut Qwen3Episode], turn: TurnInfo) -> Result<Vec<TurnOutput>> {
+    /// Samples the turn of every episode in `episodes` (one batched generation per
+    /// `sample_batch` rows); fails on a tensor or tokenizer error.
+    fn act(&self, episodes: &mut [&mut Qwen3Episode], turn: TurnInfo) -> Result<Vec<TurnOutput>> {
         let max_pos = self.model.config().max_position_embeddings;
         let mut outputs: Vec<Option<TurnOutput>> = vec![None; episodes.len()];
         let mut rows = Vec::new();
@@ -311,17 +298,37 @@ impl Qwen3Agent {
         Ok(outputs.into_iter().map(|o| o.expect("every episode got an output above")).collect())
     }
 
-    /// Log-probs of every episode's generated tokens under `pass`, `score_batch` at a time.
-    fn score_checked(&self, episodes: &[&Qwen3Episode], pass: Pass) -> Result<Vec<Vec<f64>>> {
-        let mut out = Vec::with_capacity(episodes.len());
-        for chunk in episodes.chunks(self.options.score_batch) {
-            let batch = ScoreBatch::new(&sequences(chunk), &self.model)?;
-            out.extend(batch.logprobs(&self.model, pass)?);
-        }
-        Ok(out)
+    /// Fails when the tokenizer cannot encode a tool result.
+    fn observe(&self, episode: &mut Qwen3Episode, results: &[ToolResult]) -> Result<()> {
+        let outputs: Vec<String> = results.iter().map(|r| r.output.clone()).collect();
+        episode.rollout.push_tool_responses(&self.tokenizer, &outputs)
     }
 
-    fn backward_checked(&mut self, episodes: &[&Qwen3Episode], coeffs: &[Vec<f64>]) -> Result<()> {
+    fn completion_tokens(&self, episode: &Qwen3Episode) -> usize {
+        episode.rollout.generated_len()
+    }
+
+    fn sampled_logprobs(&self, episode: &Qwen3Episode) -> Vec<f64> {
+        let r = &episode.rollout;
+        r.sampled_logprobs().iter().zip(r.loss_mask()).filter(|(_, m)| **m).map(|(&lp, _)| f64::from(lp)).collect()
+    }
+
+    fn entropy(&self, episode: &Qwen3Episode) -> f64 {
+        if episode.entropies.is_empty() {
+            return 0.0;
+        }
+        episode.entropies.iter().sum::<f64>() / episode.entropies.len() as f64
+    }
+
+    fn logprobs(&self, episodes: &[&Qwen3Episode]) -> Result<Vec<Vec<f64>>> {
+        self.score(episodes, Pass::TRAIN)
+    }
+
+    fn reference_logprobs(&self, episodes: &[&Qwen3Episode]) -> Result<Vec<Vec<f64>>> {
+        self.score(episodes, Pass::REFERENCE)
+    }
+
+    fn backward(&mut self, episodes: &[&Qwen3Episode], coeffs: &[Vec<f64>]) -> Result<()> {
         if episodes.len() != coeffs.len() {
             return Err(Error::Invalid(format!("{} episodes but {} coefficient rows", episodes.len(), coeffs.len())));
         }
@@ -345,107 +352,68 @@ impl Qwen3Agent {
         Ok(())
     }
 
-    fn step_checked(&mut self, optim: &OptimStep) -> Result<StepStats> {
+    fn step(&mut self, optim: &OptimStep) -> Result<StepStats> {
         let vars: Vec<Var> = self.vars.iter().map(|(_, v)| v.clone()).collect();
         let grad_norm = self.adam.step(&vars, &self.grads, optim)?;
         self.grads = vec![None; self.vars.len()];
         Ok(StepStats { grad_norm })
     }
-}
 
-fn sequences<'a>(episodes: &[&'a Qwen3Episode]) -> Vec<Sequence<'a>> {
-    episodes
-        .iter()
-        .map(|e| Sequence {
-            tokens: e.rollout.tokens(),
-            mask: e.rollout.loss_mask(),
-            temperature: e.scoring_temperature(),
-        })
-        .collect()
-}
-
-/// Panics with `what` and the error: the trait gives no error channel (see the module docs).
-fn or_panic<T>(result: Result<T>, what: &str) -> T {
-    result.unwrap_or_else(|e| panic!("Qwen3 agent: {what} failed: {e}"))
-}
-
-impl Policy for Qwen3Agent {
-    type Episode = Qwen3Episode;
-    type State = Qwen3AgentState;
-
-    /// # Panics
-    ///
-    /// When the tokenizer cannot encode the prompt.
-    fn begin(&self, task: &TaskPrompt, sampling: Sampling, seed: u64) -> Qwen3Episode {
-        let rollout = or_panic(Rollout::new(&self.tokenizer, &self.options.instructions, &task.text), "begin");
-        let temperature = match sampling {
-            Sampling::Sample { temperature } if temperature > 0.0 => temperature as f32,
-            _ => 0.0,
-        };
-        Qwen3Episode {
-            rollout,
-            rng: ChaCha8Rng::seed_from_u64(seed),
-            temperature,
-            entropies: Vec::new(),
-            turns: Vec::new(),
+    fn state(&self) -> Result<Qwen3AgentState> {
+        let lora = self.lora_config();
+        let flat = |t: &Tensor| -> Result<Vec<f32>> { Ok(t.flatten_all()?.to_vec1::<f32>()?) };
+        let mut vars = Vec::with_capacity(self.vars.len());
+        for (i, (name, var)) in self.vars.iter().enumerate() {
+            vars.push(VarState {
+                name: name.clone(),
+                shape: var.dims().to_vec(),
+                value: flat(var.as_tensor())?,
+                m: flat(&self.adam.m[i])?,
+                v: flat(&self.adam.v[i])?,
+            });
         }
+        Ok(Qwen3AgentState { lora_rank: lora.r, lora_alpha: lora.alpha, step: self.adam.t, vars })
     }
 
-    /// # Panics
-    ///
-    /// When generation fails (a tensor or tokenizer error).
-    fn act(&self, episodes: &mut [&mut Qwen3Episode], turn: TurnInfo) -> Vec<TurnOutput> {
-        or_panic(self.act_checked(episodes, turn), "act")
-    }
-
-    /// # Panics
-    ///
-    /// When the tokenizer cannot encode a tool result.
-    fn observe(&self, episode: &mut Qwen3Episode, results: &[ToolResult]) {
-        let outputs: Vec<String> = results.iter().map(|r| r.output.clone()).collect();
-        or_panic(episode.rollout.push_tool_responses(&self.tokenizer, &outputs), "observe");
-    }
-
-    fn completion_tokens(&self, episode: &Qwen3Episode) -> usize {
-        episode.rollout.generated_len()
-    }
-
-    fn sampled_logprobs(&self, episode: &Qwen3Episode) -> Vec<f64> {
-        let r = &episode.rollout;
-        r.sampled_logprobs().iter().zip(r.loss_mask()).filter(|(_, m)| **m).map(|(&lp, _)| f64::from(lp)).collect()
-    }
-
-    fn entropy(&self, episode: &Qwen3Episode) -> f64 {
-        if episode.entropies.is_empty() {
-            return 0.0;
+    /// Refuses a state of another adapter shape (rank, α, adapter names or shapes) with
+    /// [`Error::Invalid`]; every check and conversion happens before anything is applied.
+    fn restore(&mut self, state: Qwen3AgentState) -> Result<()> {
+        let lora = self.lora_config();
+        if state.lora_rank != lora.r || state.lora_alpha != lora.alpha || state.vars.len() != self.vars.len() {
+            return Err(Error::Invalid(format!(
+                "agent state has r={} α={} and {} adapter matrices; the model has r={} α={} and {}",
+                state.lora_rank,
+                state.lora_alpha,
+                state.vars.len(),
+                lora.r,
+                lora.alpha,
+                self.vars.len()
+            )));
         }
-        episode.entropies.iter().sum::<f64>() / episode.entropies.len() as f64
-    }
-
-    fn logprobs(&self, episodes: &[&Qwen3Episode]) -> Vec<Vec<f64>> {
-        or_panic(self.score_checked(episodes, Pass::TRAIN), "logprobs")
-    }
-
-    fn reference_logprobs(&self, episodes: &[&Qwen3Episode]) -> Vec<Vec<f64>> {
-        or_panic(self.score_checked(episodes, Pass::REFERENCE), "reference_logprobs")
-    }
-
-    fn backward(&mut self, episodes: &[&Qwen3Episode], coeffs: &[Vec<f64>]) {
-        or_panic(self.backward_checked(episodes, coeffs), "backward");
-    }
-
-    fn step(&mut self, optim: &OptimStep) -> StepStats {
-        or_panic(self.step_checked(optim), "step")
-    }
-
-    fn state(&self) -> Qwen3AgentState {
-        or_panic(self.state_checked(), "state")
-    }
-
-    /// # Panics
-    ///
-    /// When the state comes from another adapter shape (see [`Qwen3Agent::try_restore`]).
-    fn restore(&mut self, state: Qwen3AgentState) {
-        or_panic(self.try_restore(state), "restore");
+        let device = self.model.device().clone();
+        let mut m = Vec::with_capacity(self.vars.len());
+        let mut v = Vec::with_capacity(self.vars.len());
+        let mut values = Vec::with_capacity(self.vars.len());
+        for ((name, var), s) in self.vars.iter().zip(&state.vars) {
+            if *name != s.name || var.dims() != s.shape.as_slice() {
+                return Err(Error::Invalid(format!(
+                    "agent state holds {} {:?} where the model has {name} {:?}",
+                    s.name,
+                    s.shape,
+                    var.dims()
+                )));
+            }
+            let tensor = |data: &[f32]| Tensor::from_slice(data, s.shape.as_slice(), &device);
+            values.push(tensor(&s.value)?);
+            m.push(tensor(&s.m)?);
+            v.push(tensor(&s.v)?);
+        }
+        // Everything checked and converted: now apply, so a refused state changes nothing.
+        for ((_, var), value) in self.vars.iter().zip(&values) {
+            var.set(value)?;
+        }
+        self.adam = AdamW { m, v, t: state.step };
+        self.grads = vec![None; self.vars.len()];
+        Ok(())
     }
 }

@@ -140,7 +140,8 @@ pub struct ProxyState {
     adam: Adam,
 }
 
-/// A state that does not fit this build's parameter layout.
+/// Why a proxy-policy method failed: only a restored state can be wrong (the
+/// rest is closed-form arithmetic that cannot fail).
 #[derive(Debug, Error, PartialEq)]
 #[non_exhaustive]
 pub enum ProxyError {
@@ -179,28 +180,6 @@ impl ProxyPolicy {
     /// The current parameters.
     pub fn theta(&self) -> &[f64] {
         &self.theta
-    }
-
-    /// Restores `state`, refusing one of another parameter layout.
-    pub fn try_restore(&mut self, state: ProxyState) -> Result<(), ProxyError> {
-        for (field, got) in [
-            ("theta", state.theta.len()),
-            ("reference", state.reference.len()),
-            ("m", state.adam.m.len()),
-            ("v", state.adam.v.len()),
-        ] {
-            if got != DIM {
-                return Err(ProxyError::Dimension { field, got, expected: DIM });
-            }
-        }
-        *self = ProxyPolicy {
-            config: state.config,
-            theta: state.theta,
-            reference: state.reference,
-            grad: vec![0.0; DIM],
-            adam: state.adam,
-        };
-        Ok(())
     }
 
     fn draw(episode: &ProxyEpisode) -> Draw {
@@ -282,22 +261,24 @@ fn ranges(lines: &std::collections::BTreeSet<u64>, margin: u64) -> impl Iterator
 impl Policy for ProxyPolicy {
     type Episode = ProxyEpisode;
     type State = ProxyState;
+    type Error = ProxyError;
 
-    fn begin(&self, task: &TaskPrompt, sampling: Sampling, seed: u64) -> ProxyEpisode {
+    fn begin(&self, task: &TaskPrompt, sampling: Sampling, seed: u64) -> Result<ProxyEpisode, ProxyError> {
         let temperature = match sampling {
             // A non-positive temperature would divide by zero; it means "greedy".
             Sampling::Sample { temperature } if temperature > 0.0 => Some(temperature),
             _ => None,
         };
-        ProxyEpisode::new(&task.text, ChaCha8Rng::seed_from_u64(seed), temperature, self.config.mine_result_names)
+        Ok(ProxyEpisode::new(&task.text, ChaCha8Rng::seed_from_u64(seed), temperature, self.config.mine_result_names))
     }
 
-    fn act(&self, episodes: &mut [&mut ProxyEpisode], turn: TurnInfo) -> Vec<TurnOutput> {
-        episodes.iter_mut().map(|e| self.act_one(e, turn)).collect()
+    fn act(&self, episodes: &mut [&mut ProxyEpisode], turn: TurnInfo) -> Result<Vec<TurnOutput>, ProxyError> {
+        Ok(episodes.iter_mut().map(|e| self.act_one(e, turn)).collect())
     }
 
-    fn observe(&self, episode: &mut ProxyEpisode, results: &[ToolResult]) {
+    fn observe(&self, episode: &mut ProxyEpisode, results: &[ToolResult]) -> Result<(), ProxyError> {
         episode.observe(results);
+        Ok(())
     }
 
     fn completion_tokens(&self, episode: &ProxyEpisode) -> usize {
@@ -315,42 +296,56 @@ impl Policy for ProxyPolicy {
         episode.units.iter().map(|u| u.entropy).sum::<f64>() / episode.units.len() as f64
     }
 
-    fn logprobs(&self, episodes: &[&ProxyEpisode]) -> Vec<Vec<f64>> {
-        episodes.iter().map(|e| e.units.iter().map(|u| u.logprob(&self.theta)).collect()).collect()
+    fn logprobs(&self, episodes: &[&ProxyEpisode]) -> Result<Vec<Vec<f64>>, ProxyError> {
+        Ok(episodes.iter().map(|e| e.units.iter().map(|u| u.logprob(&self.theta)).collect()).collect())
     }
 
-    fn reference_logprobs(&self, episodes: &[&ProxyEpisode]) -> Vec<Vec<f64>> {
-        episodes.iter().map(|e| e.units.iter().map(|u| u.logprob(&self.reference)).collect()).collect()
+    fn reference_logprobs(&self, episodes: &[&ProxyEpisode]) -> Result<Vec<Vec<f64>>, ProxyError> {
+        Ok(episodes.iter().map(|e| e.units.iter().map(|u| u.logprob(&self.reference)).collect()).collect())
     }
 
-    fn backward(&mut self, episodes: &[&ProxyEpisode], coeffs: &[Vec<f64>]) {
+    fn backward(&mut self, episodes: &[&ProxyEpisode], coeffs: &[Vec<f64>]) -> Result<(), ProxyError> {
         for (episode, coeffs) in episodes.iter().zip(coeffs) {
             for (unit, &coeff) in episode.units.iter().zip(coeffs) {
                 unit.accumulate(&self.theta, coeff, &mut self.grad);
             }
         }
+        Ok(())
     }
 
-    fn step(&mut self, optim: &OptimStep) -> StepStats {
-        StepStats { grad_norm: self.adam.step(&mut self.theta, &mut self.grad, optim) }
+    fn step(&mut self, optim: &OptimStep) -> Result<StepStats, ProxyError> {
+        Ok(StepStats { grad_norm: self.adam.step(&mut self.theta, &mut self.grad, optim) })
     }
 
-    fn state(&self) -> ProxyState {
-        ProxyState {
+    fn state(&self) -> Result<ProxyState, ProxyError> {
+        Ok(ProxyState {
             config: self.config,
             theta: self.theta.clone(),
             reference: self.reference.clone(),
             adam: self.adam.clone(),
-        }
+        })
     }
 
-    /// # Panics
-    ///
-    /// When the state comes from another parameter layout (see [`ProxyPolicy::try_restore`]):
-    /// the trait gives no way to report it, and running on with the wrong parameters would be worse.
-    fn restore(&mut self, state: ProxyState) {
-        if let Err(e) = self.try_restore(state) {
-            panic!("{e}");
+    /// Refuses a state of another parameter layout (a checkpoint of another
+    /// build) with [`ProxyError::Dimension`], leaving the policy unchanged.
+    fn restore(&mut self, state: ProxyState) -> Result<(), ProxyError> {
+        for (field, got) in [
+            ("theta", state.theta.len()),
+            ("reference", state.reference.len()),
+            ("m", state.adam.m.len()),
+            ("v", state.adam.v.len()),
+        ] {
+            if got != DIM {
+                return Err(ProxyError::Dimension { field, got, expected: DIM });
+            }
         }
+        *self = ProxyPolicy {
+            config: state.config,
+            theta: state.theta,
+            reference: state.reference,
+            grad: vec![0.0; DIM],
+            adam: state.adam,
+        };
+        Ok(())
     }
 }
