@@ -13,5 +13,7 @@ mod qwen3;
 mod retrieval;
 #[path = "framework/synthetic.rs"]
 mod synthetic;
+#[path = "framework/toy.rs"]
+mod toy;
 #[path = "framework/warm_start.rs"]
 mod warm_start;

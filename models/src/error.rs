@@ -7,16 +7,16 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum Error {
     /// A tensor operation failed (shape mismatch, dtype, device).
-    #[error("tensor operation failed: {0}")]
+    #[error("tensor operation failed")]
     Candle(#[from] candle_core::Error),
     /// A file could not be read or written.
-    #[error("cannot access {path}: {source}")]
+    #[error("cannot access {path}")]
     Io { path: PathBuf, source: std::io::Error },
     /// A JSON file (config, index, adapter config, tokenizer) did not parse.
-    #[error("invalid JSON in {path}: {source}")]
+    #[error("invalid JSON in {path}")]
     Json { path: PathBuf, source: serde_json::Error },
     /// A safetensors file is malformed.
-    #[error("safetensors file {path}: {source}")]
+    #[error("safetensors file {path}")]
     Safetensors { path: PathBuf, source: safetensors::SafeTensorError },
     /// A checkpoint is inconsistent (missing tensor, shard, unexpected shape).
     #[error("checkpoint {path}: {message}")]

@@ -7,6 +7,8 @@
 //! - [`features`]: [`feature_table`] turns rollouts into the DSL's
 //!   [`rewardlab_dsl::FeatureTable`], one column per requested feature.
 //! - [`metrics`]: P, R, F-beta over sets and line ranges; [`efficiency`]: `c`, `C`, `T`, `e`.
+//! - [`summary`]: which features a run's summary metrics read ([`SummaryFeatures`]),
+//!   resolved from a schema's declarations and roles.
 //! - [`answer`]: the strict `<answer>{...}</answer>` parser behind `valid`.
 //! - [`diff`]: unified diffs → target files and pre-image line ranges.
 //! - [`tasks`]: SWE-bench JSONL and commit-mined tasks (gix).
@@ -63,6 +65,7 @@ pub mod metrics;
 pub mod paths;
 pub mod rollout;
 pub mod schema;
+pub mod summary;
 pub mod tasks;
 
 pub use answer::{Answer, AnswerError, parse_answer};
@@ -70,4 +73,5 @@ pub use features::{FeatureError, FeatureOptions, GroupedTable, feature_table};
 pub use metrics::{Counts, LineMatch, LineRange};
 pub use rollout::{Loaded, RecordError, Rollout, Selection, ToolCall, load_rollouts};
 pub use schema::feature_schema;
+pub use summary::{SummaryColumns, SummaryError, SummaryFeatures, SummaryMetric};
 pub use tasks::{Targets, Task};

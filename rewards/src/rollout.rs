@@ -80,7 +80,7 @@ pub struct Loaded<T> {
 
 /// Reading the file itself failed (as opposed to a bad record).
 #[derive(Debug, thiserror::Error)]
-#[error("reading {what} at line {line}: {source}")]
+#[error("reading {what} at line {line}")]
 pub struct ReadError {
     pub what: String,
     pub line: usize,

@@ -7,6 +7,11 @@
 //! a policy that still calls tools then is truncated. Results are placed by
 //! index, never by completion order, so the batch is deterministic whatever
 //! the thread count.
+//!
+//! Sampling and tool calls cannot be two phases of a step: turn t's calls are
+//! what the policy sampled at turn t, and what it samples at turn t + 1 depends
+//! on their results. So one step phase, [`Phase::Rollout`], holds both; the
+//! batch's timings still split policy time from tool time.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,7 +22,7 @@ use rewardlab_rewards::rollout::{Rollout, Selection, ToolCall as LoggedCall};
 use rewardlab_sandbox::{ErrorKind, Sandbox, Status, ToolCall, ToolResult, Tree, TreeKind};
 use tokio::runtime::Runtime;
 
-use super::error::EngineError;
+use super::error::{EngineError, Phase};
 use super::tasks::EngineTask;
 
 /// One rollout to run.
@@ -57,7 +62,9 @@ struct Progress {
     truncated: bool,
 }
 
-/// Runs every spec to its answer (or truncation).
+/// Runs every spec to its answer (or truncation). A policy error or broken
+/// contract is reported with `step` and `phase` (the step's rollouts or its evaluation).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run_batch<P: Policy>(
     policy: &P,
     sandbox: &Sandbox,
@@ -66,6 +73,7 @@ pub(crate) fn run_batch<P: Policy>(
     sampling: Sampling,
     limits: TurnLimits,
     step: usize,
+    phase: Phase,
 ) -> Result<RolloutBatch<P::Episode>, EngineError> {
     let started = Instant::now();
     let trees = open_trees(sandbox, specs)?;
@@ -73,7 +81,8 @@ pub(crate) fn run_batch<P: Policy>(
     let mut episodes: Vec<P::Episode> = specs
         .iter()
         .map(|s| policy.begin(&TaskPrompt { id: s.task.id.clone(), text: s.task.prompt.clone() }, sampling, s.seed))
-        .collect();
+        .collect::<Result<_, _>>()
+        .map_err(EngineError::policy(step, phase, "begin"))?;
     let mut progress: Vec<Progress> = specs.iter().map(|_| Progress::default()).collect();
     let mut batch_tool_seconds = 0.0;
     let (mut tool_errors, mut tool_timeouts) = (0, 0);
@@ -91,11 +100,12 @@ pub(crate) fn run_batch<P: Policy>(
         let outputs = {
             let mut refs: Vec<&mut P::Episode> =
                 episodes.iter_mut().enumerate().filter(|(i, _)| !progress[*i].done).map(|(_, e)| e).collect();
-            policy.act(&mut refs, info)
+            policy.act(&mut refs, info).map_err(EngineError::policy(step, phase, "act"))?
         };
         if outputs.len() != active.len() {
-            return Err(EngineError::Policy {
+            return Err(EngineError::Contract {
                 step,
+                phase,
                 detail: format!("act returned {} outputs for {} episodes", outputs.len(), active.len()),
             });
         }
@@ -142,7 +152,7 @@ pub(crate) fn run_batch<P: Policy>(
                 })
                 .collect();
             progress[*i].turns.push(logged);
-            policy.observe(&mut episodes[*i], &results);
+            policy.observe(&mut episodes[*i], &results).map_err(EngineError::policy(step, phase, "observe"))?;
         }
     }
     let records = specs

@@ -182,9 +182,9 @@ pub enum Difficulty {
 pub enum Error {
     #[error("invalid synthetic config: {0}")]
     InvalidConfig(String),
-    #[error("{path}: {source}")]
+    #[error("cannot access {path}")]
     Io { path: PathBuf, source: std::io::Error },
-    #[error("cannot run `{command}`: {source}")]
+    #[error("cannot run `{command}`")]
     Spawn { command: String, source: std::io::Error },
     #[error("`{command}` failed: {detail}")]
     Git { command: String, detail: String },

@@ -42,19 +42,19 @@ pub enum WarmStartError {
     Invalid(String),
     #[error("no tasks to warm start on")]
     NoTasks,
-    #[error("task `{task}`: cannot open {repo} at {commit}: {source}")]
+    #[error("task `{task}`: cannot open {repo} at {commit}")]
     Tree { task: String, repo: String, commit: String, source: Box<rewardlab_sandbox::Error> },
     #[error("scripted searcher: {0}")]
     Render(String),
-    #[error("task `{task}`: scoring the trajectory: {source}")]
+    #[error("task `{task}`: scoring the trajectory")]
     Feature { task: String, source: Box<rewardlab_rewards::FeatureError> },
     #[error("the joint filter (F1 >= {rho_f}, e >= {rho_e}) kept none of {total} trajectories")]
     NothingKept { total: usize, rho_f: f64, rho_e: f64 },
     #[error("all {kept} kept trajectories are longer than {max_tokens} tokens")]
     AllTooLong { kept: usize, max_tokens: usize },
-    #[error("task `{task}`: rendering the trajectory: {source}")]
+    #[error("task `{task}`: rendering the trajectory")]
     Template { task: String, source: rewardlab_models::Error },
-    #[error("SFT: {0}")]
+    #[error("SFT")]
     Model(#[from] rewardlab_models::Error),
 }
 

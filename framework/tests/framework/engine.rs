@@ -3,19 +3,20 @@
 //! policy-units-only loss, and the failure modes.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use rewardlab_framework::engine::loss::{LossConfig, SequenceInput, grpo_loss};
-use rewardlab_framework::engine::toy::{ToyEpisode, ToyPolicy};
 use rewardlab_framework::engine::{
-    Engine, EngineConfig, EngineError, LrSchedule, OptimConfig, RewardDevice, RewardVariant, TaskSet, TaskSource,
-    latest_checkpoint,
+    Engine, EngineConfig, EngineError, LrSchedule, OptimConfig, Phase, RewardDevice, RewardVariant, TaskSet,
+    TaskSource, latest_checkpoint,
 };
 use rewardlab_framework::synthetic::{self, SyntheticConfig};
-use rewardlab_models::agent::{Policy, Sampling, TaskPrompt, TurnInfo, TurnOutput};
+use rewardlab_models::agent::{OptimStep, Policy, Sampling, StepStats, TaskPrompt, TurnInfo, TurnOutput};
 use rewardlab_sandbox::{Limits, RepoStore, Sandbox, Status, ToolResult};
 
 use crate::common::scratch;
+use crate::toy::{ToyEpisode, ToyPolicy};
 
 const REWARD: &str = "# file-level F-beta, degenerate rollouts masked\nreward = Fb(file) * mask(c > 0)\n";
 
@@ -251,10 +252,10 @@ fn play(policy: &ToyPolicy, output: &str) -> ToyEpisode {
         id: "t".into(),
         text: "Calling `Settings.load_profile` raises \"profile name must be a string\" in config.loader".into(),
     };
-    let mut episode = policy.begin(&prompt, Sampling::Sample { temperature: 1.0 }, 42);
+    let mut episode = policy.begin(&prompt, Sampling::Sample { temperature: 1.0 }, 42).expect("begin");
     for index in 0..4 {
         let info = TurnInfo { index, max_turns: 4, max_calls_per_turn: 8, must_answer: index == 3 };
-        match policy.act(&mut [&mut episode], info).remove(0) {
+        match policy.act(&mut [&mut episode], info).expect("act").remove(0) {
             TurnOutput::Calls(calls) => {
                 let results: Vec<ToolResult> = calls
                     .iter()
@@ -265,7 +266,7 @@ fn play(policy: &ToyPolicy, output: &str) -> ToyEpisode {
                         status: Status::Ok,
                     })
                     .collect();
-                policy.observe(&mut episode, &results);
+                policy.observe(&mut episode, &results).expect("observe");
             }
             _ => break,
         }
@@ -285,7 +286,7 @@ fn only_policy_units_enter_the_loss_tool_response_content_changes_nothing() {
     assert!(short.choices().len() > 5, "the episodes have units");
     assert_eq!(policy.completion_tokens(&short), policy.completion_tokens(&long), "responses are not completion");
     // Move the policy so that ratios and KL are not trivial.
-    policy.backward(&[&short], &[vec![0.3; short.choices().len()]]);
+    policy.backward(&[&short], &[vec![0.3; short.choices().len()]]).expect("backward");
     policy.step(&rewardlab_models::agent::OptimStep {
         lr: 0.2,
         beta1: 0.9,
@@ -293,11 +294,11 @@ fn only_policy_units_enter_the_loss_tool_response_content_changes_nothing() {
         eps: 1e-8,
         weight_decay: 0.0,
         max_grad_norm: None,
-    });
+    }).expect("step");
     let loss_of = |e: &ToyEpisode| {
-        let logp = policy.logprobs(&[e]).remove(0);
+        let logp = policy.logprobs(&[e]).expect("logprobs").remove(0);
         let old = policy.sampled_logprobs(e);
-        let reference = policy.reference_logprobs(&[e]).remove(0);
+        let reference = policy.reference_logprobs(&[e]).expect("reference_logprobs").remove(0);
         let out = grpo_loss(
             &LossConfig::default(),
             &[SequenceInput { advantage: 0.7, logp: &logp, logp_old: &old, logp_ref: &reference }],
@@ -351,6 +352,19 @@ fn keeping_only_the_latest_checkpoint_prunes_the_older_ones() {
     assert_eq!(checkpoints(latest, "engine-keep-latest"), ["step-000004"]);
 }
 
+/// An error and its sources joined by ": ", as anyhow's `{:#}` prints them
+/// (messages do not repeat their sources, so each cause appears once).
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// `reward_device = "cuda"`: on a machine with a GPU (and a `--features cuda`
 /// build) a step's metrics equal the CPU backend's to the backends'
 /// tolerance; everywhere else the engine refuses to start with the reason,
@@ -362,7 +376,7 @@ fn the_cuda_reward_device_matches_the_cpu_or_refuses_to_start() {
     match Engine::new(cuda.clone(), ToyPolicy::default(), tasks(), sandbox("cuda"), variant(g)) {
         Err(err) => {
             assert!(matches!(err, EngineError::RewardDevice { .. }), "{err}");
-            let msg = err.to_string();
+            let msg = chain(&err);
             assert!(msg.starts_with("reward_device = \"cuda\": "), "{msg}");
             assert!(msg.contains("CUDA"), "the reason names what is missing: {msg}");
         }
@@ -377,4 +391,144 @@ fn the_cuda_reward_device_matches_the_cpu_or_refuses_to_start() {
             assert!(close(gpu.metrics.loss, cpu.metrics.loss), "{gpu:?} vs {cpu:?}");
         }
     }
+}
+
+/// The error [`Faulty`] injects.
+#[derive(Debug, PartialEq)]
+struct Injected(&'static str);
+
+impl std::fmt::Display for Injected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "injected failure in {}", self.0)
+    }
+}
+
+impl std::error::Error for Injected {}
+
+/// Where [`Faulty`] fails.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    /// The `n`-th call of `begin` (1-based) and every later one.
+    Begin(usize),
+    Backward,
+    State,
+}
+
+/// The toy policy, failing at one chosen point.
+struct Faulty {
+    inner: ToyPolicy,
+    fault: Fault,
+    begins: AtomicUsize,
+}
+
+impl Faulty {
+    fn new(fault: Fault) -> Faulty {
+        Faulty { inner: ToyPolicy::default(), fault, begins: AtomicUsize::new(0) }
+    }
+}
+
+// The toy policy's error type is `Infallible`, so its results are unwrapped with `match x {}`.
+impl Policy for Faulty {
+    type Episode = ToyEpisode;
+    type State = <ToyPolicy as Policy>::State;
+    type Error = Injected;
+
+    fn begin(&self, task: &TaskPrompt, sampling: Sampling, seed: u64) -> Result<ToyEpisode, Injected> {
+        let n = self.begins.fetch_add(1, Ordering::SeqCst) + 1;
+        if matches!(self.fault, Fault::Begin(at) if n >= at) {
+            return Err(Injected("begin"));
+        }
+        self.inner.begin(task, sampling, seed).or_else(|e| match e {})
+    }
+
+    fn act(&self, episodes: &mut [&mut ToyEpisode], turn: TurnInfo) -> Result<Vec<TurnOutput>, Injected> {
+        self.inner.act(episodes, turn).or_else(|e| match e {})
+    }
+
+    fn observe(&self, episode: &mut ToyEpisode, results: &[ToolResult]) -> Result<(), Injected> {
+        self.inner.observe(episode, results).or_else(|e| match e {})
+    }
+
+    fn completion_tokens(&self, episode: &ToyEpisode) -> usize {
+        self.inner.completion_tokens(episode)
+    }
+
+    fn sampled_logprobs(&self, episode: &ToyEpisode) -> Vec<f64> {
+        self.inner.sampled_logprobs(episode)
+    }
+
+    fn entropy(&self, episode: &ToyEpisode) -> f64 {
+        self.inner.entropy(episode)
+    }
+
+    fn logprobs(&self, episodes: &[&ToyEpisode]) -> Result<Vec<Vec<f64>>, Injected> {
+        self.inner.logprobs(episodes).or_else(|e| match e {})
+    }
+
+    fn reference_logprobs(&self, episodes: &[&ToyEpisode]) -> Result<Vec<Vec<f64>>, Injected> {
+        self.inner.reference_logprobs(episodes).or_else(|e| match e {})
+    }
+
+    fn backward(&mut self, episodes: &[&ToyEpisode], coeffs: &[Vec<f64>]) -> Result<(), Injected> {
+        if matches!(self.fault, Fault::Backward) {
+            return Err(Injected("backward"));
+        }
+        self.inner.backward(episodes, coeffs).or_else(|e| match e {})
+    }
+
+    fn step(&mut self, optim: &OptimStep) -> Result<StepStats, Injected> {
+        self.inner.step(optim).or_else(|e| match e {})
+    }
+
+    fn state(&self) -> Result<Self::State, Injected> {
+        if matches!(self.fault, Fault::State) {
+            return Err(Injected("state"));
+        }
+        self.inner.state().or_else(|e| match e {})
+    }
+
+    fn restore(&mut self, state: Self::State) -> Result<(), Injected> {
+        self.inner.restore(state).or_else(|e| match e {})
+    }
+}
+
+/// The policy error a faulty engine stops with: step, phase, method and the injected source.
+fn policy_error(err: &EngineError) -> (usize, Phase, &'static str, String) {
+    match err {
+        EngineError::Policy { step, phase, method, source } => (*step, *phase, *method, source.to_string()),
+        other => panic!("expected a policy error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_policy_error_stops_the_run_naming_the_step_the_phase_and_the_method() {
+    let faulty = |config: EngineConfig, fault: Fault, name: &str| {
+        let g = config.group_size;
+        Engine::new(config, Faulty::new(fault), tasks(), sandbox(name), variant(g)).expect("engine starts")
+    };
+    let quiet = EngineConfig { eval_every: 0, ..config() };
+    // 4 prompts × 4 rollouts begin in each step's rollout phase: the 17th begin is step 2's.
+    let mut e = faulty(quiet.clone(), Fault::Begin(17), "fault-rollout");
+    assert_eq!(e.step().expect("step 1 runs").metrics.step, 1);
+    let err = e.step().expect_err("step 2 fails");
+    assert_eq!(policy_error(&err), (2, Phase::Rollout, "begin", "injected failure in begin".into()));
+    // Display names the step, phase and method; the cause is the source, not repeated.
+    assert_eq!(err.to_string(), "step 2, rollout phase: the policy's `begin` failed");
+    assert_eq!(e.steps_done(), 1, "a failed step does not count");
+
+    // With evaluation after every step, the 17th begin is step 1's first held-out rollout.
+    let mut e = faulty(EngineConfig { eval_every: 1, ..config() }, Fault::Begin(17), "fault-eval");
+    let err = e.step().expect_err("evaluation fails");
+    assert_eq!(policy_error(&err), (1, Phase::Evaluate, "begin", "injected failure in begin".into()));
+
+    let err = faulty(quiet.clone(), Fault::Backward, "fault-update").step().expect_err("the update fails");
+    assert_eq!(policy_error(&err), (1, Phase::Update, "backward", "injected failure in backward".into()));
+
+    // The checkpoint after step 1 asks for the policy's state.
+    let dir = scratch("engine-fault-record");
+    let err = faulty(EngineConfig { checkpoint_every: 1, ..quiet }, Fault::State, "fault-record")
+        .run(&dir, |_| {})
+        .expect_err("the checkpoint fails");
+    assert_eq!(policy_error(&err), (1, Phase::Record, "state", "injected failure in state".into()));
+    assert_eq!(read(&dir.join("metrics.csv")).lines().count(), 2, "the step's row was written before the checkpoint");
 }

@@ -1,5 +1,6 @@
 //! A small log-linear policy over structured actions, with closed-form
-//! gradients: the engine's reference policy for tests and benchmarks.
+//! gradients: the engine's reference policy for its tests (test support, not
+//! public API: it lives beside the engine tests that drive it).
 //!
 //! It is real in every way the engine cares about — it issues real tool calls
 //! to the sandbox, reads their entities, samples from a softmax seeded per
@@ -24,6 +25,8 @@
 //!    spanning their hits.
 //!
 //! The gradient of a unit's log-prob is `(φ_chosen − Σ_j p_j φ_j) / T`.
+
+use std::convert::Infallible;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -331,9 +334,10 @@ impl ToyEpisode {
 impl Policy for ToyPolicy {
     type Episode = ToyEpisode;
     type State = ToyState;
+    type Error = Infallible;
 
-    fn begin(&self, task: &TaskPrompt, sampling: Sampling, seed: u64) -> ToyEpisode {
-        ToyEpisode {
+    fn begin(&self, task: &TaskPrompt, sampling: Sampling, seed: u64) -> Result<ToyEpisode, Infallible> {
+        Ok(ToyEpisode {
             rng: ChaCha8Rng::seed_from_u64(seed),
             temperature: match sampling {
                 Sampling::Greedy => None,
@@ -345,18 +349,19 @@ impl Policy for ToyPolicy {
             awaiting: Vec::new(),
             tokens: 0,
             context_chars: task.text.chars().count(),
-        }
+        })
     }
 
-    fn act(&self, episodes: &mut [&mut ToyEpisode], turn: TurnInfo) -> Vec<TurnOutput> {
-        episodes.iter_mut().map(|e| e.act_one(&self.theta, turn)).collect()
+    fn act(&self, episodes: &mut [&mut ToyEpisode], turn: TurnInfo) -> Result<Vec<TurnOutput>, Infallible> {
+        Ok(episodes.iter_mut().map(|e| e.act_one(&self.theta, turn)).collect())
     }
 
-    fn observe(&self, episode: &mut ToyEpisode, results: &[ToolResult]) {
+    fn observe(&self, episode: &mut ToyEpisode, results: &[ToolResult]) -> Result<(), Infallible> {
         let calls = std::mem::take(&mut episode.awaiting);
         for (i, result) in results.iter().enumerate() {
             episode.observe_one(calls.get(i), result);
         }
+        Ok(())
     }
 
     fn completion_tokens(&self, episode: &ToyEpisode) -> usize {
@@ -374,15 +379,15 @@ impl Policy for ToyPolicy {
         episode.units.iter().map(|u| u.entropy).sum::<f64>() / episode.units.len() as f64
     }
 
-    fn logprobs(&self, episodes: &[&ToyEpisode]) -> Vec<Vec<f64>> {
-        episodes.iter().map(|e| e.units.iter().map(|u| unit_logp(&self.theta, u)).collect()).collect()
+    fn logprobs(&self, episodes: &[&ToyEpisode]) -> Result<Vec<Vec<f64>>, Infallible> {
+        Ok(episodes.iter().map(|e| e.units.iter().map(|u| unit_logp(&self.theta, u)).collect()).collect())
     }
 
-    fn reference_logprobs(&self, episodes: &[&ToyEpisode]) -> Vec<Vec<f64>> {
-        episodes.iter().map(|e| e.units.iter().map(|u| unit_logp(&self.reference, u)).collect()).collect()
+    fn reference_logprobs(&self, episodes: &[&ToyEpisode]) -> Result<Vec<Vec<f64>>, Infallible> {
+        Ok(episodes.iter().map(|e| e.units.iter().map(|u| unit_logp(&self.reference, u)).collect()).collect())
     }
 
-    fn backward(&mut self, episodes: &[&ToyEpisode], coeffs: &[Vec<f64>]) {
+    fn backward(&mut self, episodes: &[&ToyEpisode], coeffs: &[Vec<f64>]) -> Result<(), Infallible> {
         for (episode, coeffs) in episodes.iter().zip(coeffs) {
             for (unit, &c) in episode.units.iter().zip(coeffs) {
                 if c == 0.0 {
@@ -397,27 +402,29 @@ impl Policy for ToyPolicy {
                 }
             }
         }
+        Ok(())
     }
 
-    fn step(&mut self, optim: &OptimStep) -> StepStats {
-        StepStats { grad_norm: self.adam.step(&mut self.theta, &mut self.grad, optim) }
+    fn step(&mut self, optim: &OptimStep) -> Result<StepStats, Infallible> {
+        Ok(StepStats { grad_norm: self.adam.step(&mut self.theta, &mut self.grad, optim) })
     }
 
-    fn state(&self) -> ToyState {
-        ToyState {
+    fn state(&self) -> Result<ToyState, Infallible> {
+        Ok(ToyState {
             theta: self.theta.clone(),
             reference: self.reference.clone(),
             m: self.adam.m.clone(),
             v: self.adam.v.clone(),
             t: self.adam.t,
-        }
+        })
     }
 
-    fn restore(&mut self, state: ToyState) {
+    fn restore(&mut self, state: ToyState) -> Result<(), Infallible> {
         self.theta = state.theta;
         self.reference = state.reference;
         self.adam = AdamW { m: state.m, v: state.v, t: state.t };
         self.grad = vec![0.0; TOY_DIM];
+        Ok(())
     }
 }
 
@@ -495,7 +502,7 @@ mod tests {
     fn episode_with_units(policy: &ToyPolicy, seed: u64) -> ToyEpisode {
         let prompt =
             TaskPrompt { id: "t".into(), text: "`parse_config failed` in ConfigLoader.load with settings_path".into() };
-        let mut e = policy.begin(&prompt, Sampling::Sample { temperature: 0.7 }, seed);
+        let mut e = policy.begin(&prompt, Sampling::Sample { temperature: 0.7 }, seed).expect("begin");
         let result = ToolResult {
             output: "a.py:3: x\nb/c.py:9: y".into(),
             entities: vec!["a.py:3".into(), "b/c.py:9".into(), "a.py:5".into()],
@@ -503,10 +510,10 @@ mod tests {
         };
         for turn in 0..3 {
             let info = TurnInfo { index: turn, max_turns: 3, max_calls_per_turn: 8, must_answer: turn == 2 };
-            let out = policy.act(&mut [&mut e], info);
+            let out = policy.act(&mut [&mut e], info).expect("act");
             if let TurnOutput::Calls(calls) = &out[0] {
                 let replies: Vec<ToolResult> = calls.iter().map(|_| result.clone()).collect();
-                policy.observe(&mut e, &replies);
+                policy.observe(&mut e, &replies).expect("observe");
             } else {
                 break;
             }
@@ -528,10 +535,10 @@ mod tests {
             .enumerate()
             .map(|(i, e)| (0..e.units.len()).map(|u| ((i + u) % 3) as f64 - 1.2).collect())
             .collect();
-        policy.backward(&refs, &coeffs);
+        policy.backward(&refs, &coeffs).expect("backward");
         let objective = |theta: &[f64]| {
             let p = ToyPolicy::with_params(theta.to_vec());
-            p.logprobs(&refs)
+            p.logprobs(&refs).expect("logprobs")
                 .iter()
                 .zip(&coeffs)
                 .map(|(lp, c)| lp.iter().zip(c).map(|(a, b)| a * b).sum::<f64>())
@@ -547,7 +554,7 @@ mod tests {
             assert!((numeric - policy.gradient()[k]).abs() < 1e-6, "param {k}: {numeric} vs {}", policy.gradient()[k]);
         }
         // Sampling log-probs equal the current ones before any update.
-        for (e, lp) in episodes.iter().zip(policy.logprobs(&refs)) {
+        for (e, lp) in episodes.iter().zip(policy.logprobs(&refs).expect("logprobs")) {
             assert_eq!(policy.sampled_logprobs(e), lp);
         }
     }
@@ -568,12 +575,12 @@ mod tests {
         policy.grad[INCLUDE] = -3.0;
         let optim =
             OptimStep { lr: 0.1, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0, max_grad_norm: Some(1.0) };
-        let stats = policy.step(&optim);
+        let stats = policy.step(&optim).expect("step");
         assert_eq!(stats.grad_norm, 3.0);
         assert!((policy.params()[INCLUDE] - (before[INCLUDE] + 0.1)).abs() < 1e-6, "first Adam step is lr·sign(g)");
         assert_eq!(policy.gradient(), &[0.0; TOY_DIM][..]);
         let mut other = ToyPolicy::with_params(vec![0.0; TOY_DIM]);
-        other.restore(policy.state());
+        other.restore(policy.state()).expect("restore").expect("state"));
         assert_eq!(other, policy);
     }
 

@@ -11,7 +11,6 @@
 //! and the hook re-enters the run from its last checkpoint and runs the hook.
 
 use std::fs;
-use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -119,11 +118,9 @@ pub fn train_with<P: Policy>(
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(run) = runs.get(i) else { break };
-                    // A policy's trait methods have no error channel (a Qwen3 tensor
-                    // failure, say out of memory, panics): that run fails, the others go on.
-                    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| ctx.train_one(run)))
-                        .unwrap_or_else(|panic| Err(anyhow!("panicked: {}", panic_message(&*panic))));
-                    if let Err(e) = outcome {
+                    // A run's failure (a policy error such as a Qwen3 tensor failure
+                    // is an `EngineError::Policy`) fails that run; the others go on.
+                    if let Err(e) = ctx.train_one(run) {
                         let msg = format!("{}: {e:#}", run.dir.display());
                         ctx.multi.suspend(|| eprintln!("run failed: {msg}"));
                         failures.lock().expect("no worker panics while holding the lock").push(msg);
@@ -139,15 +136,6 @@ pub fn train_with<P: Policy>(
         bail!("{} of {} runs failed:\n  {}", failures.len(), runs.len(), failures.join("\n  "));
     }
     Ok(())
-}
-
-/// The text of a panic payload (`panic!` with a literal or a format string).
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 /// Whether the run in `run_dir` is finished: complete metrics and the marker.
@@ -329,20 +317,113 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 3);
     }
 
+    /// Out of memory, as a Qwen3 tensor operation might report it.
+    #[derive(Debug)]
+    struct OutOfMemory;
+
+    impl std::fmt::Display for OutOfMemory {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("out of memory in the policy")
+        }
+    }
+
+    impl std::error::Error for OutOfMemory {}
+
+    /// The proxy policy, except that `act` fails when `fail` is set.
+    struct Failing {
+        inner: ProxyPolicy,
+        fail: bool,
+    }
+
+    impl Policy for Failing {
+        type Episode = <ProxyPolicy as Policy>::Episode;
+        type State = <ProxyPolicy as Policy>::State;
+        type Error = OutOfMemory;
+
+        fn begin(
+            &self,
+            task: &rewardlab_models::agent::TaskPrompt,
+            sampling: rewardlab_models::agent::Sampling,
+            seed: u64,
+        ) -> Result<Self::Episode, OutOfMemory> {
+            Ok(self.inner.begin(task, sampling, seed).expect("the proxy's begin cannot fail"))
+        }
+
+        fn act(
+            &self,
+            episodes: &mut [&mut Self::Episode],
+            turn: rewardlab_models::agent::TurnInfo,
+        ) -> Result<Vec<rewardlab_models::agent::TurnOutput>, OutOfMemory> {
+            if self.fail {
+                return Err(OutOfMemory);
+            }
+            Ok(self.inner.act(episodes, turn).expect("the proxy's act cannot fail"))
+        }
+
+        fn observe(
+            &self,
+            episode: &mut Self::Episode,
+            results: &[rewardlab_sandbox::ToolResult],
+        ) -> Result<(), OutOfMemory> {
+            self.inner.observe(episode, results).expect("the proxy's observe cannot fail");
+            Ok(())
+        }
+
+        fn completion_tokens(&self, episode: &Self::Episode) -> usize {
+            self.inner.completion_tokens(episode)
+        }
+
+        fn sampled_logprobs(&self, episode: &Self::Episode) -> Vec<f64> {
+            self.inner.sampled_logprobs(episode)
+        }
+
+        fn entropy(&self, episode: &Self::Episode) -> f64 {
+            self.inner.entropy(episode)
+        }
+
+        fn logprobs(&self, episodes: &[&Self::Episode]) -> Result<Vec<Vec<f64>>, OutOfMemory> {
+            Ok(self.inner.logprobs(episodes).expect("the proxy's logprobs cannot fail"))
+        }
+
+        fn reference_logprobs(&self, episodes: &[&Self::Episode]) -> Result<Vec<Vec<f64>>, OutOfMemory> {
+            Ok(self.inner.reference_logprobs(episodes).expect("the proxy's logprobs cannot fail"))
+        }
+
+        fn backward(&mut self, episodes: &[&Self::Episode], coeffs: &[Vec<f64>]) -> Result<(), OutOfMemory> {
+            self.inner.backward(episodes, coeffs).expect("the proxy's backward cannot fail");
+            Ok(())
+        }
+
+        fn step(
+            &mut self,
+            optim: &rewardlab_models::agent::OptimStep,
+        ) -> Result<rewardlab_models::agent::StepStats, OutOfMemory> {
+            Ok(self.inner.step(optim).expect("the proxy's step cannot fail"))
+        }
+
+        fn state(&self) -> Result<Self::State, OutOfMemory> {
+            Ok(self.inner.state().expect("the proxy's state cannot fail"))
+        }
+
+        fn restore(&mut self, state: Self::State) -> Result<(), OutOfMemory> {
+            self.inner.restore(state).map_err(|_| OutOfMemory)
+        }
+    }
+
     #[test]
-    fn a_panicking_policy_fails_its_run_and_the_others_finish() {
+    fn a_failing_policy_fails_its_run_with_its_error_chain_and_the_others_finish() {
         let dir = tempfile::tempdir().expect("tempdir");
         let s = study(dir.path(), 1);
         let runs = s.runs();
         let policy = |run: &RunSpec, _: &PolicyContext<'_>| {
-            if run.variant_name == "fb" {
-                panic!("out of memory in the policy");
-            }
-            Ok(ProxyPolicy::default())
+            Ok(Failing { inner: ProxyPolicy::default(), fail: run.variant_name == "fb" })
         };
         let err = train_with(&s, &runs, 2, dir.path(), policy, |_, _, _| Ok(())).expect_err("one run fails");
         let msg = format!("{err:#}");
-        assert!(msg.contains("1 of 2 runs failed") && msg.contains("panicked: out of memory in the policy"), "{msg}");
+        assert!(msg.contains("1 of 2 runs failed"), "{msg}");
+        assert!(msg.contains("step 1, rollout phase: the policy's `act` failed: out of memory in the policy"), "{msg}");
+        assert_eq!(msg.matches("out of memory").count(), 1, "each cause is printed once: {msg}");
         assert!(run_finished(&dir.path().join(&runs[1].dir), 1), "the other run trained");
+        assert!(!run_finished(&dir.path().join(&runs[0].dir), 1));
     }
 }

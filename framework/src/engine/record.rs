@@ -1,0 +1,192 @@
+//! The record phase of a step: its `metrics.csv` row (deterministic), its
+//! `timings.csv` row (wall clock), the logged rollouts, and the checkpoint
+//! when one is due. [`outcome`] builds the rows without writing;
+//! [`Engine::record`] writes them.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use rewardlab_models::agent::Policy;
+
+use super::checkpoint::{self, EngineState};
+use super::error::{EngineError, Phase};
+use super::evaluate::Evaluation;
+use super::metrics::{self, CsvLog, JsonlLog, mean, mean_std};
+use super::rollout::RolloutBatch;
+use super::score::Scores;
+use super::update::UpdateStats;
+use super::{Engine, LoggedRollout, METRICS_FILE, MetricsRow, ROLLOUTS_FILE, StepOutcome, TIMINGS_FILE, Timings};
+
+/// The run's open log files.
+pub(super) struct Logs {
+    pub dir: PathBuf,
+    pub metrics: CsvLog,
+    pub timings: CsvLog,
+    pub rollouts: Option<JsonlLog>,
+    pub rollouts_bytes: u64,
+}
+
+/// The rows of step `step_no` from what its phases produced. The rollouts are
+/// kept (for `rollouts.jsonl`) only when `log_rollouts`.
+pub(super) fn outcome<E>(
+    step_no: usize,
+    batch: RolloutBatch<E>,
+    scores: Scores,
+    update: UpdateStats,
+    eval: Evaluation,
+    log_rollouts: bool,
+) -> StepOutcome {
+    let summary = &scores.summary;
+    let (reward_mean, reward_std) = mean_std(&scores.reward);
+    let (advantage_mean, advantage_std) = mean_std(&scores.advantage);
+    let mut metrics = MetricsRow {
+        step: step_no,
+        lr: update.lr,
+        loss: update.loss,
+        reward_mean,
+        reward_std,
+        advantage_mean,
+        advantage_std,
+        zero_std_groups: scores.zero_std_groups,
+        kl: update.kl,
+        clip_ratio: update.clip_ratio,
+        entropy: update.entropy,
+        grad_norm: update.grad_norm,
+        units: update.units,
+        turns: mean(&summary.turns),
+        c: mean(&summary.c),
+        calls: mean(&summary.calls),
+        completion_len: mean(&summary.len),
+        valid_rate: mean(&summary.valid),
+        truncated_rate: mean(&summary.truncated),
+        fb_file: mean(&summary.fb),
+        precision_file: mean(&summary.precision),
+        recall_file: mean(&summary.recall),
+        e: mean(&summary.e),
+        tool_errors: batch.tool_errors,
+        tool_timeouts: batch.tool_timeouts,
+        ..MetricsRow::default()
+    };
+    if let Some(columns) = eval.columns {
+        metrics.eval_fb_mean = Some(columns.fb_mean);
+        metrics.eval_fb_median = columns.fb_median;
+        metrics.eval_precision = Some(columns.precision);
+        metrics.eval_recall = Some(columns.recall);
+        metrics.eval_fb_ge_0_8 = Some(columns.fb_ge_0_8);
+        metrics.eval_turns = Some(columns.turns);
+    }
+    let timings = Timings {
+        step: step_no,
+        rollout_s: batch.policy_seconds,
+        tools_s: batch.tool_seconds,
+        reward_s: scores.seconds,
+        update_s: update.seconds,
+        eval_s: eval.seconds,
+    };
+    let rollouts = if log_rollouts {
+        batch
+            .records
+            .into_iter()
+            .enumerate()
+            .map(|(i, rollout)| LoggedRollout {
+                step: step_no,
+                rollout,
+                reward: scores.reward[i],
+                adv: scores.adv[i],
+                advantage: scores.advantage[i],
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    StepOutcome { metrics, timings, rollouts }
+}
+
+impl<P: Policy> Engine<P> {
+    /// Writes the step's rows (flushed) and, every `checkpoint_every` steps and
+    /// at the last, its checkpoint; returns the checkpoint's directory.
+    pub(super) fn record(&mut self, outcome: &StepOutcome) -> Result<Option<PathBuf>, EngineError> {
+        let logs = self.logs.as_mut().expect("open_logs opened the logs");
+        logs.metrics.write(&outcome.metrics)?;
+        logs.timings.write(&outcome.timings)?;
+        if let Some(log) = logs.rollouts.as_mut() {
+            logs.rollouts_bytes += log.write_all(&outcome.rollouts)?;
+        }
+        let every = self.config.checkpoint_every;
+        if every > 0 && (self.step.is_multiple_of(every) || self.step == self.config.total_steps) {
+            Ok(Some(self.write_checkpoint()?))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Opens (or, after a resume, restores) the run's log files under `out_dir`.
+    pub(super) fn open_logs(&mut self, out_dir: &Path) -> Result<(), EngineError> {
+        if self.logs.as_ref().is_some_and(|l| l.dir == out_dir) {
+            return Ok(());
+        }
+        fs::create_dir_all(out_dir).map_err(|e| EngineError::io(out_dir, e))?;
+        let metrics_path = out_dir.join(METRICS_FILE);
+        let timings_path = out_dir.join(TIMINGS_FILE);
+        let rollouts_path = out_dir.join(ROLLOUTS_FILE);
+        let (metrics, timings, rollouts, rollouts_bytes) = match self.resumed.take() {
+            Some((checkpoint_dir, bytes)) => {
+                // The checkpoint's copies hold exactly the rows of its steps;
+                // rows a killed run wrote after it are dropped.
+                restore_file(&checkpoint_dir.join(METRICS_FILE), &metrics_path)?;
+                restore_file(&checkpoint_dir.join(TIMINGS_FILE), &timings_path)?;
+                let rollouts = if self.config.log_rollouts {
+                    let existing = fs::metadata(&rollouts_path).map(|m| m.len()).unwrap_or(0);
+                    let keep = if existing >= bytes { Some(bytes) } else { None };
+                    Some((JsonlLog::open(&rollouts_path, keep)?, keep.unwrap_or(0)))
+                } else {
+                    None
+                };
+                let (rollouts, bytes) = rollouts.map_or((None, 0), |(log, b)| (Some(log), b));
+                (CsvLog::append(&metrics_path)?, CsvLog::append(&timings_path)?, rollouts, bytes)
+            }
+            None => {
+                let rollouts =
+                    if self.config.log_rollouts { Some(JsonlLog::open(&rollouts_path, None)?) } else { None };
+                (
+                    CsvLog::create(&metrics_path, &metrics::metrics_header())?,
+                    CsvLog::create(&timings_path, &metrics::timings_header())?,
+                    rollouts,
+                    0,
+                )
+            }
+        };
+        self.logs = Some(Logs { dir: out_dir.to_owned(), metrics, timings, rollouts, rollouts_bytes });
+        Ok(())
+    }
+
+    /// Writes the checkpoint of the current step under the open logs' directory.
+    fn write_checkpoint(&self) -> Result<PathBuf, EngineError> {
+        let logs = self.logs.as_ref().expect("checkpoints are written while running");
+        let dir = logs.dir.join("checkpoints").join(checkpoint::dir_name(self.step));
+        let state = EngineState {
+            version: checkpoint::VERSION,
+            step: self.step,
+            cursor: self.cursor,
+            config: self.config.clone(),
+            variant: self.variant.name().to_owned(),
+            variant_fingerprint: self.variant.fingerprint(),
+            rollouts_bytes: logs.rollouts_bytes,
+        };
+        let metrics = logs.dir.join(METRICS_FILE);
+        let timings = logs.dir.join(TIMINGS_FILE);
+        let policy = self.policy.state().map_err(EngineError::policy(self.step, Phase::Record, "state"))?;
+        checkpoint::write(&dir, &state, &policy, &[(METRICS_FILE, &metrics), (TIMINGS_FILE, &timings)])?;
+        if self.config.keep_only_latest_checkpoint {
+            checkpoint::prune_checkpoints(&logs.dir)?;
+        }
+        Ok(dir)
+    }
+}
+
+/// Copies `from` over `to` atomically (temporary file + rename).
+fn restore_file(from: &Path, to: &Path) -> Result<(), EngineError> {
+    let tmp = to.with_extension(format!("restore-{}", std::process::id()));
+    fs::copy(from, &tmp).map_err(|e| EngineError::io(from, e))?;
+    fs::rename(&tmp, to).map_err(|e| EngineError::io(to, e))
+}
