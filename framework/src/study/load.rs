@@ -1,11 +1,15 @@
 //! Loading a study file: TOML → [`StudyFile`] → every variant's reward program
 //! checked → [`Study`] with its expanded runs. Nothing runs before this
-//! succeeds; every problem is reported at once, rendered like the DSL's own
-//! diagnostics (`file:line:col`, source line, carets), pointing into the study
-//! file for TOML errors and inline formulas and into reward files for theirs.
+//! succeeds; every problem is reported at once as structured diagnostics
+//! ([`StudyDiagnostics`]: the DSL's [`Diagnostic`]s grouped by the file they
+//! point into, the study file for TOML errors and inline formulas and reward
+//! files for theirs), which the caller renders like the DSL's own
+//! (`file:line:col`, source line, carets).
+//!
+//! The library reads no file: the caller hands over the study's text and a
+//! function that reads the reward files it names.
 
 use std::collections::{BTreeMap, HashSet};
-use std::fs;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -34,8 +38,8 @@ pub struct Study {
     pub seeds: usize,
     pub base_seed: u64,
     pub variants: Vec<Variant>,
-    /// Rendered warnings (empty when none).
-    pub warnings: String,
+    /// Warnings (empty when none).
+    pub warnings: StudyDiagnostics,
 }
 
 /// One variant's reward program, checked.
@@ -67,16 +71,52 @@ pub struct RunSpec {
 
 /// Why a study cannot run.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StudyError {
-    #[error("reading {path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// Rendered diagnostics (TOML, variants, reward files).
-    #[error("{rendered}")]
-    Invalid { rendered: String },
+    /// Errors (and any warnings) of the TOML, the variants and the reward
+    /// files; [`StudyDiagnostics::render`] draws them.
+    #[error("the study has {} error(s)", diagnostics.error_count())]
+    Invalid { diagnostics: StudyDiagnostics },
+}
+
+/// A study's diagnostics, grouped by the file they point into: the study file
+/// first, then each reward file it names, in path order.
+#[derive(Clone, Debug, Default)]
+pub struct StudyDiagnostics {
+    pub files: Vec<FileDiagnostics>,
+}
+
+/// The diagnostics of one file, in the order they are shown.
+#[derive(Clone, Debug)]
+pub struct FileDiagnostics {
+    /// The file as it was checked (its display name and text, for line and
+    /// column lookup).
+    pub file: SourceFile,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl StudyDiagnostics {
+    /// Whether there is nothing to report.
+    pub fn is_empty(&self) -> bool {
+        self.files.iter().all(|f| f.diagnostics.is_empty())
+    }
+
+    /// How many diagnostics are errors.
+    pub fn error_count(&self) -> usize {
+        self.iter().filter(|(_, d)| d.is_error()).count()
+    }
+
+    /// Every diagnostic with the file it points into, in display order.
+    pub fn iter(&self) -> impl Iterator<Item = (&SourceFile, &Diagnostic)> {
+        self.files.iter().flat_map(|f| f.diagnostics.iter().map(move |d| (&f.file, d)))
+    }
+
+    /// The text a terminal shows: each diagnostic as `file:line:col:
+    /// severity[code]: message`, its source line, carets, help and notes
+    /// (the DSL's renderer).
+    pub fn render(&self) -> String {
+        self.files.iter().filter(|f| !f.diagnostics.is_empty()).map(|f| render_all(&f.file, &f.diagnostics)).collect()
+    }
 }
 
 impl Study {
@@ -116,52 +156,50 @@ pub fn default_checkpoint_every(total_steps: usize) -> usize {
     total_steps.div_ceil(DEFAULT_CHECKPOINTS_PER_RUN).max(1)
 }
 
-/// Whether the study text sets `training.checkpoint_every` (the parsed
-/// [`EngineConfig`] cannot tell a default from an explicit value).
-fn checkpoint_every_set(text: &str) -> bool {
-    toml::from_str::<toml::Table>(text)
-        .ok()
-        .and_then(|t| t.get("training")?.as_table()?.get("checkpoint_every").cloned())
-        .is_some()
-}
-
 /// `runs/<variant>/seed-NNN`.
 pub fn run_dir(variant: &str, seed_index: usize) -> PathBuf {
     Path::new("runs").join(variant).join(format!("seed-{seed_index:03}"))
 }
 
-/// Reads and checks a study file.
-pub fn load_study(path: &Path) -> Result<Study, StudyError> {
-    let text = fs::read_to_string(path).map_err(|source| StudyError::Io { path: path.to_owned(), source })?;
-    parse_study(path, &text)
-}
+/// Reads a file a study names (a reward file), given its path.
+pub type ReadFile<'a> = &'a dyn Fn(&Path) -> std::io::Result<String>;
 
-/// Checks a study given its text (`path` names it and anchors relative paths).
-pub fn parse_study(path: &Path, text: &str) -> Result<Study, StudyError> {
+/// Checks a study given its text: `path` names it in diagnostics and anchors
+/// its relative paths; `read_file` reads the reward files its variants name.
+pub fn parse_study(path: &Path, text: &str, read_file: ReadFile<'_>) -> Result<Study, StudyError> {
     let file = SourceFile::new(path.display().to_string(), text);
-    let spec: StudyFile = match toml::from_str(text) {
+    let spec = match StudyFile::parse(text) {
         Ok(spec) => spec,
         Err(e) => {
             let span = e.span().map_or(Span::new(0, 0), |r| Span::new(r.start, r.end));
             let diag = Diagnostic::error("study-toml", span, e.message().to_string());
-            return Err(StudyError::Invalid { rendered: render_all(&file, &[diag]) });
+            let diagnostics = StudyDiagnostics { files: vec![FileDiagnostics { file, diagnostics: vec![diag] }] };
+            return Err(StudyError::Invalid { diagnostics });
         }
     };
     let base = path.parent().unwrap_or(Path::new("")).to_owned();
     let no_functions = matches!(spec.policy, PolicySpec::Proxy(_));
-    let mut ck =
-        Checker { file: &file, base: &base, study_diags: Vec::new(), reward_files: BTreeMap::new(), no_functions };
-    let study = ck.study(path, spec, checkpoint_every_set(text));
-    let rendered = ck.render();
+    let mut ck = Checker {
+        file: &file,
+        base: &base,
+        read_file,
+        study_diags: Vec::new(),
+        reward_files: BTreeMap::new(),
+        no_functions,
+    };
+    let study = ck.study(path, spec);
+    let has_errors = ck.has_errors();
+    let diagnostics = ck.diagnostics();
     match study {
-        Some(study) if !ck.has_errors() => Ok(Study { warnings: rendered, ..study }),
-        _ => Err(StudyError::Invalid { rendered }),
+        Some(study) if !has_errors => Ok(Study { warnings: diagnostics, ..study }),
+        _ => Err(StudyError::Invalid { diagnostics }),
     }
 }
 
 struct Checker<'a> {
     file: &'a SourceFile,
     base: &'a Path,
+    read_file: ReadFile<'a>,
     study_diags: Vec<Diagnostic>,
     /// Diagnostics of referenced reward files, by path.
     reward_files: BTreeMap<PathBuf, (SourceFile, Vec<Diagnostic>)>,
@@ -207,24 +245,23 @@ impl Checker<'_> {
         self.study_diags.iter().chain(self.reward_files.values().flat_map(|(_, d)| d)).any(Diagnostic::is_error)
     }
 
-    fn render(&mut self) -> String {
+    /// The findings, each once, the study file's in source order; files
+    /// without findings are left out.
+    fn diagnostics(&mut self) -> StudyDiagnostics {
         // Grid variants repeat formulas: say each finding once.
         let mut seen = HashSet::new();
         self.study_diags.retain(|d| seen.insert((d.span, d.code, d.message.clone())));
         self.study_diags.sort_by_key(|d| (d.span.range().start, std::cmp::Reverse(d.severity)));
-        let mut out = String::new();
-        if !self.study_diags.is_empty() {
-            out.push_str(&render_all(self.file, &self.study_diags));
-        }
-        for (source, diags) in self.reward_files.values() {
-            if !diags.is_empty() {
-                out.push_str(&render_all(source, diags));
-            }
-        }
-        out
+        let study = (self.file.clone(), std::mem::take(&mut self.study_diags));
+        let files = std::iter::once(study)
+            .chain(std::mem::take(&mut self.reward_files).into_values())
+            .filter(|(_, diagnostics)| !diagnostics.is_empty())
+            .map(|(file, diagnostics)| FileDiagnostics { file, diagnostics })
+            .collect();
+        StudyDiagnostics { files }
     }
 
-    fn study(&mut self, path: &Path, spec: StudyFile, checkpoint_every_set: bool) -> Option<Study> {
+    fn study(&mut self, path: &Path, spec: StudyFile) -> Option<Study> {
         let name = match &spec.name {
             Some(n) => {
                 if !safe_name(n.get_ref()) {
@@ -253,7 +290,7 @@ impl Checker<'_> {
             }
             None => EngineConfig::default(),
         };
-        if !checkpoint_every_set {
+        if spec.checkpoint_every.is_none() {
             training.checkpoint_every = default_checkpoint_every(training.total_steps);
         }
         let summary = spec.summary.clone();
@@ -306,7 +343,7 @@ impl Checker<'_> {
             seeds: *spec.seeds.get_ref(),
             base_seed: spec.base_seed,
             variants,
-            warnings: String::new(),
+            warnings: StudyDiagnostics::default(),
         })
     }
 
@@ -368,7 +405,7 @@ impl Checker<'_> {
         options: &CheckOptions,
     ) -> Option<Variant> {
         let path = self.base.join(file.get_ref());
-        let text = match fs::read_to_string(&path) {
+        let text = match (self.read_file)(&path) {
             Ok(t) => t,
             Err(e) => {
                 self.error(span_of(file), format!("cannot read reward file {}: {e}", path.display()));

@@ -1,16 +1,29 @@
 //! The study runner's library half: study files (a grid of reward variants ×
-//! seeds) checked before anything runs ([`load`]), offline replay of variants on
-//! logged rollouts ([`replay`]), and the outputs of a finished study — summary
-//! tables with confidence intervals, baselines and plots ([`summary`], [`plots`]).
+//! seeds) checked before anything runs ([`load`], with structured
+//! diagnostics the caller renders), training every run with restartable
+//! runs ([`train`] over the worker [`pool`], the done/resume protocol in
+//! [`runs`]), what concurrent runners share, published atomically
+//! ([`publish`]), Slurm array scripts and run manifests ([`slurm`]), offline
+//! replay of variants on logged rollouts ([`replay`]), and the outputs of a
+//! finished study — summary tables with confidence intervals, baselines and
+//! plots ([`summary`], [`plots`]).
 //!
-//! Training itself is the engine's ([`crate::engine`]); the `study` binary joins the two.
+//! Training steps are the engine's ([`crate::engine`]); the `study` binary
+//! reads files, parses arguments, draws progress bars and prints.
 
 pub mod baseline;
 pub mod load;
+pub mod pool;
+pub mod publish;
+pub mod runs;
+pub mod slurm;
 pub mod spec;
 mod synth;
+pub mod train;
 
-pub use load::{RunSpec, Study, StudyError, Variant, load_study, parse_study, run_dir};
+pub use load::{
+    FileDiagnostics, ReadFile, RunSpec, Study, StudyDiagnostics, StudyError, Variant, parse_study, run_dir,
+};
 pub use spec::{GridSpec, PolicySpec, Qwen3Spec, StudyFile, SummarySpec, TaskSpec, VariantSpec};
 pub mod plots;
 pub mod replay;
@@ -20,7 +33,22 @@ pub mod summary;
 pub use baseline::{bm25_baseline, bm25_baseline_with};
 pub use plots::write_plots;
 pub use replay::{ReplayRow, replay, replay_markdown};
+pub use runs::{DONE_FILE, RunStatus, Start, run_finished};
 pub use summary::{Manifest, Summary, SummaryError, summarize, write_tables};
+pub use train::{PolicyContext, Progress, RunError, RunProgress, StudyTasks, TrainError, train_runs};
+
+/// An error and its causes, `: `-separated, each once (the library's error
+/// `Display`s never repeat their `source`).
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        out.push_str(": ");
+        out.push_str(&e.to_string());
+        cause = e.source();
+    }
+    out
+}
 
 #[cfg(test)]
 mod tests;

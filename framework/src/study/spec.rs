@@ -31,11 +31,32 @@ pub struct StudyFile {
     /// `seed` is set per run from the seed index and may not appear here.
     #[serde(default)]
     pub training: Option<Spanned<EngineConfig>>,
+    /// `training.checkpoint_every` when the file sets it (the parsed
+    /// [`EngineConfig`] cannot tell a default from an explicit value), filled
+    /// in by [`StudyFile::parse`].
+    #[serde(skip)]
+    pub checkpoint_every: Option<usize>,
     #[serde(default)]
     pub summary: SummarySpec,
     #[serde(default)]
     pub variants: Vec<VariantSpec>,
     pub grid: Option<GridSpec>,
+}
+
+impl StudyFile {
+    /// Parses a study file's text: the TOML document is parsed once, asked
+    /// whether `training.checkpoint_every` is present, then deserialised with
+    /// its spans (errors point into `text`).
+    pub fn parse(text: &str) -> Result<StudyFile, toml::de::Error> {
+        let document = toml::de::DeTable::parse(text)?;
+        let set = match document.get_ref().get("training").map(|t| t.get_ref()) {
+            Some(toml::de::DeValue::Table(t)) => t.get("checkpoint_every").is_some(),
+            _ => false,
+        };
+        let mut spec = StudyFile::deserialize(toml::de::Deserializer::from(document))?;
+        spec.checkpoint_every = spec.training.as_ref().filter(|_| set).map(|t| t.get_ref().checkpoint_every);
+        Ok(spec)
+    }
 }
 
 /// Where the tasks come from.

@@ -101,19 +101,19 @@ pub struct Summary {
 /// Reading results failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SummaryError {
-    #[error("{path}: {source}")]
+    #[error("{}", path.display())]
     Io {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: {source}")]
+    #[error("{}", path.display())]
     Csv {
         path: PathBuf,
         #[source]
         source: csv::Error,
     },
-    #[error("{path}: {source}")]
+    #[error("{}", path.display())]
     Json {
         path: PathBuf,
         #[source]

@@ -12,16 +12,32 @@ fn studies_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../studies")
 }
 
+/// What the binary does: reward files are read from disk.
+fn read_file(path: &Path) -> std::io::Result<String> {
+    std::fs::read_to_string(path)
+}
+
+/// Reads and checks a study file, as the binary does.
+fn load_study(path: &Path) -> Result<Study, StudyError> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    parse_study(path, &text, &read_file)
+}
+
 /// A study file in the repository's `studies/` directory (so `../rewards/...` resolves).
 fn parse(text: &str) -> Result<Study, StudyError> {
-    parse_study(&studies_dir().join("test.toml"), text)
+    parse_study(&studies_dir().join("test.toml"), text, &read_file)
+}
+
+/// The rendered diagnostics of an invalid study.
+fn rendered(result: Result<Study, StudyError>) -> String {
+    match result {
+        Err(StudyError::Invalid { diagnostics }) => diagnostics.render(),
+        other => panic!("expected an invalid study, got {other:?}"),
+    }
 }
 
 fn invalid(text: &str) -> String {
-    match parse(text) {
-        Err(StudyError::Invalid { rendered }) => rendered,
-        other => panic!("expected an invalid study, got {other:?}"),
-    }
+    rendered(parse(text))
 }
 
 const HEAD: &str = "seeds = 2\n[tasks]\nsource = \"synthetic\"\n[policy]\nkind = \"proxy\"\n";
@@ -83,10 +99,7 @@ fn study_reward_file_errors_point_into_the_reward_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("broken.reward"), "reward = Fb(file) +\n").expect("write");
     let text = format!("{HEAD}[[variants]]\nname = \"x\"\nfile = \"broken.reward\"\nparams = {{ nope = 1 }}\n");
-    let out = match parse_study(&dir.path().join("s.toml"), &text) {
-        Err(StudyError::Invalid { rendered }) => rendered,
-        other => panic!("{other:?}"),
-    };
+    let out = rendered(parse_study(&dir.path().join("s.toml"), &text, &read_file));
     assert!(out.contains("broken.reward:1:"), "{out}");
     // An unknown param override on a good file points at the study's value.
     let text =

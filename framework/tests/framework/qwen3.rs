@@ -322,9 +322,11 @@ fn one_grpo_step_of_the_engine_trains_the_adapters_and_nothing_else() {
 #[test]
 fn the_tiny_qwen3_study_file_checks_and_selects_the_qwen3_policy() {
     use rewardlab_framework::study::spec::{ModelDevice, ModelDtype};
-    use rewardlab_framework::study::{PolicySpec, load_study};
+    use rewardlab_framework::study::{PolicySpec, parse_study};
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../studies/qwen3_tiny.toml");
-    let study = load_study(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path).expect("the study file");
+    let study = parse_study(&path, &text, &|p: &Path| std::fs::read_to_string(p))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let PolicySpec::Qwen3(spec) = &study.policy else { panic!("not the Qwen3 policy: {:?}", study.policy) };
     assert!(spec.tiny_if_missing);
     let warm = spec.warm_start.as_ref().expect("the tiny study warm-starts with SFT");

@@ -3,7 +3,6 @@
 //!
 //! A thin layer over `rewardlab_framework::study`: parsing arguments and printing.
 
-mod publish;
 mod run;
 mod slurm;
 
@@ -15,6 +14,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use rewardlab_framework::study::{self, Study, StudyError};
+use std::fs;
 
 /// Run GRPO studies: every variant of a study file × every seed, then summary
 /// tables (mean ± 95% CI over seeds), a BM25 baseline and per-step plots under
@@ -105,15 +105,17 @@ fn main() -> ExitCode {
     }
 }
 
-/// Loads a study, printing diagnostics; `None` when it is invalid.
+/// Reads and checks a study file (and the reward files it names), printing
+/// its diagnostics; `None` when it is invalid.
 fn load(path: &Path) -> Result<Option<Study>> {
-    match study::load_study(path) {
+    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    match study::parse_study(path, &text, &|reward: &Path| fs::read_to_string(reward)) {
         Ok(s) => {
-            eprint!("{}", s.warnings);
+            eprint!("{}", s.warnings.render());
             Ok(Some(s))
         }
-        Err(StudyError::Invalid { rendered }) => {
-            eprint!("{rendered}");
+        Err(StudyError::Invalid { diagnostics }) => {
+            eprint!("{}", diagnostics.render());
             Ok(None)
         }
         Err(e) => Err(e.into()),

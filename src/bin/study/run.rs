@@ -4,14 +4,11 @@
 use std::path::Path;
 
 use anyhow::{Result, bail};
-use rewardlab_framework::study::{Manifest, PolicySpec, RunSpec, Study};
+use rewardlab_framework::study::{self, Manifest, PolicySpec, RunSpec, Study};
 
 mod qwen3;
 mod tasks;
 mod train;
-
-/// Whether a run is finished (`study merge` asks before summarising).
-pub use train::run_finished;
 
 /// `study [STUDY.toml]`. Without `--jobs`, proxy-policy runs train one per
 /// core (each is single-threaded but for tool calls) and Qwen3 runs one at a
@@ -27,7 +24,7 @@ pub fn run(path: &Path, jobs: Option<usize>, results: &Path) -> Result<u8> {
     });
     let dir = results.join(&s.name);
     let runs = s.runs();
-    crate::publish::write_manifest(&dir, &Manifest::new(&s, &runs))?;
+    study::publish::write_manifest(&dir, &Manifest::new(&s, &runs))?;
     // The other runs' results are worth a summary even when some run failed.
     let trained = run_study(&s, &runs, jobs, &dir);
     let summarized = super::summarize(&dir);

@@ -1,4 +1,6 @@
-//! Studies on a Slurm cluster, without a scheduler of our own: `study slurm`
+//! Studies on a Slurm cluster, without a scheduler of our own (the script,
+//! the run manifest and run statuses are `rewardlab_framework::study`'s; this
+//! module is the three subcommands' arguments and printing): `study slurm`
 //! hands the expanded grid to Slurm as one array job (task i = run i),
 //! `study run-one` is what each array task runs, and `study merge` checks
 //! which runs finished and summarises them exactly as a local `study` does.
@@ -6,10 +8,8 @@
 //! Everything a task needs travels through shared storage: the study file,
 //! the results directory (`<results>/<study>/`, holding runs, the shared task
 //! repository and store, `manifest.json`, the baseline) and the study binary.
-//! Tasks publish the shared pieces atomically (`crate::publish`), so any
+//! Tasks publish the shared pieces atomically (`study::publish`), so any
 //! number of them may start at once, and any may be resubmitted.
-
-mod script;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -17,15 +17,11 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use rewardlab_framework::engine::{METRICS_FILE, latest_checkpoint};
-use rewardlab_framework::study::summary::{BASELINE_FILE, read_metrics};
-use rewardlab_framework::study::{Manifest, RunSpec, Study};
-use serde::Serialize;
-
-pub use script::{SbatchOptions, Script, index_list, parse_indices, shell_quote};
-
-/// Run manifest beside the script: which array index trains which run.
-pub const RUN_MANIFEST_SUFFIX: &str = ".runs.json";
+use rewardlab_framework::study::slurm::{
+    ArrayManifest, RUN_MANIFEST_SUFFIX, SbatchOptions, Script, index_list, parse_indices, shell_quote,
+};
+use rewardlab_framework::study::summary::BASELINE_FILE;
+use rewardlab_framework::study::{Manifest, RunSpec, RunStatus, publish};
 
 /// `study slurm`.
 #[derive(Debug, Args)]
@@ -87,58 +83,6 @@ pub struct MergeArgs {
     partial: bool,
 }
 
-/// One line of the run manifest.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ArrayRun {
-    pub index: usize,
-    pub variant: String,
-    pub seed_index: usize,
-    pub seed: u64,
-    /// Relative to `results`.
-    pub dir: PathBuf,
-}
-
-/// `<study>.runs.json`: the array job's index → run map, with the paths the tasks use.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ArrayManifest {
-    pub study: String,
-    pub study_file: PathBuf,
-    pub study_bin: PathBuf,
-    /// The study's results directory (`<results>/<study>`).
-    pub results: PathBuf,
-    pub script: PathBuf,
-    pub runs: Vec<ArrayRun>,
-}
-
-impl ArrayManifest {
-    pub fn new(study: &Study, runs: &[RunSpec], script: &Script<'_>) -> ArrayManifest {
-        ArrayManifest {
-            study: study.name.clone(),
-            study_file: script.study_file.to_owned(),
-            study_bin: script.study_bin.to_owned(),
-            results: script.results.join(&study.name),
-            script: script.script.to_owned(),
-            runs: runs
-                .iter()
-                .enumerate()
-                .map(|(index, r)| ArrayRun {
-                    index,
-                    variant: r.variant_name.clone(),
-                    seed_index: r.seed_index,
-                    seed: r.seed,
-                    dir: r.dir.clone(),
-                })
-                .collect(),
-        }
-    }
-
-    /// The JSON text written to `<study>.runs.json`.
-    pub fn to_json(&self) -> Result<String> {
-        let json = serde_json::to_string_pretty(self).context("the run manifest (paths must be UTF-8)")?;
-        Ok(json + "\n")
-    }
-}
-
 /// `study slurm`: writes the script and run manifest, prepares the study's
 /// shared pieces once (so a broken task source fails here, not in every task),
 /// and prints the `sbatch` command on stdout.
@@ -189,20 +133,16 @@ pub fn slurm(args: &SlurmArgs) -> Result<u8> {
     };
     let text = script.render()?;
 
-    crate::publish::write_manifest(&study_dir, &Manifest::new(&s, &runs))?;
+    publish::write_manifest(&study_dir, &Manifest::new(&s, &runs))?;
     // The task set, repository store and baseline, with no run to train.
     super::run::run_study(&s, &[], 1, &study_dir).context("preparing the study's tasks")?;
 
     let manifest_path = out_dir.join(format!("{}{RUN_MANIFEST_SUFFIX}", s.name));
     let json = ArrayManifest::new(&s, &runs, &script).to_json()?;
     let manifest_name = manifest_path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
-    crate::publish::publish_file(&out_dir, &manifest_name, |dir| {
-        fs::write(dir.join(&manifest_name), json).context("writing the run manifest")
-    })?;
+    publish::write_text(&out_dir, &manifest_name, &json, "the run manifest")?;
     let script_name = script_path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
-    crate::publish::publish_file(&out_dir, &script_name, |dir| {
-        fs::write(dir.join(&script_name), &text).context("writing the sbatch script")
-    })?;
+    publish::write_text(&out_dir, &script_name, &text, "the sbatch script")?;
 
     eprintln!(
         "{}: {} runs ({} variants × {} seeds) as array {}",
@@ -238,7 +178,7 @@ pub fn run_one(args: &RunOneArgs) -> Result<u8> {
         );
     };
     let study_dir = args.results.join(&s.name);
-    crate::publish::write_manifest(&study_dir, &Manifest::new(&s, &runs))?;
+    publish::write_manifest(&study_dir, &Manifest::new(&s, &runs))?;
     let status = RunStatus::of(&s, run, &study_dir);
     eprintln!(
         "{}: run {} of {}: {} seed index {} (seed {}) in {}: {status}",
@@ -274,7 +214,7 @@ pub fn merge(args: &MergeArgs) -> Result<u8> {
     }
     let study_dir = study_dir.canonicalize().with_context(|| format!("resolving {}", study_dir.display()))?;
     // The study file is the authority: summarise exactly its runs, in its order.
-    crate::publish::write_manifest(&study_dir, &Manifest::new(&s, &runs))?;
+    publish::write_manifest(&study_dir, &Manifest::new(&s, &runs))?;
     let unfinished: Vec<(usize, &RunSpec, RunStatus)> = runs
         .iter()
         .enumerate()
@@ -308,58 +248,4 @@ pub fn merge(args: &MergeArgs) -> Result<u8> {
     }
     super::summarize(&study_dir)?;
     Ok(0)
-}
-
-/// Where a run stands, read from its directory.
-#[derive(Clone, Debug, PartialEq)]
-pub enum RunStatus {
-    Finished,
-    /// No `metrics.csv`: never started, or failed before its first step.
-    NotStarted,
-    /// Some steps done; `checkpoint`: the step it would resume from.
-    Stopped {
-        steps: usize,
-        total: usize,
-        checkpoint: bool,
-    },
-    /// `metrics.csv` cannot be read.
-    Unreadable(String),
-}
-
-impl RunStatus {
-    pub fn of(study: &Study, run: &RunSpec, study_dir: &Path) -> RunStatus {
-        let total = study.engine_config(run).total_steps;
-        let dir = study_dir.join(&run.dir);
-        if super::run::run_finished(&dir, total) {
-            return RunStatus::Finished;
-        }
-        let metrics = dir.join(METRICS_FILE);
-        if !metrics.is_file() {
-            return RunStatus::NotStarted;
-        }
-        match read_metrics(&metrics) {
-            Ok(rows) => RunStatus::Stopped {
-                steps: rows.last().map_or(0, |r| r.step),
-                total,
-                checkpoint: latest_checkpoint(&dir).is_some(),
-            },
-            Err(e) => RunStatus::Unreadable(e.to_string()),
-        }
-    }
-}
-
-impl std::fmt::Display for RunStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RunStatus::Finished => write!(f, "finished"),
-            RunStatus::NotStarted => write!(f, "not started (no {METRICS_FILE})"),
-            RunStatus::Stopped { steps, total, checkpoint: true } => {
-                write!(f, "stopped at step {steps} of {total} (resumes from its last checkpoint)")
-            }
-            RunStatus::Stopped { steps, total, checkpoint: false } => {
-                write!(f, "stopped at step {steps} of {total} (no checkpoint: restarts)")
-            }
-            RunStatus::Unreadable(e) => write!(f, "unreadable {METRICS_FILE}: {e}"),
-        }
-    }
 }

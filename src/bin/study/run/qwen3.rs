@@ -14,14 +14,14 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use rewardlab_framework::study::spec::{ModelDevice, ModelDtype};
-use rewardlab_framework::study::{Qwen3Spec, RunSpec, Study};
+use rewardlab_framework::study::{PolicyContext, Qwen3Spec, RunSpec, Study};
 use rewardlab_framework::warm_start::{self, Conversation, WarmStartSpec};
 use rewardlab_models::agent_qwen3::{AgentOptions, Qwen3Agent};
 use rewardlab_models::lora::{LoraConfig, TargetModule};
 use rewardlab_models::policy::PolicyOptions;
 use rewardlab_models::{DType, Device};
 
-use super::train::{PolicyContext, train_with};
+use super::train::train_with;
 
 /// The SFT warm start's report, inside a run's directory.
 pub const WARM_START_REPORT: &str = "warm_start.json";

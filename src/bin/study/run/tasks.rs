@@ -4,7 +4,7 @@
 //! - **synthetic**: the repository is regenerated each time (it is
 //!   deterministic in its seed and takes well under a second) into a fresh
 //!   directory that then replaces `<study>/data/repo.git` unless an identical
-//!   one is there (`crate::publish::publish_dir`: concurrent runners keep
+//!   one is there (`study::publish::publish_dir`: concurrent runners keep
 //!   theirs), so a half-written one from a killed run is never reused. The
 //!   store is `<study>/store`.
 //! - **swebench**: JSONL instances name repositories `owner/name`; the study's
@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use rewardlab_framework::engine::TaskSet;
-use rewardlab_framework::study::{Study, TaskSpec};
+use rewardlab_framework::study::{Study, TaskSpec, publish};
 use rewardlab_framework::synthetic;
 use rewardlab_rewards::tasks::{CommitOptions, RepoRef, Task, load_swebench, mine_commits};
 use rewardlab_sandbox::RepoStore;
@@ -100,7 +100,7 @@ fn synthetic_tasks(study: &Study, study_dir: &Path) -> Result<TaskSet> {
     // Half-written repositories of killed processes (and our own, from an earlier call).
     // Concurrent runners of the study (Slurm array tasks) generate beside us right now, so
     // only copies older than any generation takes are theirs to lose.
-    let fresh = data.join(format!("repo.git.tmp-{}", crate::publish::unique_tag()));
+    let fresh = data.join(format!("repo.git.tmp-{}", publish::unique_tag()));
     const ABANDONED_AFTER: std::time::Duration = std::time::Duration::from_secs(600);
     for entry in fs::read_dir(&data).with_context(|| format!("listing {}", data.display()))? {
         let path = entry.with_context(|| format!("listing {}", data.display()))?.path();
@@ -117,7 +117,7 @@ fn synthetic_tasks(study: &Study, study_dir: &Path) -> Result<TaskSet> {
     // Published unless an identical repository is in place, which concurrent runners keep
     // reading; commit ids are a function of the whole content (fixed identities and dates).
     let stamp: String = source.commits.iter().map(|c| format!("{}\n", c.id)).collect();
-    crate::publish::publish_dir(&fresh, &repo, &stamp)?;
+    publish::publish_dir(&fresh, &repo, &stamp)?;
     // Absolute, so the sandbox finds the repository whatever the working directory.
     source.repo_path = repo.canonicalize().with_context(|| format!("resolving {}", repo.display()))?;
     TaskSet::from_synthetic(&source, AUX_MIN_WEIGHT).context("building the task set")
@@ -218,7 +218,37 @@ fn check_commits(tasks: &TaskSet, store: &RepoStore) -> Result<BTreeMap<String, 
 
 #[cfg(test)]
 mod tests {
+    use rewardlab_framework::study::parse_study;
+
     use super::*;
+
+    /// A two-variant proxy study on a small synthetic source.
+    fn study(dir: &Path) -> Study {
+        let text = "seeds = 1\n[tasks]\nsource = \"synthetic\"\nseed = 1\nfiles = 40\ncommits = 2\ntasks = 12\n\
+             [policy]\nkind = \"proxy\"\n[training]\ntotal_steps = 1\nprompts_per_step = 2\ngroup_size = 2\n\
+             eval_every = 0\n[[variants]]\nname = \"fb\"\nreward = 'Fb(file)'\n\
+             [[variants]]\nname = \"recall\"\nreward = 'R(file)'\n";
+        parse_study(&dir.join("t.toml"), text, &|p: &Path| fs::read_to_string(p)).expect("a valid study")
+    }
+
+    #[test]
+    fn the_synthetic_repository_is_regenerated_over_a_broken_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = study(dir.path());
+        let first = prepare(&s, dir.path()).expect("tasks").tasks;
+        // What a run killed while writing the repository might leave.
+        let repo = dir.path().join("data/repo.git");
+        fs::remove_dir_all(&repo).expect("remove");
+        fs::create_dir_all(repo.join("objects")).expect("mkdir");
+        fs::write(repo.join("HEAD"), "garbage").expect("write");
+        let again = prepare(&s, dir.path()).expect("tasks over a broken repository");
+        assert_eq!(again.tasks, first);
+        assert_eq!(again.tasks.tasks.len(), 12);
+        // Every task's commit resolves in the regenerated repository.
+        for t in &again.tasks.tasks {
+            again.store.repo(&t.repo).and_then(|r| r.resolve(&t.commit)).expect("resolves");
+        }
+    }
 
     #[test]
     fn local_store_names_are_valid_store_names() {

@@ -1,11 +1,35 @@
-//! The sbatch array script `study slurm` writes: `#SBATCH` directives (only
-//! for the options given, besides the array, job name and log files), then
-//! one `exec` of `study run-one` with absolute paths, so a task runs the same
-//! from whatever directory Slurm starts it in.
+//! Studies on a Slurm cluster, without a scheduler of our own: the sbatch
+//! array script (`#SBATCH` directives only for the options given, besides the
+//! array, job name and log files, then one `exec` of `study run-one` with
+//! absolute paths, so a task runs the same from whatever directory Slurm
+//! starts it in), the run manifest `<study>.runs.json` (array index → run),
+//! and Slurm's index-list syntax.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Result, bail};
+use serde::Serialize;
+
+use super::{RunSpec, Study};
+
+/// Run manifest beside the script: which array index trains which run.
+pub const RUN_MANIFEST_SUFFIX: &str = ".runs.json";
+
+/// A script or an index list that cannot be written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SlurmError {
+    /// sbatch splits `#SBATCH` lines at blanks and has no quoting that survives every version.
+    #[error("`{directive}` contains white space, which an #SBATCH line cannot hold; use paths and values without it")]
+    WhiteSpace { directive: String },
+    #[error("`{part}` in `{text}` is not a run index")]
+    NotAnIndex { part: String, text: String },
+    #[error("`{part}` in `{text}` is an empty range")]
+    EmptyRange { part: String, text: String },
+    #[error("run index {index} is out of range: the study has {runs} runs (0-{})", runs.saturating_sub(1))]
+    OutOfRange { index: usize, runs: usize },
+    #[error("the run manifest (paths must be UTF-8)")]
+    Manifest(#[source] serde_json::Error),
+}
 
 /// Resource and scheduling options, each written as an `#SBATCH` line when set.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -58,7 +82,7 @@ impl Script<'_> {
     }
 
     /// The script's text. Fails on values that would break out of their `#SBATCH` line.
-    pub fn render(&self) -> Result<String> {
+    pub fn render(&self) -> Result<String, SlurmError> {
         let o = self.options;
         let mut directives = vec![
             format!("--job-name=study-{}", self.study_name),
@@ -70,11 +94,8 @@ impl Script<'_> {
         directives.extend(o.gpus_per_task.map(|n| format!("--gpus-per-task={n}")));
         directives.extend(o.cpus_per_task.map(|n| format!("--cpus-per-task={n}")));
         directives.extend(o.extra.iter().cloned());
-        for d in &directives {
-            // sbatch splits `#SBATCH` lines at blanks and has no quoting that survives every version.
-            if d.chars().any(char::is_whitespace) {
-                bail!("`{d}` contains white space, which an #SBATCH line cannot hold; use paths and values without it");
-            }
+        if let Some(d) = directives.iter().find(|d| d.chars().any(char::is_whitespace)) {
+            return Err(SlurmError::WhiteSpace { directive: d.clone() });
         }
         let bin = shell_quote(self.study_bin);
         let study = shell_quote(self.study_file);
@@ -103,22 +124,75 @@ impl Script<'_> {
     }
 }
 
+/// One line of the run manifest.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ArrayRun {
+    pub index: usize,
+    pub variant: String,
+    pub seed_index: usize,
+    pub seed: u64,
+    /// Relative to `results`.
+    pub dir: PathBuf,
+}
+
+/// `<study>.runs.json`: the array job's index → run map, with the paths the tasks use.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ArrayManifest {
+    pub study: String,
+    pub study_file: PathBuf,
+    pub study_bin: PathBuf,
+    /// The study's results directory (`<results>/<study>`).
+    pub results: PathBuf,
+    pub script: PathBuf,
+    pub runs: Vec<ArrayRun>,
+}
+
+impl ArrayManifest {
+    /// The manifest of `runs` (array task i = `runs[i]`) under `script`.
+    pub fn new(study: &Study, runs: &[RunSpec], script: &Script<'_>) -> ArrayManifest {
+        ArrayManifest {
+            study: study.name.clone(),
+            study_file: script.study_file.to_owned(),
+            study_bin: script.study_bin.to_owned(),
+            results: script.results.join(&study.name),
+            script: script.script.to_owned(),
+            runs: runs
+                .iter()
+                .enumerate()
+                .map(|(index, r)| ArrayRun {
+                    index,
+                    variant: r.variant_name.clone(),
+                    seed_index: r.seed_index,
+                    seed: r.seed,
+                    dir: r.dir.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The JSON text written to `<study>.runs.json`.
+    pub fn to_json(&self) -> Result<String, SlurmError> {
+        let json = serde_json::to_string_pretty(self).map_err(SlurmError::Manifest)?;
+        Ok(json + "\n")
+    }
+}
+
 /// Parses `3,5` or `0-2,7` into ascending, distinct indices below `runs`.
-pub fn parse_indices(text: &str, runs: usize) -> Result<Vec<usize>> {
+pub fn parse_indices(text: &str, runs: usize) -> Result<Vec<usize>, SlurmError> {
     let mut out = Vec::new();
     for part in text.split(',').map(str::trim) {
-        let parse = |s: &str| -> Result<usize> {
-            s.trim().parse().map_err(|_| anyhow::anyhow!("`{s}` in `{text}` is not a run index"))
+        let parse = |s: &str| -> Result<usize, SlurmError> {
+            s.trim().parse().map_err(|_| SlurmError::NotAnIndex { part: s.to_owned(), text: text.to_owned() })
         };
         let (lo, hi) = match part.split_once('-') {
             Some((a, b)) => (parse(a)?, parse(b)?),
             None => (parse(part)?, parse(part)?),
         };
         if lo > hi {
-            bail!("`{part}` in `{text}` is an empty range");
+            return Err(SlurmError::EmptyRange { part: part.to_owned(), text: text.to_owned() });
         }
         if hi >= runs {
-            bail!("run index {hi} is out of range: the study has {runs} runs (0-{})", runs.saturating_sub(1));
+            return Err(SlurmError::OutOfRange { index: hi, runs });
         }
         out.extend(lo..=hi);
     }
@@ -156,6 +230,8 @@ pub fn shell_quote(path: &Path) -> String {
 
 #[cfg(test)]
 mod tests {
+    use expect_test::expect;
+
     use super::*;
 
     #[test]
@@ -177,7 +253,7 @@ mod tests {
         assert_eq!(shell_quote(Path::new("/a b/it's")), r"'/a b/it'\''s'");
     }
 
-    fn script(options: &SbatchOptions) -> Result<String> {
+    fn script(options: &SbatchOptions) -> Result<String, SlurmError> {
         Script {
             study_name: "tiny",
             runs: 4,
@@ -226,6 +302,34 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
         }
         let bad = SbatchOptions { partition: Some("a b".into()), ..SbatchOptions::default() };
-        assert!(script(&bad).is_err());
+        let err = script(&bad).expect_err("a blank in a directive");
+        assert!(err.to_string().starts_with("`--partition=a b` contains white space"), "{err}");
+    }
+
+    #[test]
+    fn the_script_snapshot() {
+        let options = SbatchOptions {
+            partition: Some("debug".into()),
+            only: Some(vec![0, 2, 3]),
+            max_running: Some(1),
+            ..SbatchOptions::default()
+        };
+        expect![[r#"
+            #!/bin/bash
+            # Slurm array job of study `tiny`, written by `study slurm`: 4 runs (2 variants x 2 seeds).
+            # Array task i trains run i of the run manifest beside this file. Finished runs are
+            # skipped and checkpointed ones resume, so resubmitting any task is safe:
+            #   sbatch --array=3,5 /shared/results/tiny/slurm/tiny.sbatch
+            # When the tasks are done, summarise (it lists runs that did not finish):
+            #   /opt/rl/study merge /shared/tiny.toml --results /shared/results
+            #SBATCH --job-name=study-tiny
+            #SBATCH --array=0,2-3%1
+            #SBATCH --output=/shared/results/tiny/slurm/logs/tiny-%A_%a.out
+            #SBATCH --partition=debug
+
+            set -euo pipefail
+            exec /opt/rl/study run-one /shared/tiny.toml --index "${SLURM_ARRAY_TASK_ID:?run this script with sbatch}" --results /shared/results
+        "#]]
+        .assert_eq(&script(&options).expect("renders"));
     }
 }

@@ -1,9 +1,10 @@
 //! Publishing what concurrent `study` processes share under a study's results
-//! directory: the synthetic task repository, `manifest.json` and the BM25
-//! baseline. Slurm array tasks start together on shared storage and each one
-//! writes these pieces; every writer builds its copy under a name of its own
-//! and renames it into place, so no process ever reads a half-written file or
-//! directory, and the same content published twice is harmless.
+//! directory: the synthetic task repository, `manifest.json`, the BM25
+//! baseline and the Slurm script and run manifest. Slurm array tasks start
+//! together on shared storage and each one writes these pieces; every writer
+//! builds its copy under a name of its own and renames it into place, so no
+//! process ever reads a half-written file or directory, and the same content
+//! published twice is harmless.
 //!
 //! Renames are atomic within one file system (NFS and Lustre included), which
 //! is why the private copies live inside the destination's directory.
@@ -11,12 +12,36 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
-use rewardlab_framework::study::Manifest;
-use rewardlab_framework::study::summary::{BaselineRow, MANIFEST_FILE, write_baselines};
+use super::summary::{BASELINE_FILE, BaselineRow, MANIFEST_FILE, Manifest, write_baselines};
 
 /// File inside a published directory naming its content (see [`publish_dir`]).
 pub const STAMP_FILE: &str = "rewardlab-stamp";
+
+/// A boxed error of a caller's writer.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Publishing failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PublishError {
+    /// A file-system operation, described by `what` (`renaming a to b`).
+    #[error("{what}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The caller's writer of a published file failed.
+    #[error(transparent)]
+    Write(BoxError),
+    /// The destination changed under us in every round.
+    #[error("{} keeps changing under concurrent writers; is another study with the same name running?", dest.display())]
+    Contended { dest: PathBuf },
+}
+
+fn io_err(what: impl FnOnce() -> String) -> impl FnOnce(std::io::Error) -> PublishError {
+    move |source| PublishError::Io { what: what(), source }
+}
 
 /// A name for private temporary copies that no other live process uses:
 /// processes on different nodes of a cluster may share a pid, not a host name.
@@ -40,9 +65,9 @@ pub fn unique_tag() -> String {
 /// leftover of an older runner) is moved aside and replaced. Processes still
 /// reading the old content then lose it, but they were working on another
 /// study than this one.
-pub fn publish_dir(fresh: &Path, dest: &Path, stamp: &str) -> Result<()> {
+pub fn publish_dir(fresh: &Path, dest: &Path, stamp: &str) -> Result<(), PublishError> {
     let stamp_path = fresh.join(STAMP_FILE);
-    fs::write(&stamp_path, stamp).with_context(|| format!("writing {}", stamp_path.display()))?;
+    fs::write(&stamp_path, stamp).map_err(io_err(|| format!("writing {}", stamp_path.display())))?;
     // Two rounds: a stale `dest` is moved aside once, then the rename must succeed or meet a
     // concurrent writer's identical copy.
     for _ in 0..2 {
@@ -52,52 +77,61 @@ pub fn publish_dir(fresh: &Path, dest: &Path, stamp: &str) -> Result<()> {
             Err(err) => err,
         };
         if !dest.is_dir() {
-            return Err(err).with_context(|| format!("renaming {} to {}", fresh.display(), dest.display()));
+            return Err(io_err(|| format!("renaming {} to {}", fresh.display(), dest.display()))(err));
         }
         if fs::read_to_string(dest.join(STAMP_FILE)).is_ok_and(|s| s == stamp) {
-            fs::remove_dir_all(fresh).with_context(|| format!("removing {}", fresh.display()))?;
+            fs::remove_dir_all(fresh).map_err(io_err(|| format!("removing {}", fresh.display())))?;
             return Ok(());
         }
         let aside = sibling(dest, &format!("stale-{}", unique_tag()));
         match fs::rename(dest, &aside) {
-            Ok(()) => {
-                fs::remove_dir_all(&aside).with_context(|| format!("removing {}", aside.display()))?;
-            }
+            Ok(()) => fs::remove_dir_all(&aside).map_err(io_err(|| format!("removing {}", aside.display())))?,
             // Another process moved it aside first.
             Err(_) if !dest.exists() => {}
-            Err(e) => return Err(e).with_context(|| format!("moving {} aside", dest.display())),
+            Err(e) => return Err(io_err(|| format!("moving {} aside", dest.display()))(e)),
         }
     }
-    bail!("{} keeps changing under concurrent writers; is another study with the same name running?", dest.display())
+    Err(PublishError::Contended { dest: dest.to_owned() })
 }
 
 /// Writes the file `name` into `dir` by letting `write` create it in a
 /// private directory inside `dir`, then renaming it into place: the writers
-/// of the file formats stay the library's, and readers see the old file or
+/// of the file formats stay their owners', and readers see the old file or
 /// the whole new one.
-pub fn publish_file(dir: &Path, name: &str, write: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
-    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+pub fn publish_file<E: Into<BoxError>>(
+    dir: &Path,
+    name: &str,
+    write: impl FnOnce(&Path) -> Result<(), E>,
+) -> Result<(), PublishError> {
+    fs::create_dir_all(dir).map_err(io_err(|| format!("creating {}", dir.display())))?;
     let private = dir.join(format!(".tmp-{name}-{}", unique_tag()));
     // A leftover of a killed process with the same tag (same host, recycled pid).
     let _ = fs::remove_dir_all(&private);
-    fs::create_dir(&private).with_context(|| format!("creating {}", private.display()))?;
-    let result = write(&private).and_then(|()| {
+    fs::create_dir(&private).map_err(io_err(|| format!("creating {}", private.display())))?;
+    let result = write(&private).map_err(|e| PublishError::Write(e.into())).and_then(|()| {
         let (from, to) = (private.join(name), dir.join(name));
-        fs::rename(&from, &to).with_context(|| format!("renaming {} to {}", from.display(), to.display()))
+        fs::rename(&from, &to).map_err(io_err(|| format!("renaming {} to {}", from.display(), to.display())))
     });
     let _ = fs::remove_dir_all(&private);
     result
 }
 
 /// Publishes `manifest.json` (see [`publish_file`]).
-pub fn write_manifest(study_dir: &Path, manifest: &Manifest) -> Result<()> {
-    publish_file(study_dir, MANIFEST_FILE, |dir| Ok(manifest.write(dir)?))
+pub fn write_manifest(study_dir: &Path, manifest: &Manifest) -> Result<(), PublishError> {
+    publish_file(study_dir, MANIFEST_FILE, |dir| manifest.write(dir))
 }
 
 /// Publishes `baseline_bm25.csv` (see [`publish_file`]).
-pub fn write_baseline(study_dir: &Path, rows: &[BaselineRow]) -> Result<()> {
-    let name = rewardlab_framework::study::summary::BASELINE_FILE;
-    publish_file(study_dir, name, |dir| Ok(write_baselines(dir, rows)?))
+pub fn write_baseline(study_dir: &Path, rows: &[BaselineRow]) -> Result<(), PublishError> {
+    publish_file(study_dir, BASELINE_FILE, |dir| write_baselines(dir, rows))
+}
+
+/// Publishes the text file `name` in `dir` (see [`publish_file`]); `what`
+/// names it in an error (`the run manifest`).
+pub fn write_text(dir: &Path, name: &str, text: &str, what: &str) -> Result<(), PublishError> {
+    publish_file(dir, name, |private| {
+        fs::write(private.join(name), text).map_err(io_err(|| format!("writing {what}")))
+    })
 }
 
 /// `dir/name.suffix` beside `path` (`data/repo.git` → `data/repo.git.stale-host-42`).
@@ -143,17 +177,19 @@ mod tests {
     fn publish_file_leaves_only_the_file() {
         let tmp = tempfile::tempdir().expect("temp dir");
         for text in ["first", "second"] {
-            publish_file(tmp.path(), "x.txt", |dir| Ok(fs::write(dir.join("x.txt"), text)?)).expect("publish");
+            publish_file(tmp.path(), "x.txt", |dir| fs::write(dir.join("x.txt"), text)).expect("publish");
             assert_eq!(fs::read_to_string(tmp.path().join("x.txt")).expect("read"), text);
         }
-        let failed = publish_file(tmp.path(), "x.txt", |_| bail!("the writer failed"));
-        assert!(failed.is_err());
+        let failed = publish_file(tmp.path(), "x.txt", |_| Err("the writer failed"));
+        assert_eq!(failed.expect_err("the writer's error").to_string(), "the writer failed");
         assert_eq!(
             fs::read_to_string(tmp.path().join("x.txt")).expect("read"),
             "second",
             "a failed write keeps the old"
         );
         assert_eq!(fs::read_dir(tmp.path()).expect("list").count(), 1, "no private directory is left");
+        write_text(tmp.path(), "y.txt", "text", "y").expect("publish text");
+        assert_eq!(fs::read_to_string(tmp.path().join("y.txt")).expect("read"), "text");
     }
 
     #[test]

@@ -1,0 +1,421 @@
+//! Training a study's runs with the GRPO engine, whatever the policy: the
+//! task source and reward variants are built once and shared; runs go
+//! through the worker pool ([`super::pool`]), each engine with its own tokio
+//! runtime and its own policy from `make_policy`. Finished runs are skipped
+//! and checkpointed runs resume ([`super::runs`]), so an interrupted study can
+//! simply be started again; a run that fails is reported and the others go on.
+//!
+//! The library prints nothing: progress goes to a [`Progress`] the caller
+//! supplies (the binary's progress bars), errors come back as values.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rewardlab_models::agent::Policy;
+use rewardlab_sandbox::{Limits, RepoStore, Sandbox};
+
+use super::publish::{self, BoxError, PublishError};
+use super::runs::{self, Start};
+use super::{RunSpec, Study, bm25_baseline_with, error_chain};
+use crate::bm25::Bm25Error;
+use crate::engine::{Engine, EngineError, RewardVariant, StepReport, TaskSource, VariantError};
+
+/// A study's tasks and the repository store their rollouts search.
+#[derive(Clone)]
+pub struct StudyTasks {
+    pub tasks: Arc<dyn TaskSource>,
+    pub store: Arc<RepoStore>,
+    /// Each task `repo` → its bare clone in the store (what BM25 indexes).
+    pub repo_dirs: BTreeMap<String, PathBuf>,
+}
+
+impl std::fmt::Debug for StudyTasks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StudyTasks")
+            .field("tasks", &self.tasks.tasks().len())
+            .field("store", &self.store)
+            .field("repo_dirs", &self.repo_dirs)
+            .finish()
+    }
+}
+
+/// What `make_policy` may use besides the run: the study's tasks and a
+/// sandbox over its repositories (a warm start trains on them), and whether
+/// the run resumes from a checkpoint (which then overwrites the policy's state,
+/// so preparing it would be wasted).
+#[allow(missing_debug_implementations)]
+pub struct PolicyContext<'a> {
+    pub tasks: &'a dyn TaskSource,
+    pub sandbox: &'a Sandbox,
+    pub resuming: bool,
+}
+
+/// Where training reports to; called from the worker threads.
+pub trait Progress: Sync {
+    /// `run` starts training with `done` of `total` steps behind it; the
+    /// returned observer sees each step and is dropped when training ends.
+    fn run_started(&self, run: &RunSpec, done: usize, total: usize) -> Box<dyn RunProgress + '_>;
+    /// `run` ended (skipped, finished or failed).
+    fn run_ended(&self, run: &RunSpec, outcome: Result<(), &RunError>);
+}
+
+/// Sees the steps of one run.
+pub trait RunProgress {
+    /// A step was completed.
+    fn step(&mut self, report: &StepReport<'_>);
+}
+
+/// A [`Progress`] that reports nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Quiet;
+
+impl Progress for Quiet {
+    fn run_started(&self, _: &RunSpec, _: usize, _: usize) -> Box<dyn RunProgress + '_> {
+        Box::new(Quiet)
+    }
+    fn run_ended(&self, _: &RunSpec, _: Result<(), &RunError>) {}
+}
+
+impl RunProgress for Quiet {
+    fn step(&mut self, _: &StepReport<'_>) {}
+}
+
+/// Why one run failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    #[error("making the policy of {}", run.display())]
+    MakePolicy {
+        run: PathBuf,
+        #[source]
+        source: BoxError,
+    },
+    #[error("starting run {}", run.display())]
+    Start {
+        run: PathBuf,
+        #[source]
+        source: EngineError,
+    },
+    #[error("training {}", run.display())]
+    Train {
+        run: PathBuf,
+        #[source]
+        source: EngineError,
+    },
+    /// The caller's `after_run` hook failed.
+    #[error("finishing {}", run.display())]
+    Finish {
+        run: PathBuf,
+        #[source]
+        source: BoxError,
+    },
+    #[error("writing {}", path.display())]
+    Done {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The run panicked (a policy without an error channel).
+    #[error("panicked: {0}")]
+    Panicked(String),
+}
+
+/// One failed run of [`TrainError::RunsFailed`].
+#[derive(Debug)]
+pub struct RunFailure {
+    /// The run's directory relative to the study's.
+    pub dir: PathBuf,
+    pub error: RunError,
+}
+
+/// Why training a study failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TrainError {
+    #[error("at least one worker is needed")]
+    NoWorkers,
+    #[error("BM25 baseline")]
+    Baseline(#[source] Bm25Error),
+    #[error(transparent)]
+    Publish(#[from] PublishError),
+    #[error("variant `{name}` ({origin})")]
+    Variant {
+        name: String,
+        origin: String,
+        #[source]
+        source: VariantError,
+    },
+    /// Some runs failed; the others trained. Each failure is listed with its
+    /// causes (an aggregate has no single `source`).
+    #[error("{} of {total} runs failed:\n  {}", failed.len(), failed.iter().map(|f| format!("{}: {}", f.dir.display(), error_chain(&f.error))).collect::<Vec<_>>().join("\n  "))]
+    RunsFailed { failed: Vec<RunFailure>, total: usize },
+}
+
+/// Trains every run of `runs` (at most `jobs` at once), each into
+/// `study_dir.join(&run.dir)`, with policies from `make_policy` (called once
+/// per run that trains; a resumed run's policy is then restored from its
+/// checkpoint), and calls `after_run` with the finished engine and the run's
+/// directory when a run completes. Publishes the BM25 baseline of the study's
+/// held-out tasks first (so `runs` may be empty to prepare a study).
+///
+/// Errors of single runs are collected and returned together
+/// ([`TrainError::RunsFailed`]) after every other run had its turn.
+pub fn train_runs<P, M, A, E1, E2>(
+    study: &Study,
+    tasks: &StudyTasks,
+    runs: &[RunSpec],
+    jobs: usize,
+    study_dir: &Path,
+    make_policy: M,
+    after_run: A,
+    progress: &dyn Progress,
+) -> Result<(), TrainError>
+where
+    P: Policy,
+    M: Fn(&RunSpec, &PolicyContext<'_>) -> Result<P, E1> + Sync,
+    A: Fn(&RunSpec, &Engine<P>, &Path) -> Result<(), E2> + Sync,
+    E1: Into<BoxError>,
+    E2: Into<BoxError>,
+{
+    if jobs == 0 {
+        return Err(TrainError::NoWorkers);
+    }
+    let repo_dir = |repo: &str| tasks.repo_dirs.get(repo).cloned().unwrap_or_else(|| repo.into());
+    let baseline =
+        bm25_baseline_with(tasks.tasks.as_ref(), study.summary.bm25_k, &repo_dir).map_err(TrainError::Baseline)?;
+    // Atomically: concurrent runners of the study (Slurm array tasks) all write it.
+    publish::write_baseline(study_dir, &[baseline])?;
+
+    let group_size = study.training.group_size;
+    let variants = study
+        .variants
+        .iter()
+        .map(|v| {
+            RewardVariant::compile(&v.name, &v.source, group_size, &v.params).map(Arc::new).map_err(|source| {
+                TrainError::Variant { name: v.name.clone(), origin: v.origin.clone(), source }
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let trainer = Trainer { study, tasks, variants, study_dir, make_policy: &make_policy, after_run: &after_run };
+    let failed = super::pool::run_pool(
+        runs.len(),
+        jobs,
+        |i| trainer.train_one(&runs[i], progress),
+        |i, outcome| match outcome {
+            Ok(()) => progress.run_ended(&runs[i], Ok(())),
+            Err(super::pool::JobError::Failed(e)) => progress.run_ended(&runs[i], Err(e)),
+            Err(e) => progress.run_ended(&runs[i], Err(&RunError::Panicked(panic_text(e)))),
+        },
+    );
+    if failed.is_empty() {
+        return Ok(());
+    }
+    let failed = failed
+        .into_iter()
+        .map(|(i, e)| RunFailure {
+            dir: runs[i].dir.clone(),
+            error: match e {
+                super::pool::JobError::Failed(e) => e,
+                e => RunError::Panicked(panic_text(&e)),
+            },
+        })
+        .collect();
+    Err(TrainError::RunsFailed { failed, total: runs.len() })
+}
+
+/// The message of a panicked job.
+fn panic_text(e: &super::pool::JobError<RunError>) -> String {
+    match e {
+        super::pool::JobError::Panicked(message) => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// What every worker shares.
+struct Trainer<'a, M, A> {
+    study: &'a Study,
+    tasks: &'a StudyTasks,
+    variants: Vec<Arc<RewardVariant>>,
+    study_dir: &'a Path,
+    make_policy: &'a M,
+    after_run: &'a A,
+}
+
+impl<P, M, A, E1, E2> Trainer<'_, M, A>
+where
+    P: Policy,
+    M: Fn(&RunSpec, &PolicyContext<'_>) -> Result<P, E1> + Sync,
+    A: Fn(&RunSpec, &Engine<P>, &Path) -> Result<(), E2> + Sync,
+    E1: Into<BoxError>,
+    E2: Into<BoxError>,
+{
+    fn train_one(&self, run: &RunSpec, progress: &dyn Progress) -> Result<(), RunError> {
+        let config = self.study.engine_config(run);
+        let total = config.total_steps;
+        let dir = self.study_dir.join(&run.dir);
+        let checkpoint = match Start::of(&dir, total) {
+            Start::Skip => return Ok(()),
+            Start::Resume(checkpoint) => Some(checkpoint),
+            Start::Fresh => None,
+        };
+        let variant = self.variants[run.variant].clone();
+        let sandbox = Sandbox::new(self.tasks.store.clone(), Limits::default());
+        let context =
+            PolicyContext { tasks: self.tasks.tasks.as_ref(), sandbox: &sandbox, resuming: checkpoint.is_some() };
+        let policy = (self.make_policy)(run, &context)
+            .map_err(|e| RunError::MakePolicy { run: run.dir.clone(), source: e.into() })?;
+        let tasks = self.tasks.tasks.clone();
+        let engine = match checkpoint {
+            Some(ckpt) => Engine::resume(&ckpt, policy, tasks, sandbox, variant),
+            None => Engine::new(config, policy, tasks, sandbox, variant),
+        };
+        let mut engine = engine.map_err(|source| RunError::Start { run: run.dir.clone(), source })?;
+
+        let mut observer = progress.run_started(run, engine.steps_done(), total);
+        let result = engine.run(&dir, |r| observer.step(r));
+        drop(observer);
+        match result {
+            Ok(_) | Err(EngineError::Finished { .. }) => {}
+            Err(source) => return Err(RunError::Train { run: run.dir.clone(), source }),
+        }
+        (self.after_run)(run, &engine, &dir)
+            .map_err(|e| RunError::Finish { run: run.dir.clone(), source: e.into() })?;
+        runs::mark_done(&dir, engine.steps_done())
+            .map_err(|source| RunError::Done { path: dir.join(runs::DONE_FILE), source })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use rewardlab_models::proxy::ProxyPolicy;
+
+    use super::*;
+    use crate::engine::{METRICS_FILE, TaskSet};
+    use crate::study::parse_study;
+    use crate::study::runs::run_finished;
+
+    /// A two-variant proxy study of `steps` steps on a small synthetic source,
+    /// and its tasks generated under `dir`.
+    fn study(dir: &Path, steps: usize) -> (Study, StudyTasks) {
+        let text = format!(
+            "seeds = 1\n[tasks]\nsource = \"synthetic\"\nseed = 1\nfiles = 40\ncommits = 2\ntasks = 12\n\
+             [policy]\nkind = \"proxy\"\n[training]\ntotal_steps = {steps}\nprompts_per_step = 2\ngroup_size = 2\n\
+             eval_every = 0\n[[variants]]\nname = \"fb\"\nreward = 'Fb(file)'\n\
+             [[variants]]\nname = \"recall\"\nreward = 'R(file)'\n"
+        );
+        let study = parse_study(&dir.join("t.toml"), &text, &|p: &Path| fs::read_to_string(p)).expect("a valid study");
+        let config = study.tasks.synthetic_config().expect("synthetic");
+        let repo = dir.join("data/repo.git");
+        let mut source = crate::synthetic::generate(&config, &repo).expect("generate");
+        source.repo_path = repo.canonicalize().expect("absolute");
+        let set = TaskSet::from_synthetic(&source, 0.15).expect("tasks");
+        let store = RepoStore::open(&dir.join("store")).expect("store");
+        let repo_dirs = set.tasks.iter().map(|t| (t.repo.clone(), source.repo_path.clone())).collect();
+        (study, StudyTasks { tasks: Arc::new(set), store: Arc::new(store), repo_dirs })
+    }
+
+    #[test]
+    fn finished_runs_are_skipped_and_a_failed_hook_is_retried_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (s, tasks) = study(dir.path(), 2);
+        let runs = s.runs();
+        let calls = AtomicUsize::new(0);
+        let policy = |_: &RunSpec, _: &PolicyContext<'_>| Ok::<_, BoxError>(ProxyPolicy::default());
+        // The `fb` run's hook fails once; the `recall` run is not held up by it.
+        let fail_fb = AtomicUsize::new(1);
+        let hook = |run: &RunSpec, engine: &Engine<ProxyPolicy>, out: &Path| -> Result<(), BoxError> {
+            assert_eq!(engine.steps_done(), 2);
+            assert!(out.join(METRICS_FILE).is_file());
+            calls.fetch_add(1, Ordering::SeqCst);
+            if run.variant_name == "fb" && fail_fb.fetch_sub(1, Ordering::SeqCst) == 1 {
+                return Err("the adapter could not be saved".into());
+            }
+            Ok(())
+        };
+        let err = train_runs(&s, &tasks, &runs, 2, dir.path(), policy, hook, &Quiet).expect_err("one run fails");
+        let msg = error_chain(&err);
+        assert!(msg.contains("1 of 2 runs failed") && msg.contains("the adapter could not be saved"), "{msg}");
+        assert!(msg.contains("runs/fb/seed-000: finishing runs/fb/seed-000: the adapter"), "{msg}");
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        let (fb, recall) = (dir.path().join(&runs[0].dir), dir.path().join(&runs[1].dir));
+        assert!(!run_finished(&fb, 2) && run_finished(&recall, 2));
+        let before = fs::read(fb.join(METRICS_FILE)).expect("metrics");
+
+        // Again: `recall` is skipped; `fb` resumes from its final checkpoint,
+        // trains nothing and only runs its hook.
+        train_runs(&s, &tasks, &runs, 1, dir.path(), policy, hook, &Quiet).expect("the rest finishes");
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        assert!(run_finished(&fb, 2));
+        assert_eq!(fs::read(fb.join(METRICS_FILE)).expect("metrics"), before);
+        // And once more: nothing to do at all.
+        train_runs(&s, &tasks, &runs, 2, dir.path(), policy, hook, &Quiet).expect("nothing to do");
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    fn a_panicking_policy_fails_its_run_and_the_others_finish() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (s, tasks) = study(dir.path(), 1);
+        let runs = s.runs();
+        let policy = |run: &RunSpec, _: &PolicyContext<'_>| {
+            if run.variant_name == "fb" {
+                panic!("out of memory in the policy");
+            }
+            Ok::<_, BoxError>(ProxyPolicy::default())
+        };
+        let err = train_runs(&s, &tasks, &runs, 2, dir.path(), policy, |_, _, _| Ok::<_, BoxError>(()), &Quiet)
+            .expect_err("one run fails");
+        let msg = error_chain(&err);
+        assert!(msg.contains("1 of 2 runs failed") && msg.contains("panicked: out of memory in the policy"), "{msg}");
+        assert!(run_finished(&dir.path().join(&runs[1].dir), 1), "the other run trained");
+    }
+
+    /// Records what the runner reports.
+    #[derive(Default)]
+    struct Recorder(std::sync::Mutex<Vec<String>>);
+
+    impl Progress for Recorder {
+        fn run_started(&self, run: &RunSpec, done: usize, total: usize) -> Box<dyn RunProgress + '_> {
+            self.0.lock().expect("lock").push(format!("start {} {done}/{total}", run.variant_name));
+            Box::new(Quiet)
+        }
+        fn run_ended(&self, run: &RunSpec, outcome: Result<(), &RunError>) {
+            let outcome = outcome.map_or_else(|e| format!("failed: {}", error_chain(e)), |()| "ok".to_owned());
+            self.0.lock().expect("lock").push(format!("end {} {outcome}", run.variant_name));
+        }
+    }
+
+    #[test]
+    fn progress_hears_every_run_and_each_failure_with_its_causes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (s, tasks) = study(dir.path(), 1);
+        let runs = s.runs();
+        let policy = |run: &RunSpec, _: &PolicyContext<'_>| {
+            if run.variant_name == "fb" {
+                return Err(std::io::Error::other("no such checkpoint"));
+            }
+            Ok(ProxyPolicy::default())
+        };
+        let recorder = Recorder::default();
+        let err = train_runs(&s, &tasks, &runs, 1, dir.path(), policy, |_, _, _| Ok::<_, BoxError>(()), &recorder)
+            .expect_err("one run fails");
+        assert!(matches!(err, TrainError::RunsFailed { total: 2, .. }), "{err:?}");
+        assert_eq!(
+            recorder.0.into_inner().expect("lock"),
+            [
+                "end fb failed: making the policy of runs/fb/seed-000: no such checkpoint",
+                "start recall 0/1",
+                "end recall ok"
+            ]
+        );
+        assert_eq!(
+            err.to_string(),
+            "1 of 2 runs failed:\n  runs/fb/seed-000: making the policy of runs/fb/seed-000: no such checkpoint"
+        );
+    }
+}
