@@ -85,7 +85,9 @@ pub enum SummaryError {
     Level { metric: SummaryMetric, feature: &'static str, level: &'static str },
     #[error("summary metric {metric:?} reads `{feature}` as a plain feature, but the schema declares it with levels")]
     Leveled { metric: SummaryMetric, feature: &'static str },
-    #[error("summary metric {metric:?} reads `{feature}` as a {expected:?} feature; the schema declares it {declared:?}")]
+    #[error(
+        "summary metric {metric:?} reads `{feature}` as a {expected:?} feature; the schema declares it {declared:?}"
+    )]
     Role { metric: SummaryMetric, feature: &'static str, expected: Role, declared: Role },
 }
 
@@ -209,9 +211,8 @@ mod tests {
                 declared: Role::Other
             })
         );
-        let relevelled = without("P").with(
-            FeatureDecl::number("P", Interval::UNIT, "precision").with_levels(&["lr"]).with_role(Role::Quality),
-        );
+        let relevelled = without("P")
+            .with(FeatureDecl::number("P", Interval::UNIT, "precision").with_levels(&["lr"]).with_role(Role::Quality));
         assert_eq!(
             SummaryFeatures::from_schema(&relevelled),
             Err(SummaryError::Level { metric: SummaryMetric::PrecisionFile, feature: "P", level: "file" })

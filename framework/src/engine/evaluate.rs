@@ -7,11 +7,11 @@ use std::time::Instant;
 
 use rewardlab_models::agent::Policy;
 
+use super::Engine;
 use super::error::{EngineError, Phase};
 use super::metrics::{mean, median};
 use super::rollout::{EpisodeSpec, TurnLimits, run_batch};
 use super::seed::{Stream, derive};
-use super::Engine;
 
 /// The held-out columns of a metrics row.
 pub(super) struct EvalColumns {

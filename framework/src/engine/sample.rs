@@ -8,10 +8,10 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use rewardlab_models::agent::{Policy, Sampling};
 
+use super::Engine;
 use super::error::{EngineError, Phase};
 use super::rollout::{EpisodeSpec, RolloutBatch, TurnLimits, run_batch};
 use super::seed::{Stream, derive};
-use super::Engine;
 
 impl<P: Policy> Engine<P> {
     /// Runs step `step_no`'s training rollouts: P prompts × G episodes, each

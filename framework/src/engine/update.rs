@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use rewardlab_models::agent::Policy;
 
+use super::Engine;
 use super::error::{EngineError, Phase};
 use super::loss::{self, grpo_loss};
 use super::metrics::mean;
-use super::Engine;
 
 /// Means over the step's optimiser updates, and the phase's time.
 pub(super) struct UpdateStats {

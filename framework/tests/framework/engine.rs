@@ -287,14 +287,16 @@ fn only_policy_units_enter_the_loss_tool_response_content_changes_nothing() {
     assert_eq!(policy.completion_tokens(&short), policy.completion_tokens(&long), "responses are not completion");
     // Move the policy so that ratios and KL are not trivial.
     policy.backward(&[&short], &[vec![0.3; short.choices().len()]]).expect("backward");
-    policy.step(&rewardlab_models::agent::OptimStep {
-        lr: 0.2,
-        beta1: 0.9,
-        beta2: 0.999,
-        eps: 1e-8,
-        weight_decay: 0.0,
-        max_grad_norm: None,
-    }).expect("step");
+    policy
+        .step(&rewardlab_models::agent::OptimStep {
+            lr: 0.2,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+            max_grad_norm: None,
+        })
+        .expect("step");
     let loss_of = |e: &ToyEpisode| {
         let logp = policy.logprobs(&[e]).expect("logprobs").remove(0);
         let old = policy.sampled_logprobs(e);

@@ -80,8 +80,9 @@ fn optim() -> OptimStep {
 #[test]
 fn masks_cover_exactly_the_generated_tokens_and_tool_responses_are_context() {
     let agent = agent();
-    let mut episode =
-        agent.begin(&prompt("The parser crashes on empty input."), Sampling::Sample { temperature: 1.0 }, 7).expect("begin");
+    let mut episode = agent
+        .begin(&prompt("The parser crashes on empty input."), Sampling::Sample { temperature: 1.0 }, 7)
+        .expect("begin");
     let context = episode.rollout().tokens().len();
     assert_eq!(agent.completion_tokens(&episode), 0);
     assert!(episode.rollout().loss_mask().iter().all(|&m| !m), "the prompt is context");
@@ -139,7 +140,8 @@ fn masks_cover_exactly_the_generated_tokens_and_tool_responses_are_context() {
 #[test]
 fn a_spent_budget_truncates_without_generating() {
     let agent = agent();
-    let mut episode = agent.begin(&prompt("Where is the config loaded?"), Sampling::Sample { temperature: 1.0 }, 3).expect("begin");
+    let mut episode =
+        agent.begin(&prompt("Where is the config loaded?"), Sampling::Sample { temperature: 1.0 }, 3).expect("begin");
     // Whatever each turn did, keep the rollout going until its token budget is spent.
     let mut turns = 0;
     while agent.completion_tokens(&episode) < ROLLOUT_TOKENS && turns < 8 {
@@ -167,7 +169,9 @@ const ISSUES: [&str; 3] =
 fn play(agent: &Qwen3Agent, episodes: &[(usize, u64)]) -> Vec<Qwen3Episode> {
     let mut episodes: Vec<Qwen3Episode> = episodes
         .iter()
-        .map(|&(issue, seed)| agent.begin(&prompt(ISSUES[issue]), Sampling::Sample { temperature: 1.0 }, seed).expect("begin"))
+        .map(|&(issue, seed)| {
+            agent.begin(&prompt(ISSUES[issue]), Sampling::Sample { temperature: 1.0 }, seed).expect("begin")
+        })
         .collect();
     let mut refs: Vec<&mut Qwen3Episode> = episodes.iter_mut().collect();
     let _ = agent.act(&mut refs, turn(0, 2)).expect("act");
@@ -209,7 +213,13 @@ fn gradients_accumulate_adamw_descends_and_state_round_trips_bit_for_bit() {
         .map(|e| (0..trained.completion_tokens(e)).map(|i| if i % 2 == 0 { 1.0 } else { -0.5 }).collect())
         .collect();
     let objective = |a: &Qwen3Agent| -> f64 {
-        a.logprobs(&refs).expect("logprobs").iter().zip(&coeffs).flat_map(|(lp, c)| lp.iter().zip(c)).map(|(lp, c)| lp * c).sum()
+        a.logprobs(&refs)
+            .expect("logprobs")
+            .iter()
+            .zip(&coeffs)
+            .flat_map(|(lp, c)| lp.iter().zip(c))
+            .map(|(lp, c)| lp * c)
+            .sum()
     };
     // Sign descent (AdamW's first step with β = 0) by a small step, without clipping: it must
     // lower the objective whose gradient `backward` accumulated, over two half-weight calls.

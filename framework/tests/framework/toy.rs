@@ -538,7 +538,8 @@ mod tests {
         policy.backward(&refs, &coeffs).expect("backward");
         let objective = |theta: &[f64]| {
             let p = ToyPolicy::with_params(theta.to_vec());
-            p.logprobs(&refs).expect("logprobs")
+            p.logprobs(&refs)
+                .expect("logprobs")
                 .iter()
                 .zip(&coeffs)
                 .map(|(lp, c)| lp.iter().zip(c).map(|(a, b)| a * b).sum::<f64>())
@@ -580,7 +581,7 @@ mod tests {
         assert!((policy.params()[INCLUDE] - (before[INCLUDE] + 0.1)).abs() < 1e-6, "first Adam step is lr·sign(g)");
         assert_eq!(policy.gradient(), &[0.0; TOY_DIM][..]);
         let mut other = ToyPolicy::with_params(vec![0.0; TOY_DIM]);
-        other.restore(policy.state()).expect("restore").expect("state"));
+        other.restore(policy.state().expect("state")).expect("restore");
         assert_eq!(other, policy);
     }
 

@@ -197,7 +197,9 @@ fn gradient_matches_finite_differences() {
                 plus.theta[i] += h;
                 let mut minus = policy.clone();
                 minus.theta[i] -= h;
-                let numeric = (plus.logprobs(&refs).expect("logprobs")[e][u] - minus.logprobs(&refs).expect("logprobs")[e][u]) / (2.0 * h);
+                let numeric = (plus.logprobs(&refs).expect("logprobs")[e][u]
+                    - minus.logprobs(&refs).expect("logprobs")[e][u])
+                    / (2.0 * h);
                 let scale = analytic.abs().max(numeric.abs()).max(1e-3);
                 assert!(
                     (analytic - numeric).abs() / scale < 1e-6,
