@@ -129,9 +129,7 @@ pub fn write_baseline(study_dir: &Path, rows: &[BaselineRow]) -> Result<(), Publ
 /// Publishes the text file `name` in `dir` (see [`publish_file`]); `what`
 /// names it in an error (`the run manifest`).
 pub fn write_text(dir: &Path, name: &str, text: &str, what: &str) -> Result<(), PublishError> {
-    publish_file(dir, name, |private| {
-        fs::write(private.join(name), text).map_err(io_err(|| format!("writing {what}")))
-    })
+    publish_file(dir, name, |private| fs::write(private.join(name), text).map_err(io_err(|| format!("writing {what}"))))
 }
 
 /// `dir/name.suffix` beside `path` (`data/repo.git` → `data/repo.git.stale-host-42`).

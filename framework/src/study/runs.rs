@@ -65,7 +65,11 @@ pub enum RunStatus {
     /// No `metrics.csv`: never started, or failed before its first step.
     NotStarted,
     /// Some steps done; `checkpoint`: whether it would resume from one.
-    Stopped { steps: usize, total: usize, checkpoint: bool },
+    Stopped {
+        steps: usize,
+        total: usize,
+        checkpoint: bool,
+    },
     /// `metrics.csv` cannot be read (the error and its causes).
     Unreadable(String),
 }

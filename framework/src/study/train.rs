@@ -161,6 +161,8 @@ pub enum TrainError {
 ///
 /// Errors of single runs are collected and returned together
 /// ([`TrainError::RunsFailed`]) after every other run had its turn.
+// Each argument is data the runner needs, none has a default: a struct would only rename them.
+#[allow(clippy::too_many_arguments)]
 pub fn train_runs<P, M, A, E1, E2>(
     study: &Study,
     tasks: &StudyTasks,
@@ -192,9 +194,9 @@ where
         .variants
         .iter()
         .map(|v| {
-            RewardVariant::compile(&v.name, &v.source, group_size, &v.params).map(Arc::new).map_err(|source| {
-                TrainError::Variant { name: v.name.clone(), origin: v.origin.clone(), source }
-            })
+            RewardVariant::compile(&v.name, &v.source, group_size, &v.params)
+                .map(Arc::new)
+                .map_err(|source| TrainError::Variant { name: v.name.clone(), origin: v.origin.clone(), source })
         })
         .collect::<Result<Vec<_>, _>>()?;
 

@@ -12,7 +12,7 @@
 //! number of them may start at once, and any may be resubmitted.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};

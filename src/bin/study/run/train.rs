@@ -38,9 +38,11 @@ pub fn train_with<P: Policy>(
     after_run: impl Fn(&RunSpec, &Engine<P>, &Path) -> Result<()> + Sync,
 ) -> Result<()> {
     let prepared = tasks::prepare(study, study_dir)?;
-    let tasks = StudyTasks { tasks: std::sync::Arc::new(prepared.tasks), store: prepared.store, repo_dirs: prepared.repo_dirs };
+    let tasks =
+        StudyTasks { tasks: std::sync::Arc::new(prepared.tasks), store: prepared.store, repo_dirs: prepared.repo_dirs };
     let bars = Bars::new(&study.name, runs.len());
-    let result = rewardlab_framework::study::train_runs(study, &tasks, runs, jobs, study_dir, make_policy, after_run, &bars);
+    let result =
+        rewardlab_framework::study::train_runs(study, &tasks, runs, jobs, study_dir, make_policy, after_run, &bars);
     bars.overall.finish();
     Ok(result?)
 }
