@@ -100,8 +100,8 @@ mod tree;
 
 pub use blob_cache::{BlobCache, BlobCacheStats};
 pub use error::Error;
-pub use index::{IndexProgress, IndexStats};
 pub use gix::ObjectId;
+pub use index::{IndexProgress, IndexStats};
 pub use limits::Limits;
 pub use sandbox::{Sandbox, SandboxStats};
 pub use store::{Repo, RepoStore, StoreOptions, local_mirror_name, mirror_name};

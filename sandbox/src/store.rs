@@ -360,7 +360,7 @@ impl Repo {
             let tree = self.tree_at(*commit, TreeKind::View)?;
             ids.extend(tree.view().expect("a view tree has a view").blob_ids());
         }
-        self.shared.index.build(&self.shared, &ids, progress);
+        self.shared.index.build(&self.shared, &ids, true, progress);
         Ok(())
     }
 

@@ -179,13 +179,16 @@ impl ContentIndex {
         (found, complete)
     }
 
-    /// Builds the entries `ids` lack, in parallel on rayon's pool, then waits for blobs another
-    /// build was already doing. Blobs missing from the object store get no entry (a grep reading
-    /// them reports the missing object, as without the index).
+    /// Builds the entries `ids` lack, in parallel on rayon's pool, then, when `wait`, waits for
+    /// blobs another build was already doing. Blobs missing from the object store get no entry
+    /// (a grep reading them reports the missing object, as without the index). Background builds
+    /// run on the pool and never wait: a pool thread blocked on blobs that need a pool thread to
+    /// finish would deadlock a one-thread pool.
     pub(crate) fn build(
         &self,
         shared: &RepoShared,
         ids: &[ObjectId],
+        wait: bool,
         progress: Option<&(dyn Fn(IndexProgress) + Sync)>,
     ) {
         if !self.enabled() {
@@ -220,6 +223,9 @@ impl ContentIndex {
                 }
             },
         );
+        if !wait {
+            return;
+        }
         let mut inner = self.lock();
         while theirs.iter().any(|id| inner.pending.contains(id)) {
             inner = self.settled.wait(inner).unwrap_or_else(|poisoned| poisoned.into_inner());

@@ -111,7 +111,7 @@ impl View {
             let ids: Vec<ObjectId> = self.ids.iter().flatten().copied().collect();
             let done = self.index_done.clone();
             rayon::spawn(move || {
-                shared.index.build(&shared, &ids, None);
+                shared.index.build(&shared, &ids, false, None);
                 done.store(true, Ordering::SeqCst);
             });
         }
