@@ -8,7 +8,17 @@
 //! - 64 concurrent mixed calls (grep/glob/read over 8 commits) through `Sandbox::run_call`
 //!   under the global semaphore: batch time here, per-call p50/p99 and throughput printed.
 //!
-//! Targets: zero-disk set-up < 5 ms per commit; grep ≥ 2× faster than the `grep -rn` subprocess.
+//! - the content index (`sandbox_index_*`), on a second generated repository of sympy's size
+//!   (1,500 Python files, ~22 MB, 8 commits sharing most blobs): per pattern of a mix of
+//!   selective and common ones, grep on an indexed view vs the scanning view (index off) vs
+//!   `git grep -n` in a worktree (subprocess); and the index build per commit (first commit, and
+//!   the next commit once its parent is indexed) beside `git worktree add` + remove. With
+//!   `REWARDLAB_MIRRORS=<dir of bare mirrors>` the same grep group runs on a real repository
+//!   (`REWARDLAB_BENCH_REPO`, default `sympy__sympy`, at `REWARDLAB_BENCH_REV`, default `HEAD`),
+//!   shared-cloned (no copy of its objects) under `target/rewardlab-bench/`.
+//!
+//! Targets: zero-disk set-up < 5 ms per commit; grep ≥ 2× faster than the `grep -rn` subprocess;
+//! indexed grep over the mix ≥ 10× faster than `git grep -n` (median per call).
 
 use std::{
     hint::black_box,
@@ -299,5 +309,284 @@ fn bench(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, bench);
+const BIG_VERSION: &str = "sandbox-index-v1";
+const BIG_FILES: usize = 1500;
+const BIG_COMMITS: usize = 8;
+
+/// The index benchmark's patterns: (name, pattern, case-sensitive).
+const INDEX_GREPS: &[(&str, &str, bool)] = &[
+    ("selective literal", "handler_777_", true),
+    ("selective regex", r"def handler_12[0-9]_[0-9]+\(", true),
+    ("rare word, any case", "RETRY_POLICY", false),
+    ("alternation", "handler_5_|handler_1234_", true),
+    ("common literal", "Content-Length", true),
+    ("common regex", r"def [a-z]+_[0-9]+\(self", true),
+];
+
+/// A ~15 KB Python file: 300 lines, a unique handler name per file and commit.
+fn big_python(rng: &mut Rng, file: usize, salt: usize) -> String {
+    let mut s = format!("import {}\n\ndef handler_{file}_{salt}(request):\n    pass\n", WORDS[rng.below(WORDS.len())]);
+    if file % 97 == 0 {
+        s.push_str("RETRY_POLICY = None\n");
+    }
+    s.push_str(&python(rng, salt).repeat(5));
+    s
+}
+
+/// Generates (once) the sympy-sized repository and a checkout for `git grep`.
+fn big_fixture() -> Fixture {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/rewardlab-bench").join(BIG_VERSION);
+    let store_dir = base.join("store");
+    let bare = store_dir.join("bench__big.git");
+    let checkout = base.join("checkout");
+    let scratch = base.join("scratch");
+    if !base.join("ready").exists() {
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&bare).expect("mkdir");
+        git(&bare, &["init", "-q", "--bare"]);
+        let mut rng = Rng(0xb16_5eed_0000_0001);
+        let mut stream = Vec::new();
+        for c in 1..=BIG_COMMITS {
+            let msg = format!("commit {c}");
+            stream.extend_from_slice(
+                format!(
+                    "commit refs/heads/main\nmark :{c}\ncommitter B <b@x> {} +0000\ndata {}\n{msg}\n",
+                    1_700_000_000 + c,
+                    msg.len()
+                )
+                .as_bytes(),
+            );
+            if c > 1 {
+                stream.extend_from_slice(format!("from :{}\n", c - 1).as_bytes());
+            }
+            let touched: Vec<usize> =
+                if c == 1 { (0..BIG_FILES).collect() } else { (0..20).map(|_| rng.below(BIG_FILES)).collect() };
+            for i in touched {
+                let body = big_python(&mut rng, i, c);
+                stream.extend_from_slice(format!("M 100644 inline {}\ndata {}\n", path_of(i), body.len()).as_bytes());
+                stream.extend_from_slice(body.as_bytes());
+                stream.push(b'\n');
+            }
+        }
+        let mut child =
+            git_cmd(&bare).args(["fast-import", "--quiet"]).stdin(Stdio::piped()).spawn().expect("fast-import");
+        child.stdin.take().expect("stdin").write_all(&stream).expect("stream");
+        assert!(child.wait().expect("fast-import").success());
+        git(&bare, &["symbolic-ref", "HEAD", "refs/heads/main"]);
+        git(&bare, &["worktree", "add", "-q", "--detach", checkout.to_str().expect("utf-8"), "main"]);
+        std::fs::write(base.join("ready"), "").expect("marker");
+    }
+    std::fs::create_dir_all(&scratch).expect("scratch");
+    let commits = git(&bare, &["rev-list", "--reverse", "main"]).lines().map(str::to_owned).collect::<Vec<_>>();
+    Fixture { store_dir, bare, checkout, scratch, commits }
+}
+
+/// A real mirror from `REWARDLAB_MIRRORS`, shared-cloned (objects through alternates) into a
+/// store and a checkout under `target/`; `None` when the variable is unset or the mirror absent.
+fn real_fixture() -> Option<(String, Fixture)> {
+    let mirrors = std::env::var_os("REWARDLAB_MIRRORS")?;
+    let name = std::env::var("REWARDLAB_BENCH_REPO").unwrap_or_else(|_| "sympy__sympy".to_owned());
+    let rev = std::env::var("REWARDLAB_BENCH_REV").unwrap_or_else(|_| "HEAD".to_owned());
+    let mirror = Path::new(&mirrors).join(format!("{name}.git"));
+    if !mirror.is_dir() {
+        println!("sandbox bench: no mirror at {}; the real-repository group is skipped", mirror.display());
+        return None;
+    }
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/rewardlab-bench/real").join(&name);
+    let store_dir = base.join("store");
+    let bare = store_dir.join(format!("{name}.git"));
+    let checkout = base.join("checkout");
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&store_dir).expect("mkdir");
+    let mirror = mirror.to_str().expect("utf-8 mirror path");
+    git(&store_dir, &["clone", "-q", "--bare", "--shared", mirror, bare.to_str().expect("utf-8")]);
+    git(&base, &["clone", "-q", "--shared", "--no-checkout", mirror, checkout.to_str().expect("utf-8")]);
+    let commit = git(&bare, &["rev-parse", &format!("{rev}^{{commit}}")]).trim().to_owned();
+    git(&checkout, &["checkout", "-q", "--detach", &commit]);
+    Some((name, Fixture { store_dir, bare, checkout, scratch: base.join("scratch"), commits: vec![commit] }))
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// Grep per pattern: indexed view, scanning view, `git grep -n` in a worktree; prints the
+/// median per call of each and of the mix, and the ratios.
+fn index_greps(c: &mut Criterion, label: &str, fx: &Fixture, repo_spec: &str) {
+    let limits = Limits::default();
+    let indexed_store = RepoStore::open(&fx.store_dir).expect("store");
+    let scan_dir = fx.store_dir.with_file_name("scan-store");
+    let _ = std::fs::remove_dir_all(&scan_dir);
+    std::fs::create_dir_all(&scan_dir).expect("mkdir");
+    let mirror_name = fx.bare.file_name().expect("name").to_owned();
+    std::os::unix::fs::symlink(&fx.bare, scan_dir.join(&mirror_name)).expect("symlink the mirror");
+    let scan_store =
+        RepoStore::open_with(&scan_dir, StoreOptions { index_bytes: 0, ..StoreOptions::default() }).expect("store");
+    let indexed_repo = indexed_store.repo(repo_spec).expect("adopt");
+    let scan_repo = scan_store.repo(repo_spec).expect("adopt");
+    let head = fx.commits.last().expect("a commit");
+    let head_id = indexed_repo.resolve(head).expect("commit");
+    let started = Instant::now();
+    indexed_repo.build_index(&[head_id], None).expect("index");
+    let stats = indexed_repo.index_stats();
+    println!(
+        "sandbox bench [{label}]: index of one commit built in {:.0} ms: {} blobs, {:.1} MB",
+        started.elapsed().as_secs_f64() * 1e3,
+        stats.blobs,
+        stats.bytes as f64 / 1e6
+    );
+    let indexed = indexed_repo.tree(head, TreeKind::View).expect("view");
+    let scanned = scan_repo.tree(head, TreeKind::View).expect("view");
+    let mut mix = [Vec::new(), Vec::new(), Vec::new()];
+    for (name, pattern, case_sensitive) in INDEX_GREPS {
+        let call = ToolCall::Grep(GrepArgs {
+            pattern: (*pattern).to_owned(),
+            path: None,
+            case_sensitive: (!case_sensitive).then_some(false),
+        });
+        let a = call.run(&indexed, &limits);
+        assert_eq!(a, call.run(&scanned, &limits), "indexed and scanned greps agree on {pattern:?}");
+        let git_grep = || {
+            let mut command = Command::new("git");
+            command.current_dir(&fx.checkout).args(["grep", "-n", "-I", "-P"]);
+            if !case_sensitive {
+                command.arg("-i");
+            }
+            let out = command.args(["-e", pattern]).output().expect("git grep runs");
+            out.stdout.len()
+        };
+        let mut group = c.benchmark_group(format!("sandbox_index_{label}_{}", name.replace([' ', ','], "_")));
+        group.sample_size(20).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+        group.bench_function("indexed view", |b| b.iter(|| black_box(call.run(&indexed, &limits))));
+        group.bench_function("scanning view (index off)", |b| b.iter(|| black_box(call.run(&scanned, &limits))));
+        group.bench_function("baseline: git grep -n, worktree, subprocess", |b| b.iter(|| black_box(git_grep())));
+        group.finish();
+        let time = |f: &dyn Fn()| {
+            median(
+                (0..15)
+                    .map(|_| {
+                        let t = Instant::now();
+                        f();
+                        t.elapsed()
+                    })
+                    .collect(),
+            )
+        };
+        let times = [
+            time(&|| drop(black_box(call.run(&indexed, &limits)))),
+            time(&|| drop(black_box(call.run(&scanned, &limits)))),
+            time(&|| {
+                black_box(git_grep());
+            }),
+        ];
+        println!(
+            "sandbox bench [{label}]: {name} {pattern:?} ({} matches shown, {:?}): indexed {:.3} ms, scan {:.3} ms, git grep {:.3} ms: {:.1}× git, {:.1}× scan",
+            a.entities.len(),
+            a.status,
+            times[0].as_secs_f64() * 1e3,
+            times[1].as_secs_f64() * 1e3,
+            times[2].as_secs_f64() * 1e3,
+            times[2].as_secs_f64() / times[0].as_secs_f64(),
+            times[1].as_secs_f64() / times[0].as_secs_f64(),
+        );
+        for (all, t) in mix.iter_mut().zip(times) {
+            all.push(t);
+        }
+    }
+    let [indexed_mix, scan_mix, git_mix] = mix.map(median);
+    println!(
+        "sandbox bench [{label}]: mix of {} patterns, median per call: indexed {:.3} ms, scan {:.3} ms, git grep -n {:.3} ms: {:.1}× git grep, {:.1}× scan; index {:?}",
+        INDEX_GREPS.len(),
+        indexed_mix.as_secs_f64() * 1e3,
+        scan_mix.as_secs_f64() * 1e3,
+        git_mix.as_secs_f64() * 1e3,
+        git_mix.as_secs_f64() / indexed_mix.as_secs_f64(),
+        scan_mix.as_secs_f64() / indexed_mix.as_secs_f64(),
+        indexed_repo.index_stats(),
+    );
+}
+
+fn index_bench(c: &mut Criterion) {
+    let fx = big_fixture();
+    let files = git(&fx.bare, &["ls-tree", "-r", "--name-only", "main"]).lines().count();
+    let bytes: u64 = git(&fx.bare, &["ls-tree", "-r", "-l", "main"])
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(3).and_then(|n| n.parse::<u64>().ok()))
+        .sum();
+    println!(
+        "sandbox bench: index repository {files} files, {:.1} MB, {} commits",
+        bytes as f64 / 1e6,
+        fx.commits.len()
+    );
+    index_greps(c, "generated", &fx, "bench/big");
+
+    // Index build per commit beside `git worktree add`: a fresh store each time (cold blob cache).
+    let ids: Vec<String> = fx.commits.clone();
+    let mut group = c.benchmark_group("sandbox_index_build");
+    group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(5));
+    let fresh = |n: usize| {
+        let dir = fx.scratch.join(format!("build-store-{n}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::os::unix::fs::symlink(&fx.bare, dir.join("bench__big.git")).expect("symlink");
+        let store = RepoStore::open(&dir).expect("store");
+        let repo = store.repo("bench/big").expect("adopt");
+        (dir, store, repo)
+    };
+    let mut n = 0;
+    group.bench_function("index build, first commit (cold)", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                n += 1;
+                let (dir, store, repo) = fresh(n);
+                let id = repo.resolve(&ids[0]).expect("commit");
+                let t = Instant::now();
+                repo.build_index(&[id], None).expect("build");
+                total += t.elapsed();
+                drop((repo, store));
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            total
+        })
+    });
+    group.bench_function("index build, next commit (parent indexed)", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for i in 0..iters {
+                n += 1;
+                let (dir, store, repo) = fresh(n);
+                let k = 1 + (i as usize % (ids.len() - 1));
+                let parent = repo.resolve(&ids[k - 1]).expect("commit");
+                let child = repo.resolve(&ids[k]).expect("commit");
+                repo.build_index(&[parent], None).expect("build");
+                let t = Instant::now();
+                repo.build_index(&[child], None).expect("build");
+                total += t.elapsed();
+                drop((repo, store));
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            total
+        })
+    });
+    group.bench_function("baseline: git worktree add (+ remove), subprocess", |b| {
+        b.iter(|| {
+            n += 1;
+            let dir = fx.scratch.join(format!("wt-{n}"));
+            let dir = dir.to_str().expect("utf-8");
+            git(&fx.bare, &["worktree", "add", "-q", "--detach", dir, &ids[n % ids.len()]]);
+            git(&fx.bare, &["worktree", "remove", "--force", dir]);
+        })
+    });
+    group.finish();
+
+    if let Some((name, real)) = real_fixture() {
+        let files = git(&real.bare, &["ls-tree", "-r", "--name-only", &real.commits[0]]).lines().count();
+        println!("sandbox bench: real repository {name} at {} ({files} files)", &real.commits[0][..12]);
+        index_greps(c, "real", &real, &name);
+    }
+}
+
+criterion_group!(benches, bench, index_bench);
 criterion_main!(benches);

@@ -21,7 +21,10 @@
 //! ```
 //!
 //! A repository is named `owner__name` after the last two components of its URL or path
-//! (`https://github.com/psf/requests` → `psf__requests.git`). An existing bare mirror placed at
+//! (`https://github.com/psf/requests` → `psf__requests.git`). A local path is accepted whatever
+//! its characters: it is made canonical, and when its last two components are not a valid
+//! `owner__name` the name is `local__<sanitised stem>-<hash of the canonical path>`
+//! ([`local_mirror_name`]); names that reach the filesystem are always validated. An existing bare mirror placed at
 //! `<root>/owner__name.git` is adopted as is, with no network access; anything else is cloned
 //! bare with gix (`prepare_clone_bare(..).fetch_only(..)`; local paths go through `git
 //! upload-pack`). On [`RepoStore::open`] the store prunes what a crashed run left behind:
@@ -47,6 +50,16 @@
 //! weak references, and the most recently used ones are kept alive by a small LRU
 //! ([`StoreOptions::keep_recent_trees`]) so sequential rollouts of one commit reuse them. A
 //! worktree removes its directory and its admin entry when the last reference drops.
+//!
+//! # Content index
+//!
+//! Each repository keeps a trigram index per *blob* (`index`): built lazily, in the
+//! background and in parallel, for the blobs a view reaches, and shared by every commit that
+//! contains them, in an LRU bounded by [`StoreOptions::index_bytes`]. grep on a view turns its
+//! pattern into the trigrams every match must contain (from the same HIR the matcher compiles)
+//! and reads only the files that have them; files not indexed yet are scanned, so results are
+//! identical to the scan's (a property test checks it) and a call never waits for a build.
+//! Worktrees always scan. [`Repo::build_index`] builds ahead of time with progress reports.
 //!
 //! # Tools and limits
 //!
@@ -77,6 +90,7 @@
 mod blob_cache;
 mod deadline;
 mod error;
+mod index;
 mod limits;
 mod path;
 mod sandbox;
@@ -87,8 +101,9 @@ mod tree;
 pub use blob_cache::{BlobCache, BlobCacheStats};
 pub use error::Error;
 pub use gix::ObjectId;
+pub use index::{IndexProgress, IndexStats};
 pub use limits::Limits;
 pub use sandbox::{Sandbox, SandboxStats};
-pub use store::{Repo, RepoStore, StoreOptions, mirror_name};
+pub use store::{Repo, RepoStore, StoreOptions, local_mirror_name, mirror_name};
 pub use tools::{ErrorKind, GlobArgs, GrepArgs, ReadArgs, Status, ToolCall, ToolResult};
 pub use tree::{AccessError, EntryKind, FileEntry, Tree, TreeKind};

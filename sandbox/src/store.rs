@@ -17,6 +17,7 @@ use lru::LruCache;
 use crate::{
     blob_cache::BlobCache,
     error::Error,
+    index::{ContentIndex, IndexProgress, IndexStats},
     tree::{Backend, Checkout, Tree, TreeKind, View},
 };
 
@@ -28,11 +29,14 @@ pub struct StoreOptions {
     /// Trees kept alive per repository after their last user drops them, most recent first,
     /// so that sequential rollouts of one commit reuse a tree. 0 keeps none.
     pub keep_recent_trees: usize,
+    /// Byte bound of each repository's content index (trigrams per blob, see the crate docs);
+    /// 0 disables the index and every grep scans.
+    pub index_bytes: usize,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { blob_cache_bytes: 256 << 20, keep_recent_trees: 16 }
+        StoreOptions { blob_cache_bytes: 256 << 20, keep_recent_trees: 16, index_bytes: 256 << 20 }
     }
 }
 
@@ -72,15 +76,77 @@ pub fn mirror_name(spec: &str) -> Result<String, Error> {
         let owner = parts.next().ok_or_else(|| invalid("it needs an owner and a name (owner/name)"))?;
         format!("{owner}__{last}")
     };
-    let valid = name.split("__").all(|part| {
-        !part.is_empty()
-            && !part.starts_with('.')
-            && part.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
-    });
-    if !valid {
+    if !is_store_name(&name) {
         return Err(invalid("components must be non-empty, use only A-Z a-z 0-9 . _ -, and not start with `.`"));
     }
     Ok(name)
+}
+
+/// Whether `name` is a store name: `__`-separated components, each non-empty, of
+/// `A-Z a-z 0-9 . _ -`, not starting with `.` (so it is one safe directory name).
+fn is_store_name(name: &str) -> bool {
+    name.contains("__")
+        && name.split("__").all(|part| {
+            !part.is_empty()
+                && !part.starts_with('.')
+                && part.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        })
+}
+
+/// The store name of a local repository directory, whatever characters its path holds.
+///
+/// The path is made canonical first (so `../requests`, a symlinked directory and the real
+/// directory name one repository). When the canonical path's last two components make a valid
+/// `owner__name` (as [`mirror_name`] would derive), that is the name, so a store's existing
+/// mirrors keep their names. Otherwise the name is `local__<stem>-<hash>`: the last component
+/// with every character outside `A-Z a-z 0-9 . _ -` replaced by `-`, and the 64-bit FNV-1a hash
+/// of the canonical path's bytes, so two directories with the same stem never share a mirror and
+/// no name is ever taken from unvalidated text.
+pub fn local_mirror_name(path: &Path) -> Result<String, Error> {
+    let canonical = fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
+    fn component(path: Option<&Path>) -> Option<&str> {
+        path.and_then(Path::file_name).and_then(|n| n.to_str())
+    }
+    if let (Some(last), Some(owner)) = (component(Some(&canonical)), component(canonical.parent())) {
+        let last = last.strip_suffix(".git").unwrap_or(last);
+        let name = if last.contains("__") { last.to_owned() } else { format!("{owner}__{last}") };
+        if is_store_name(&name) {
+            return Ok(name);
+        }
+    }
+    let raw = canonical.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let raw = raw.strip_suffix(".git").unwrap_or(&raw);
+    let mut stem: String =
+        raw.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '-' }).take(40).collect();
+    while stem.contains("__") {
+        stem = stem.replace("__", "_");
+    }
+    let stem = stem.trim_start_matches(['.', '_']).trim_end_matches('_');
+    let stem = if stem.is_empty() { "repo" } else { stem };
+    Ok(format!("local__{stem}-{:016x}", fnv1a(canonical.as_os_str().as_encoded_bytes())))
+}
+
+/// 64-bit FNV-1a: stable across Rust versions and platforms, unlike the standard hasher, so a
+/// store name derived from a path is the same in every run.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// Where a repository is cloned from.
+enum Source<'a> {
+    /// A canonical local directory.
+    Path(&'a Path),
+    /// A URL, scp-like address or path as text.
+    Spec(&'a str),
+}
+
+impl Source<'_> {
+    fn describe(&self) -> String {
+        match self {
+            Source::Path(path) => path.display().to_string(),
+            Source::Spec(spec) => (*spec).to_owned(),
+        }
+    }
 }
 
 impl RepoStore {
@@ -117,14 +183,38 @@ impl RepoStore {
 
     /// The repository for `spec`: a URL or local path (cloned bare on first use unless its
     /// mirror already exists) or a store name (`owner/name`, `owner__name`) of an existing mirror.
+    /// An existing local path is taken as a path whatever its characters (see [`RepoStore::repo_at`]).
     pub fn repo(&self, spec: &str) -> Result<Arc<Repo>, Error> {
+        if !spec.contains("://") && Path::new(spec).exists() {
+            return self.repo_at(Path::new(spec));
+        }
         let name = mirror_name(spec)?;
-        let is_source = spec.contains("://") || Path::new(spec).exists() || spec.contains('@');
+        let is_source = spec.contains("://") || spec.contains('@');
         self.repo_named(&name, is_source.then_some(spec))
     }
 
-    /// The repository stored as `name`, cloned from `source` if its mirror does not exist yet.
+    /// The repository at a local directory (any path: spaces, `+`, Unicode, symlinks), cloned
+    /// bare on first use under the name [`local_mirror_name`] gives it.
+    pub fn repo_at(&self, path: &Path) -> Result<Arc<Repo>, Error> {
+        let canonical = fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
+        let name = local_mirror_name(&canonical)?;
+        self.repo_from(&name, Some(Source::Path(&canonical)))
+    }
+
+    /// The repository stored as `name` (a valid store name, see [`mirror_name`]), cloned from
+    /// `source` if its mirror does not exist yet.
     pub fn repo_named(&self, name: &str, source: Option<&str>) -> Result<Arc<Repo>, Error> {
+        self.repo_from(name, source.map(Source::Spec))
+    }
+
+    fn repo_from(&self, name: &str, source: Option<Source<'_>>) -> Result<Arc<Repo>, Error> {
+        // The name becomes directory names in the store: never let one escape it.
+        if !is_store_name(name) {
+            return Err(Error::InvalidName {
+                spec: name.to_owned(),
+                reason: "store names are `owner__name` with components of A-Z a-z 0-9 . _ - not starting with `.`",
+            });
+        }
         let slot = {
             let mut repos = lock(&self.repos);
             repos.entry(name.to_owned()).or_default().clone()
@@ -142,7 +232,7 @@ impl RepoStore {
                     reason: "no mirror of that name in the store, and no URL or path to clone from",
                 });
             };
-            self.clone_into(source, name, &path)?;
+            self.clone_into(&source, name, &path)?;
         }
         let git = open_bare(&path)?;
         let repo = Arc::new(Repo {
@@ -151,6 +241,7 @@ impl RepoStore {
                 path: path.clone(),
                 git,
                 blobs: BlobCache::new(self.options.blob_cache_bytes),
+                index: ContentIndex::new(self.options.index_bytes),
                 admin: Mutex::new(()),
             }),
             trees_dir: self.trees_root().join(format!("{name}.git")),
@@ -164,17 +255,20 @@ impl RepoStore {
 
     /// Clones `source` bare into a temporary directory and renames it into place, so a crash
     /// never leaves a half-cloned mirror under its final name.
-    fn clone_into(&self, source: &str, name: &str, dest: &Path) -> Result<(), Error> {
+    fn clone_into(&self, source: &Source<'_>, name: &str, dest: &Path) -> Result<(), Error> {
         let tmp_root = self.root.join(".tmp");
         let tmp = tmp_root.join(format!("{}-{name}.git", std::process::id()));
         if tmp.exists() {
             fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
         }
         fs::create_dir_all(&tmp_root).map_err(|e| Error::io(&tmp_root, e))?;
-        let clone_error = |err| Error::Clone { url: source.to_owned(), dest: dest.to_owned(), source: err };
-        let url = match fs::canonicalize(source) {
-            Ok(local) => gix::Url::try_from(local.as_path()),
-            Err(_) => gix::Url::try_from(source),
+        let clone_error = |err| Error::Clone { url: source.describe(), dest: dest.to_owned(), source: err };
+        let url = match source {
+            Source::Path(path) => gix::Url::try_from(*path),
+            Source::Spec(spec) => match fs::canonicalize(spec) {
+                Ok(local) => gix::Url::try_from(local.as_path()),
+                Err(_) => gix::Url::try_from(*spec),
+            },
         }
         .map_err(|e| clone_error(gix::Error::from_error(e)))?;
         let mut prepare = gix::prepare_clone_bare(url, &tmp).map_err(clone_error)?;
@@ -246,6 +340,28 @@ impl Repo {
     /// The shared blob cache of this repository's zero-disk views.
     pub fn blob_cache(&self) -> &BlobCache {
         &self.shared.blobs
+    }
+
+    /// Counters of this repository's content index.
+    pub fn index_stats(&self) -> IndexStats {
+        self.shared.index.stats()
+    }
+
+    /// Builds the content index for every blob the given commits reach, now, in parallel on
+    /// rayon's pool, calling `progress` every few percent. Greps build it lazily anyway; this is
+    /// for callers that want it ready before a run (a study's task commits, a benchmark).
+    pub fn build_index(
+        &self,
+        commits: &[ObjectId],
+        progress: Option<&(dyn Fn(IndexProgress) + Sync)>,
+    ) -> Result<(), Error> {
+        let mut ids = Vec::new();
+        for commit in commits {
+            let tree = self.tree_at(*commit, TreeKind::View)?;
+            ids.extend(tree.view().expect("a view tree has a view").blob_ids());
+        }
+        self.shared.index.build(&self.shared, &ids, true, progress);
+        Ok(())
     }
 
     /// Resolves a revision (`HEAD~3`, a tag, a full or abbreviated id) to a commit id.
@@ -325,6 +441,7 @@ pub(crate) struct RepoShared {
     pub(crate) path: PathBuf,
     git: gix::ThreadSafeRepository,
     pub(crate) blobs: BlobCache,
+    pub(crate) index: ContentIndex,
     /// Serialises worktree registration and removal (see `Checkout::create`).
     admin: Mutex<()>,
 }

@@ -3,6 +3,7 @@
 
 mod sandbox {
     pub mod helpers;
+    mod index;
     mod limits;
     mod oracle;
     mod security;

@@ -3,6 +3,11 @@
 //! Files are searched in path order and matches reported in line order, so the output is
 //! deterministic: `path:line:text`, one line per matching line, like `git grep -n`. Symlinks are
 //! not searched (as in `git grep`); their targets are searched under their own paths.
+//!
+//! On a zero-disk view the content index (`crate::index`) narrows the files read: the pattern's
+//! trigram query rules out files that cannot match, and the index's sizes and binary flags
+//! account for them exactly as reading them would (`searched`, skipped binary and large files),
+//! so the output is the same byte for byte. Files without an entry are read and scanned.
 
 use std::sync::Arc;
 
@@ -13,6 +18,7 @@ use super::{ErrorKind, GrepArgs, ToolResult, filter::PathFilter, output::Output}
 use crate::{
     Limits,
     deadline::Deadline,
+    index::{Content, Query},
     tree::{AccessError, EntryKind, Tree},
 };
 
@@ -34,6 +40,15 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
         .binary_detection(BinaryDetection::quit(b'\0'))
         .bom_sniffing(false)
         .build();
+    // The path filter has already narrowed the files; the index narrows them further.
+    let query = match tree.index_entries() {
+        Some(found) => {
+            let query = Query::plan(&args.pattern, !args.case_sensitive.unwrap_or(true), limits.regex_nest_limit);
+            (!query.is_all()).then_some((found, query))
+        }
+        None => None,
+    };
+    let mut skipped = 0usize;
     let reader = tree.reader();
     let mut out = Output::new(limits);
     let mut searched = 0usize;
@@ -41,7 +56,7 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
     let mut binary = 0usize;
     let mut large = 0usize;
     let mut timed_out = false;
-    for entry in tree.files() {
+    for (i, entry) in tree.files().iter().enumerate() {
         if entry.kind == EntryKind::Symlink || !filter.as_ref().is_none_or(|f| f.matches(&entry.path)) {
             continue;
         }
@@ -52,6 +67,27 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
         if deadline.expired() {
             timed_out = true;
             continue;
+        }
+        if let Some(((_, entries), query)) = &query
+            && let Some(indexed) = &entries[i]
+        {
+            if indexed.size > limits.max_grep_file_bytes {
+                large += 1;
+                continue;
+            }
+            match &indexed.content {
+                Content::Binary => {
+                    searched += 1;
+                    binary += 1;
+                    continue;
+                }
+                Content::Text(grams) if !query.matches(grams) => {
+                    searched += 1;
+                    skipped += 1;
+                    continue;
+                }
+                _ => {}
+            }
         }
         let data: Arc<[u8]> = match reader.read_listed(entry, limits.max_grep_file_bytes) {
             Ok(data) => data,
@@ -73,6 +109,9 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
         if !search_file(&mut searcher, &matcher, &entry.path, &data, &mut out, deadline) {
             timed_out = true;
         }
+    }
+    if let Some(((index, _), _)) = &query {
+        index.record_grep(skipped);
     }
     if out.lines() == 0 && !timed_out {
         out.note(format!("[no matches in {}]", plural(searched, "file", "files")));

@@ -11,9 +11,9 @@ use std::{cell::OnceCell, path::Path, sync::Arc};
 use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
-use crate::{path, store::RepoShared};
+use crate::{index::ContentIndex, path, store::RepoShared};
 
-pub(crate) use view::View;
+pub(crate) use view::{Entries, View};
 pub(crate) use worktree::Checkout;
 
 /// How a commit's files are materialised.
@@ -185,6 +185,23 @@ impl Tree {
 
     pub(crate) fn new(commit: ObjectId, repo_name: String, files: Vec<FileEntry>, backend: Backend) -> Self {
         Tree { commit, repo_name, files, backend }
+    }
+
+    /// The content index and this tree's entries in it, aligned with [`Tree::files`]; `None`
+    /// for a worktree (its files on disk may differ from the blobs, through checkout filters)
+    /// or when the index is disabled.
+    pub(crate) fn index_entries(&self) -> Option<(&ContentIndex, Entries)> {
+        match &self.backend {
+            Backend::View(view) => view.index_entries(),
+            Backend::Worktree(_) => None,
+        }
+    }
+
+    pub(crate) fn view(&self) -> Option<&View> {
+        match &self.backend {
+            Backend::View(view) => Some(view),
+            Backend::Worktree(_) => None,
+        }
     }
 
     pub(crate) fn reader(&self) -> Reader<'_> {

@@ -6,19 +6,38 @@
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
-    sync::Arc,
+    sync::{
+        Arc, OnceLock,
+        atomic::{AtomicBool, Ordering},
+    },
 };
 
 use gix::{ObjectId, objs::tree::EntryKind as GitKind};
 
 use super::{AccessError, EntryKind, FileEntry, Reader};
-use crate::{error::Error, path::is_git_dir, store::RepoShared};
+use crate::{
+    error::Error,
+    index::{BlobEntry, ContentIndex},
+    path::is_git_dir,
+    store::RepoShared,
+};
+
+/// Index entries of a view's files, aligned with [`super::Tree::files`] (`None`: no entry).
+pub(crate) type Entries = Arc<[Option<Arc<BlobEntry>>]>;
 
 /// The index of one commit's tree and a handle on the repository's objects and blob cache.
 pub(crate) struct View {
     shared: Arc<RepoShared>,
     entries: HashMap<String, (ObjectId, EntryKind)>,
     dirs: HashSet<String>,
+    /// The blob of each listed file, aligned with the sorted file list; `None` for symlinks,
+    /// which grep does not search.
+    ids: Vec<Option<ObjectId>>,
+    /// Whether the background index build was started, and whether it has finished.
+    index_requested: AtomicBool,
+    index_done: Arc<AtomicBool>,
+    /// Once every file has an entry (or the build is over), the entries, kept for the view's life.
+    index_snapshot: OnceLock<Entries>,
 }
 
 impl std::fmt::Debug for View {
@@ -44,7 +63,7 @@ impl View {
             .map_err(tree_error)?;
         let mut entries = HashMap::with_capacity(records.len());
         let mut dirs = HashSet::new();
-        let mut files = Vec::with_capacity(records.len());
+        let mut files: Vec<(FileEntry, ObjectId)> = Vec::with_capacity(records.len());
         for record in records {
             let Ok(path) = String::from_utf8(record.filepath.into()) else {
                 continue;
@@ -60,10 +79,53 @@ impl View {
                 GitKind::Commit => continue,
             };
             entries.insert(path.clone(), (record.oid, kind));
-            files.push(FileEntry { path, kind });
+            files.push((FileEntry { path, kind }, record.oid));
         }
-        files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
-        Ok((View { shared, entries, dirs }, files))
+        files.sort_unstable_by(|a, b| a.0.path.cmp(&b.0.path));
+        let ids = files.iter().map(|(entry, id)| (entry.kind != EntryKind::Symlink).then_some(*id)).collect();
+        let files = files.into_iter().map(|(entry, _)| entry).collect();
+        let view = View {
+            shared,
+            entries,
+            dirs,
+            ids,
+            index_requested: AtomicBool::new(false),
+            index_done: Arc::new(AtomicBool::new(false)),
+            index_snapshot: OnceLock::new(),
+        };
+        Ok((view, files))
+    }
+
+    /// The index entries of this view's files, starting the background build on first use
+    /// (see [`crate::index`]); `None` when the repository's index is disabled.
+    pub(crate) fn index_entries(&self) -> Option<(&ContentIndex, Entries)> {
+        let index = &self.shared.index;
+        if !index.enabled() {
+            return None;
+        }
+        if let Some(entries) = self.index_snapshot.get() {
+            return Some((index, entries.clone()));
+        }
+        if !self.index_requested.swap(true, Ordering::SeqCst) {
+            let shared = self.shared.clone();
+            let ids: Vec<ObjectId> = self.ids.iter().flatten().copied().collect();
+            let done = self.index_done.clone();
+            rayon::spawn(move || {
+                shared.index.build(&shared, &ids, false, None);
+                done.store(true, Ordering::SeqCst);
+            });
+        }
+        let (found, complete) = index.lookup(&self.ids);
+        let entries: Entries = found.into();
+        if complete || self.index_done.load(Ordering::SeqCst) {
+            let _ = self.index_snapshot.set(entries.clone());
+        }
+        Some((index, entries))
+    }
+
+    /// The blobs of this view's regular files, for an explicit index build.
+    pub(crate) fn blob_ids(&self) -> impl Iterator<Item = ObjectId> + '_ {
+        self.ids.iter().flatten().copied()
     }
 
     pub(crate) fn read(

@@ -206,3 +206,61 @@ fn leftovers_of_crashed_runs_are_pruned_on_open() {
     let listed = git(&mirror, &["worktree", "list", "--porcelain"]);
     assert!(!listed.contains("4294967000") && !listed.contains("4294967001"), "{listed}");
 }
+
+#[test]
+fn any_local_path_is_accepted_and_named_safely() {
+    use rewardlab_sandbox::{Limits, ToolCall, local_mirror_name, mirror_name};
+    let fx = Fixture::new();
+    let store = RepoStore::open(fx.path("store with space+plus/ünï")).expect("a store anywhere");
+    let grep = ToolCall::from_json(&serde_json::json!({"tool": "grep", "args": {"pattern": "request"}}))
+        .unwrap_or_else(|r| panic!("{}", r.output));
+    let mut names = Vec::new();
+    for (n, dir) in ["code/my repo/requests.git", "a+b/c+d", "données/dépôt", "x/.hidden", "other/my repo/requests.git"]
+        .into_iter()
+        .enumerate()
+    {
+        let src = fx.path(dir);
+        generated_repo(&src, 20 + n as u64, 1);
+        let repo = store.repo(src.to_str().expect("utf-8")).unwrap_or_else(|e| panic!("{dir}: {e}"));
+        let name = repo.name().to_owned();
+        assert_eq!(mirror_name(&name).expect("a valid store name"), name, "{dir}");
+        assert!(name.starts_with("local__"), "{dir} → {name}");
+        assert_eq!(local_mirror_name(&src).expect("named"), name, "one naming function");
+        assert!(repo.path().starts_with(store.root()), "the mirror stays in the store");
+        let tree = repo.tree("HEAD", TreeKind::View).expect("view");
+        let found = grep.run(&tree, &Limits::default());
+        assert!(!found.entities.is_empty(), "{dir}: {}", found.output);
+        assert!(Arc::ptr_eq(&repo, &store.repo(&name).expect("by its store name")));
+        names.push(name);
+    }
+    assert!(names[0].starts_with("local__requests-"), "{}", names[0]);
+    assert_ne!(names[0], names[4], "the same stem in two places gives two mirrors");
+    // A symlinked directory and a path with `..` name the same repository as the real path.
+    let real = fx.path("acme/linked");
+    generated_repo(&real, 30, 1);
+    std::os::unix::fs::symlink(&real, fx.path("link to repo")).expect("symlink");
+    let via_link = store.repo(fx.path("link to repo").to_str().expect("utf-8")).expect("through the link");
+    assert_eq!(via_link.name(), "acme__linked");
+    let dotted = fx.path("acme/../acme/linked");
+    assert!(Arc::ptr_eq(&via_link, &store.repo(dotted.to_str().expect("utf-8")).expect("with ..")));
+    // Names that are not store names never reach the filesystem.
+    for bad in ["../escape", "a__../b", "__x", "x", "a/b__c", ".git__x"] {
+        assert!(
+            matches!(store.repo_named(bad, Some(real.to_str().expect("utf-8"))), Err(Error::InvalidName { .. })),
+            "{bad}"
+        );
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_non_utf8_path_is_accepted() {
+    use std::os::unix::ffi::OsStrExt;
+    let fx = Fixture::new();
+    let src = fx.tmp.path().join(std::ffi::OsStr::from_bytes(b"caf\xe9")).join("repo");
+    generated_repo(&src, 40, 1);
+    let store = RepoStore::open(fx.path("store")).expect("store");
+    let repo = store.repo_at(&src).expect("cloned from a non-UTF-8 path");
+    assert!(repo.name().starts_with("local__repo-"), "{}", repo.name());
+    assert!(repo.tree("HEAD", TreeKind::View).expect("view").files().iter().any(|f| f.path == "README.md"));
+}

@@ -15,7 +15,8 @@ use std::{
 
 use anyhow::{Context, bail};
 use rewardlab_sandbox::{
-    GlobArgs, GrepArgs, Limits, ReadArgs, RepoStore, Sandbox, Status, ToolCall, ToolResult, Tree, TreeKind,
+    GlobArgs, GrepArgs, Limits, ReadArgs, RepoStore, Sandbox, Status, StoreOptions, ToolCall, ToolResult, Tree,
+    TreeKind,
 };
 use serde_json::Value;
 
@@ -41,6 +42,9 @@ pub struct SandboxArgs {
     /// one turn per line (a JSON array of calls), and print each result as one JSON line.
     #[arg(long)]
     json: bool,
+    /// Turn the content index off, so every grep scans (for comparing the two).
+    #[arg(long)]
+    no_index: bool,
     #[command(subcommand)]
     tool: Option<ToolCommand>,
 }
@@ -84,7 +88,12 @@ pub fn run(args: SandboxArgs) -> anyhow::Result<u8> {
             (dir.clone(), Some(TempStore(dir)))
         }
     };
-    let store = RepoStore::open(&store_dir).with_context(|| format!("opening the store at {}", store_dir.display()))?;
+    let options = StoreOptions {
+        index_bytes: if args.no_index { 0 } else { StoreOptions::default().index_bytes },
+        ..StoreOptions::default()
+    };
+    let store = RepoStore::open_with(&store_dir, options)
+        .with_context(|| format!("opening the store at {}", store_dir.display()))?;
     let sandbox = Sandbox::new(Arc::new(store), Limits::default());
     let tree = sandbox
         .tree(&args.repo, &args.commit, args.kind)
