@@ -93,7 +93,10 @@ fn main() -> ExitCode {
         names = entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
         names.sort();
     }
-    println!("{:<24} {:>7} {:>8} {:>6} {:>9} | kind   {:>6} {:>6} {:>5} {:>5} {:>6} {:>6}", "repository", "walked", "commit/s", "s", "threads", "tasks", "words", "med", "files", "ident", "vocab");
+    println!(
+        "{:<24} {:>7} {:>8} {:>6} {:>9} | kind   {:>6} {:>6} {:>5} {:>5} {:>6} {:>6}",
+        "repository", "walked", "commit/s", "s", "threads", "tasks", "words", "med", "files", "ident", "vocab"
+    );
     for name in names {
         let path: &Path = &mirrors.join(&name);
         let options = CommitOptions { kinds: TaskKinds::Both, ..CommitOptions::default() };

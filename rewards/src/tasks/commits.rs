@@ -287,8 +287,8 @@ fn resolve_in(repo: &gix::Repository, repo_path: &Path, rev: &str) -> Result<Res
 }
 
 fn open(repo_path: &Path) -> Result<gix::Repository, CommitError> {
-    let mut repo =
-        gix::open(repo_path).map_err(|source| CommitError::Open { path: repo_path.to_path_buf(), source: source.into() })?;
+    let mut repo = gix::open(repo_path)
+        .map_err(|source| CommitError::Open { path: repo_path.to_path_buf(), source: source.into() })?;
     // The walk reads each commit once for its parents and again for its message.
     repo.object_cache_size_if_unset(8 << 20);
     Ok(repo)
@@ -357,7 +357,9 @@ pub(crate) fn mine_range(
     let hidden = range.hidden.iter().map(|h| peel(h)).collect::<Result<Vec<_>, _>>()?;
     let mut platform = repo
         .rev_walk([tip])
-        .sorting(gix::revision::walk::Sorting::ByCommitTime(gix::traverse::commit::simple::CommitTimeOrder::NewestFirst))
+        .sorting(gix::revision::walk::Sorting::ByCommitTime(
+            gix::traverse::commit::simple::CommitTimeOrder::NewestFirst,
+        ))
         .with_hidden(hidden);
     if options.first_parent {
         platform = platform.first_parent_only();
@@ -375,13 +377,17 @@ pub(crate) fn mine_range(
     let mut walk = walk;
     loop {
         let info = match walk.next() {
-            Some(info) if stats.walked < options.max_commits => Some(info.map_err(|e| git("walking history".into())(e.into()))?),
+            Some(info) if stats.walked < options.max_commits => {
+                Some(info.map_err(|e| git("walking history".into())(e.into()))?)
+            }
             _ => None,
         };
         if let Some(info) = info {
             stats.walked += 1;
             let commit = info.object().map_err(|e| git(format!("reading commit {}", info.id))(e.into()))?;
-            if let Some(candidate) = classify(&commit, options, &mut stats).map_err(git(format!("reading commit {}", info.id)))? {
+            if let Some(candidate) =
+                classify(&commit, options, &mut stats).map_err(git(format!("reading commit {}", info.id)))?
+            {
                 batch.push(candidate);
             }
             if batch.len() < batch_size {
@@ -515,7 +521,12 @@ fn diff_batch(
     })
 }
 
-fn diff_candidate(repo: &gix::Repository, candidate: &Candidate, options: &CommitOptions, filter: &PathFilter) -> Outcome {
+fn diff_candidate(
+    repo: &gix::Repository,
+    candidate: &Candidate,
+    options: &CommitOptions,
+    filter: &PathFilter,
+) -> Outcome {
     let commit = repo.find_commit(candidate.id)?;
     let parent = repo.find_commit(candidate.base)?;
     let old_tree = parent.tree()?;
@@ -666,11 +677,7 @@ fn explain_empty(stats: &MineStats, options: &CommitOptions) -> (String, String)
             ),
             "check `source_extensions`, `include_paths` and `exclude_paths`".to_string(),
         ),
-        (
-            stats.too_many_files,
-            format!("over {} target files", options.max_files),
-            "raise `max_files`".to_string(),
-        ),
+        (stats.too_many_files, format!("over {} target files", options.max_files), "raise `max_files`".to_string()),
         (stats.added_files, "added a target file".to_string(), "set `allow_added_files`".to_string()),
     ];
     let summary: Vec<String> =

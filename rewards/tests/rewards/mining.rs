@@ -158,7 +158,14 @@ fn commit(d: &Path, day: &mut u32, name: &'static str, message: &str, ids: &mut 
 }
 
 /// Merges `branch` into the current branch on the next day.
-fn merge(d: &Path, day: &mut u32, name: &'static str, message: &str, branch: &str, ids: &mut Vec<(&'static str, String)>) {
+fn merge(
+    d: &Path,
+    day: &mut u32,
+    name: &'static str,
+    message: &str,
+    branch: &str,
+    ids: &mut Vec<(&'static str, String)>,
+) {
     *day += 1;
     git_at(d, Some(*day), &["merge", "-q", "--no-ff", "-m", message, branch]);
     ids.push((name, git(d, &["rev-parse", "HEAD"]).trim().to_string()));
@@ -296,7 +303,8 @@ fn walk_filters_match_git_log() {
         assert_eq!(fx.names(&mined.tasks), want, "{log_args:?}");
         mined
     };
-    let first = restricted(CommitOptions { first_parent: true, kinds: TaskKinds::Both, ..options() }, &["--first-parent"]);
+    let first =
+        restricted(CommitOptions { first_parent: true, kinds: TaskKinds::Both, ..options() }, &["--first-parent"]);
     assert!(!fx.names(&first.tasks).contains("feature1"));
     assert!(fx.names(&first.tasks).contains("pr7"));
 
