@@ -5,6 +5,7 @@
 mod rewards {
     pub mod catm;
     pub mod commits;
+    pub mod mining;
     pub mod props;
     pub mod swebench;
 }

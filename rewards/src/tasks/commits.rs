@@ -1,52 +1,109 @@
-//! Tasks mined from the commits of a local git repository, read with gix.
+//! Tasks mined from the history of a local git repository, read with gix:
+//! plain commits and merged pull requests.
 //!
-//! A commit becomes a task when it has exactly one parent (merges and root
-//! commits are skipped), its message is not trivial, and it touches between
-//! `min_files` and `max_files` source files once tests, docs and vendored
-//! paths are filtered out. The message is the issue text, the parent is the
-//! base commit, the changed source files are the target files and the
-//! pre-image lines of their changes the target line ranges.
+//! **Commits.** A commit with exactly one parent becomes a task when its
+//! message is not trivial and it touches between `min_files` and `max_files`
+//! target files (source files once tests, docs, vendored paths and the
+//! caller's globs are filtered out). The message is the issue text, the
+//! parent is the base commit, the target files are the changed files and the
+//! target line ranges the pre-image lines of their changes.
 //!
-//! Diffs are computed in-process: gix's tree diff (with rename tracking, so
-//! a renamed file's target is its pre-image path) finds the changed files,
+//! **Pull requests.** A merge commit whose message is GitHub's `Merge pull
+//! request #N from user/branch` followed by the PR title (and body) becomes a
+//! task whose issue text is the title and body and whose target is the
+//! merge's first-parent diff (`merge^1..merge`, base commit `merge^1`). A
+//! squash merge, a one-parent commit whose subject ends in `(#N)`, is a pull
+//! request too when pull requests are selected (issue text: the title without
+//! the suffix, then the body); when only commits are selected it stays the
+//! plain commit it always was. Merges of anything else and root commits are
+//! never tasks.
+//!
+//! **Scale.** The walk (cheap: commit objects only) runs on one thread and
+//! applies the message, date and kind filters; the survivors are diffed in
+//! batches on `threads` threads, each with its own thread-local repository
+//! handle, and the batch results are appended in walk order, so the output is
+//! the same for any thread count. With `max_tasks` set, mining stops at the
+//! first batch that reaches it.
+//!
+//! **Diffs** are computed in-process: gix's tree diff (with rename tracking,
+//! so a renamed file's target is its pre-image path) finds the changed files,
 //! and gix's blob diff (imara-diff, Myers with git's slider heuristics) finds
 //! the changed lines. Changes closer than `2 * CONTEXT` unchanged lines are
 //! merged into one range, as `git diff`'s default three context lines would
 //! put them in one hunk, so targets equal [`crate::diff::patch_targets`] of
-//! `git diff parent commit` (a test checks exactly that).
+//! `git diff parent commit` (tests check exactly that).
 //!
-//! Commits that add a source file are skipped by default: the file does not
+//! Commits that add a target file are skipped by default: the file does not
 //! exist at the base commit, so no retriever can find it (FuseSearch filters
-//! these samples too). Commit tasks carry no function labels (`functions: None`).
+//! these samples too). Mined tasks carry no function labels (`functions: None`).
+//!
+//! A walk that yields no task is an error ([`CommitError::NoUsableCommits`])
+//! that names the repository, the range and how many commits each filter
+//! removed, with a hint at the filter to loosen.
 
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use gix::bstr::ByteSlice;
 use gix::diff::blob::{Algorithm, InternedInput};
+use serde::{Deserialize, Serialize};
 
+use super::filters::{GlobError, PathFilter, merge_pull_request, squash_pull_request};
 use super::{RepoRef, Targets, Task};
 use crate::metrics::LineRange;
+
+pub use super::filters::{is_excluded_path, is_trivial_message};
 
 /// Lines of context `git diff` uses by default; changes at most twice this apart share a hunk.
 const CONTEXT: u32 = 3;
 
-/// How commits are selected.
-#[derive(Clone, Debug)]
+/// Candidates diffed per thread in one batch.
+const BATCH_PER_THREAD: usize = 256;
+
+/// How commits are selected. Every field but `threads` is part of the cache key.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct CommitOptions {
-    /// Where the walk starts (any revision gix can parse).
+    /// Where the walk starts: `HEAD`, a full hex id, a reference name, or a
+    /// range `A..B` (the history of `B` without that of `A`; either side as
+    /// before, an empty side meaning `HEAD`).
     pub rev: String,
     /// Stop after this many tasks.
     pub max_tasks: usize,
-    /// Stop after looking at this many commits.
+    /// Stop after looking at this many commits (of the walk, filtered or not).
     pub max_commits: usize,
+    /// Follow only first parents (`git log --first-parent`): the mainline's
+    /// own commits and its merges, not the commits of merged branches.
+    pub first_parent: bool,
+    /// Only commits whose committer time is at least this (seconds since the
+    /// Unix epoch; [`super::filters::parse_time`] reads dates).
+    pub since: Option<i64>,
+    /// Only commits whose committer time is at most this.
+    pub until: Option<i64>,
     pub min_files: usize,
     pub max_files: usize,
+    /// Skip commits that change more paths than this, counting every changed
+    /// file (tests, docs and non-source files too): sweeping refactors make poor tasks.
+    pub max_changed_paths: usize,
     /// Messages with fewer words than this are trivial.
     pub min_message_words: usize,
+    /// Messages (issue texts, for pull requests) shorter than this many characters are skipped.
+    pub min_message_chars: usize,
     /// File extensions (without the dot) that count as source.
     pub source_extensions: Vec<String>,
-    /// Keep commits that add a source file (the added file becomes a target with no range).
+    /// Apply the built-in test/doc/vendor rule ([`is_excluded_path`]).
+    pub builtin_excludes: bool,
+    /// When not empty, a target file must match one of these globs.
+    pub include_paths: Vec<String>,
+    /// A file matching one of these globs is never a target (`**/tests/**`, `doc/**`).
+    pub exclude_paths: Vec<String>,
+    /// Keep commits that add a target file (the added file becomes a target with no range).
     pub allow_added_files: bool,
+    /// Plain commits, pull requests, or both.
+    pub kinds: TaskKinds,
+    /// Threads that diff commits; 0 means the machine's available parallelism.
+    #[serde(skip)]
+    pub threads: usize,
 }
 
 impl Default for CommitOptions {
@@ -60,13 +117,107 @@ impl Default for CommitOptions {
             rev: "HEAD".to_string(),
             max_tasks: usize::MAX,
             max_commits: usize::MAX,
+            first_parent: false,
+            since: None,
+            until: None,
             min_files: 1,
             max_files: 5,
+            max_changed_paths: usize::MAX,
             min_message_words: 4,
+            min_message_chars: 0,
             source_extensions: exts.iter().map(|s| s.to_string()).collect(),
+            builtin_excludes: true,
+            include_paths: Vec::new(),
+            exclude_paths: Vec::new(),
             allow_added_files: false,
+            kinds: TaskKinds::Commits,
+            threads: 0,
         }
     }
+}
+
+/// Which kinds of task to mine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskKinds {
+    /// Every one-parent commit, squash merges included (mining as it always was).
+    #[default]
+    Commits,
+    /// Merged pull requests only: GitHub merge commits and squash merges.
+    PullRequests,
+    /// Both; a squash merge is mined once, as a pull request.
+    Both,
+}
+
+impl TaskKinds {
+    fn commits(self) -> bool {
+        matches!(self, TaskKinds::Commits | TaskKinds::Both)
+    }
+
+    fn pull_requests(self) -> bool {
+        matches!(self, TaskKinds::PullRequests | TaskKinds::Both)
+    }
+}
+
+/// What a mined task came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskKind {
+    Commit,
+    PullRequest,
+}
+
+/// A mined task and where it came from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MinedTask {
+    pub task: Task,
+    pub kind: TaskKind,
+    /// The commit whose change is the target (the merge commit of a merged pull request).
+    pub commit: String,
+    /// The pull request's number (`None` for plain commits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_request: Option<u64>,
+    /// Committer time of `commit`, seconds since the Unix epoch.
+    pub time: i64,
+}
+
+/// How many commits the walk saw and what each filter removed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MineStats {
+    /// Commits the walk produced (before any filter).
+    pub walked: usize,
+    /// Commits whose trees were diffed.
+    pub diffed: usize,
+    pub tasks: usize,
+    pub root_commits: usize,
+    /// Merges that are not a selected pull request.
+    pub merges: usize,
+    /// One-parent commits when only pull requests are selected (squash merges aside).
+    pub kind_not_selected: usize,
+    pub outside_dates: usize,
+    /// Too few words or a routine-upkeep subject.
+    pub trivial_message: usize,
+    /// Shorter than `min_message_chars`.
+    pub short_message: usize,
+    /// Changed more than `max_changed_paths` paths.
+    pub too_many_paths: usize,
+    /// Fewer than `min_files` target files (often none: tests, docs or non-source only).
+    pub too_few_files: usize,
+    pub too_many_files: usize,
+    /// Added a target file.
+    pub added_files: usize,
+    /// True when the tasks were read from the cache and no history was walked.
+    pub from_cache: bool,
+}
+
+/// Mined tasks and the statistics of the mining.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mined {
+    /// Newest first (walk order).
+    pub tasks: Vec<MinedTask>,
+    pub stats: MineStats,
+    /// Wall-clock seconds mining took (0 for a cache hit's walk).
+    pub seconds: f64,
 }
 
 /// Why mining failed.
@@ -86,203 +237,379 @@ pub enum CommitError {
         #[source]
         source: gix::Error,
     },
+    #[error("mining {path}: {source}")]
+    Glob {
+        path: PathBuf,
+        #[source]
+        source: GlobError,
+    },
+    #[error(
+        "no usable commits in {path} at `{rev}`: of {} commit(s) walked, {summary}; {hint}",
+        stats.walked
+    )]
+    NoUsableCommits { path: PathBuf, rev: String, stats: MineStats, summary: String, hint: String },
+    #[error("mining cache {path}: {message}")]
+    Cache { path: PathBuf, message: String },
 }
 
-/// Mines tasks from the history of the repository at `repo_path`, newest first.
+/// Mines tasks from the history of the repository at `repo_path`, newest
+/// first; the tasks only (see [`mine`] for kinds and statistics).
 pub fn mine_commits(repo_path: &Path, options: &CommitOptions) -> Result<Vec<Task>, CommitError> {
-    let repo = gix::open(repo_path).map_err(|source| CommitError::Open { path: repo_path.to_path_buf(), source })?;
+    Ok(mine(repo_path, options)?.tasks.into_iter().map(|m| m.task).collect())
+}
+
+/// The commit range of `options.rev`, resolved: the tip and the commits whose history is excluded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolvedRange {
+    pub tip: String,
+    pub hidden: Vec<String>,
+}
+
+/// Resolves `options.rev` in an open repository.
+pub fn resolve_range(repo_path: &Path, rev: &str) -> Result<ResolvedRange, CommitError> {
+    let repo = open(repo_path)?;
+    resolve_in(&repo, repo_path, rev)
+}
+
+fn resolve_in(repo: &gix::Repository, repo_path: &Path, rev: &str) -> Result<ResolvedRange, CommitError> {
+    let one = |text: &str| {
+        let text = if text.is_empty() { "HEAD" } else { text };
+        resolve_rev(repo, text).map(|id| id.to_hex().to_string()).map_err(|source| CommitError::Git {
+            path: repo_path.to_path_buf(),
+            context: format!("resolving `{text}`"),
+            source,
+        })
+    };
+    match rev.split_once("..") {
+        Some((from, to)) => Ok(ResolvedRange { tip: one(to)?, hidden: vec![one(from)?] }),
+        None => Ok(ResolvedRange { tip: one(rev)?, hidden: Vec::new() }),
+    }
+}
+
+fn open(repo_path: &Path) -> Result<gix::Repository, CommitError> {
+    let mut repo = gix::open(repo_path)
+        .map_err(|source| CommitError::Open { path: repo_path.to_path_buf(), source: source.into() })?;
+    // The walk reads each commit once for its parents and again for its message.
+    repo.object_cache_size_if_unset(8 << 20);
+    Ok(repo)
+}
+
+/// The directory name of the repository, the prefix of task ids.
+pub(crate) fn repo_name(repo_path: &Path) -> String {
+    repo_path
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "repo".to_string())
+}
+
+/// Mines tasks with kinds and statistics; an empty result is
+/// [`CommitError::NoUsableCommits`].
+pub fn mine(repo_path: &Path, options: &CommitOptions) -> Result<Mined, CommitError> {
+    let repo = open(repo_path)?;
+    let range = resolve_in(&repo, repo_path, &options.rev)?;
+    mine_range(repo, repo_path, options, &range)
+}
+
+/// One commit that passed the walk's filters, waiting for its diff.
+struct Candidate {
+    id: gix::ObjectId,
+    base: gix::ObjectId,
+    kind: TaskKind,
+    pull_request: Option<u64>,
+    prompt: String,
+    time: i64,
+}
+
+/// Why a diffed candidate is not a task.
+enum Skip {
+    TooManyPaths,
+    TooFewFiles,
+    TooManyFiles,
+    AddedFile,
+}
+
+pub(crate) fn mine_range(
+    repo: gix::Repository,
+    repo_path: &Path,
+    options: &CommitOptions,
+    range: &ResolvedRange,
+) -> Result<Mined, CommitError> {
+    let started = Instant::now();
     let git = |context: String| {
         let path = repo_path.to_path_buf();
         move |source: gix::Error| CommitError::Git { path, context, source }
     };
-    let tip = resolve_rev(&repo, &options.rev).map_err(git(format!("resolving `{}`", options.rev)))?;
-    let walk = repo.rev_walk([tip]).all().map_err(git("walking history".into()))?;
-    let repo_name = repo_path
-        .canonicalize()
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| "repo".to_string());
-    let mut tasks = Vec::new();
-    for (seen, info) in walk.enumerate() {
-        if seen >= options.max_commits || tasks.len() >= options.max_tasks {
+    let filter = PathFilter::new(
+        &options.source_extensions,
+        options.builtin_excludes,
+        &options.include_paths,
+        &options.exclude_paths,
+    )
+    .map_err(|source| CommitError::Glob { path: repo_path.to_path_buf(), source })?;
+    let id = |hex: &str| gix::ObjectId::from_hex(hex.as_bytes()).map_err(|e| git(format!("reading `{hex}`"))(e.into()));
+    // Annotated tags name tag objects; the walk starts from their commits.
+    let peel = |hex: &str| -> Result<gix::ObjectId, CommitError> {
+        let object = repo.find_object(id(hex)?).map_err(|e| git(format!("reading `{hex}`"))(e.into()))?;
+        Ok(object.peel_to_commit().map_err(|e| git(format!("peeling `{hex}` to a commit"))(e.into()))?.id)
+    };
+    let tip = peel(&range.tip)?;
+    let hidden = range.hidden.iter().map(|h| peel(h)).collect::<Result<Vec<_>, _>>()?;
+    let mut platform = repo
+        .rev_walk([tip])
+        .sorting(gix::revision::walk::Sorting::ByCommitTime(
+            gix::traverse::commit::simple::CommitTimeOrder::NewestFirst,
+        ))
+        .with_hidden(hidden);
+    if options.first_parent {
+        platform = platform.first_parent_only();
+    }
+    let walk = platform.all().map_err(|e| git("walking history".into())(e.into()))?;
+    let threads = match options.threads {
+        0 => std::thread::available_parallelism().map_or(1, usize::from),
+        n => n,
+    };
+    let name = repo_name(repo_path);
+    let mut stats = MineStats::default();
+    let mut tasks: Vec<MinedTask> = Vec::new();
+    let mut batch: Vec<Candidate> = Vec::new();
+    let batch_size = threads * BATCH_PER_THREAD;
+    let mut walk = walk;
+    loop {
+        let info = match walk.next() {
+            Some(info) if stats.walked < options.max_commits => {
+                Some(info.map_err(|e| git("walking history".into())(e.into()))?)
+            }
+            _ => None,
+        };
+        if let Some(info) = info {
+            stats.walked += 1;
+            let commit = info.object().map_err(|e| git(format!("reading commit {}", info.id))(e.into()))?;
+            if let Some(candidate) =
+                classify(&commit, options, &mut stats).map_err(git(format!("reading commit {}", info.id)))?
+            {
+                batch.push(candidate);
+            }
+            if batch.len() < batch_size {
+                continue;
+            }
+        }
+        if batch.is_empty() {
             break;
         }
-        let info = info.map_err(git("walking history".into()))?;
-        let commit = info.object().map_err(git(format!("reading commit {}", info.id)))?;
-        let parents: Vec<gix::ObjectId> = commit.parent_ids().map(|id| id.detach()).collect();
-        let [parent_id] = parents[..] else {
-            continue;
-        };
-        let message = commit.message_raw_sloppy().to_str_lossy().trim().to_string();
-        if is_trivial_message(&message, options.min_message_words) {
-            continue;
+        let outcomes = diff_batch(repo_path, &batch, options, &filter, threads)?;
+        for (candidate, outcome) in batch.drain(..).zip(outcomes) {
+            stats.diffed += 1;
+            let outcome = outcome.map_err(git(format!("diffing commit {}", candidate.id)))?;
+            match outcome {
+                Ok(targets) => tasks.push(MinedTask {
+                    task: Task {
+                        id: format!("{name}@{}", &candidate.id.to_hex().to_string()[..12]),
+                        repo: RepoRef::Path(repo_path.to_path_buf()),
+                        base_commit: candidate.base.to_hex().to_string(),
+                        prompt: candidate.prompt,
+                        targets,
+                        auxiliary: Vec::new(),
+                    },
+                    kind: candidate.kind,
+                    commit: candidate.id.to_hex().to_string(),
+                    pull_request: candidate.pull_request,
+                    time: candidate.time,
+                }),
+                Err(Skip::TooManyPaths) => stats.too_many_paths += 1,
+                Err(Skip::TooFewFiles) => stats.too_few_files += 1,
+                Err(Skip::TooManyFiles) => stats.too_many_files += 1,
+                Err(Skip::AddedFile) => stats.added_files += 1,
+            }
         }
-        let ctx = format!("diffing commit {}", info.id);
-        let parent = repo.find_commit(parent_id).map_err(git(ctx.clone()))?;
-        let old_tree = parent.tree().map_err(git(ctx.clone()))?;
-        let new_tree = commit.tree().map_err(git(ctx.clone()))?;
-        let opts = gix::diff::Options::default().with_rewrites(Some(gix::diff::Rewrites::default()));
-        let changes = repo.diff_tree_to_tree(&old_tree, &new_tree, opts).map_err(git(ctx.clone()))?;
-        let Some(targets) = commit_targets(&repo, &changes, options).map_err(git(ctx))? else {
-            continue;
-        };
-        tasks.push(Task {
-            id: format!("{repo_name}@{}", &info.id.to_hex().to_string()[..12]),
-            repo: RepoRef::Path(repo_path.to_path_buf()),
-            base_commit: parent_id.to_hex().to_string(),
-            prompt: message,
-            targets,
-            auxiliary: Vec::new(),
+        if tasks.len() >= options.max_tasks {
+            tasks.truncate(options.max_tasks);
+            break;
+        }
+    }
+    stats.tasks = tasks.len();
+    if tasks.is_empty() {
+        let (summary, hint) = explain_empty(&stats, options);
+        return Err(CommitError::NoUsableCommits {
+            path: repo_path.to_path_buf(),
+            rev: options.rev.clone(),
+            stats,
+            summary,
+            hint,
         });
     }
-    Ok(tasks)
+    Ok(Mined { tasks, stats, seconds: started.elapsed().as_secs_f64() })
 }
 
-/// Resolves `HEAD`, a full hex object id, or a reference name (`main`,
-/// `refs/tags/v1`). gix's full rev-parse needs its `revision` feature, which the
-/// workspace does not enable; these three forms are what a miner needs.
-fn resolve_rev(repo: &gix::Repository, rev: &str) -> Result<gix::ObjectId, gix::Error> {
-    if rev == "HEAD" {
-        return Ok(repo.head_id()?.detach());
-    }
-    if rev.len() == 40
-        && let Ok(id) = gix::ObjectId::from_hex(rev.as_bytes())
-    {
-        return Ok(id);
-    }
-    Ok(repo.find_reference(rev)?.into_fully_peeled_id()?.detach())
-}
-
-/// Is the path a test, doc or vendored file (never a target)?
-pub fn is_excluded_path(path: &str) -> bool {
-    let lower = path.to_ascii_lowercase();
-    let dirs = [
-        "test",
-        "tests",
-        "testing",
-        "__tests__",
-        "spec",
-        "specs",
-        "doc",
-        "docs",
-        "documentation",
-        "examples",
-        "vendor",
-        "vendored",
-        "third_party",
-        "third-party",
-        "thirdparty",
-        "node_modules",
-        "external",
-        "extern",
-        "_vendor",
-        "benchmarks",
-    ];
-    let mut components: Vec<&str> = lower.split('/').collect();
-    let name = components.pop().unwrap_or("");
-    if components.iter().any(|c| dirs.contains(c)) {
-        return true;
-    }
-    let stem = name.rsplit_once('.').map_or(name, |(s, _)| s);
-    stem.starts_with("test_")
-        || stem.ends_with("_test")
-        || stem.ends_with("_tests")
-        || stem.ends_with(".test")
-        || stem.ends_with(".spec")
-        || stem == "conftest"
-        || stem == "setup"
-}
-
-/// Trivial messages: too few words, or a subject that names routine upkeep.
-pub fn is_trivial_message(message: &str, min_words: usize) -> bool {
-    if message.split_whitespace().count() < min_words {
-        return true;
-    }
-    let subject = message.lines().next().unwrap_or("").trim().to_ascii_lowercase();
-    let prefixes = [
-        "merge ",
-        "revert ",
-        "bump ",
-        "release ",
-        "version ",
-        "wip",
-        "fixup!",
-        "squash!",
-        "typo",
-        "fix typo",
-        "format",
-        "reformat",
-        "lint",
-        "style:",
-        "chore",
-        "update changelog",
-        "update readme",
-    ];
-    prefixes.iter().any(|p| subject.starts_with(p))
-}
-
-fn is_source(path: &str, options: &CommitOptions) -> bool {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    let Some((_, ext)) = name.rsplit_once('.') else {
-        return false;
+/// Applies the filters that need only the commit object; `None` when one removes it.
+fn classify(
+    commit: &gix::Commit<'_>,
+    options: &CommitOptions,
+    stats: &mut MineStats,
+) -> Result<Option<Candidate>, gix::Error> {
+    let parents: Vec<gix::ObjectId> = commit.parent_ids().map(|id| id.detach()).collect();
+    let Some(&base) = parents.first() else {
+        stats.root_commits += 1;
+        return Ok(None);
     };
-    let ext = ext.to_ascii_lowercase();
-    options.source_extensions.contains(&ext) && !is_excluded_path(path)
+    let message = commit.message_raw_sloppy().to_str_lossy().trim().to_string();
+    let (kind, pull_request, prompt) = if parents.len() > 1 {
+        match merge_pull_request(&message).filter(|_| options.kinds.pull_requests()) {
+            Some(pr) => (TaskKind::PullRequest, Some(pr.number), pr.text),
+            None => {
+                stats.merges += 1;
+                return Ok(None);
+            }
+        }
+    } else {
+        match squash_pull_request(&message).filter(|_| options.kinds.pull_requests()) {
+            Some(pr) => (TaskKind::PullRequest, Some(pr.number), pr.text),
+            None if options.kinds.commits() => (TaskKind::Commit, None, message),
+            None => {
+                stats.kind_not_selected += 1;
+                return Ok(None);
+            }
+        }
+    };
+    let time = commit.time()?.seconds;
+    if options.since.is_some_and(|s| time < s) || options.until.is_some_and(|u| time > u) {
+        stats.outside_dates += 1;
+        return Ok(None);
+    }
+    if is_trivial_message(&prompt, options.min_message_words) {
+        stats.trivial_message += 1;
+        return Ok(None);
+    }
+    if prompt.chars().count() < options.min_message_chars {
+        stats.short_message += 1;
+        return Ok(None);
+    }
+    Ok(Some(Candidate { id: commit.id, base, kind, pull_request, prompt, time }))
 }
 
-/// Targets of one commit's changes, or `None` when the commit is filtered out.
+type Outcome = Result<Result<Targets, Skip>, gix::Error>;
+
+/// Diffs a batch on `threads` threads; outcomes in batch order. Each thread
+/// opens the repository itself: without gix's `parallel` feature a
+/// repository handle cannot cross threads, and opening is cheap next to a batch of diffs.
+fn diff_batch(
+    repo_path: &Path,
+    batch: &[Candidate],
+    options: &CommitOptions,
+    filter: &PathFilter,
+    threads: usize,
+) -> Result<Vec<Outcome>, CommitError> {
+    let threads = threads.clamp(1, batch.len().max(1));
+    let chunk = batch.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = batch
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    let repo = open(repo_path)?;
+                    Ok(part.iter().map(|c| diff_candidate(&repo, c, options, filter)).collect::<Vec<_>>())
+                })
+            })
+            .collect();
+        let mut out = Vec::with_capacity(batch.len());
+        for handle in handles {
+            let part: Result<Vec<Outcome>, CommitError> =
+                handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            out.extend(part?);
+        }
+        Ok(out)
+    })
+}
+
+fn diff_candidate(
+    repo: &gix::Repository,
+    candidate: &Candidate,
+    options: &CommitOptions,
+    filter: &PathFilter,
+) -> Outcome {
+    let commit = repo.find_commit(candidate.id)?;
+    let parent = repo.find_commit(candidate.base)?;
+    let old_tree = parent.tree()?;
+    let new_tree = commit.tree()?;
+    let opts = gix::diff::Options::default().with_rewrites(Some(gix::diff::Rewrites::default()));
+    let changes = repo.diff_tree_to_tree(&old_tree, &new_tree, opts)?;
+    commit_targets(repo, &changes, options, filter)
+}
+
+/// Targets of one commit's changes, or why the commit is filtered out.
 fn commit_targets(
     repo: &gix::Repository,
     changes: &[gix::object::tree::diff::ChangeDetached],
     options: &CommitOptions,
-) -> Result<Option<Targets>, gix::Error> {
+    filter: &PathFilter,
+) -> Outcome {
     use gix::object::tree::diff::ChangeDetached as Change;
-    let mut targets = Targets { files: Vec::new(), line_ranges: Vec::new(), functions: None };
+    let blob_changes = changes
+        .iter()
+        .filter(|c| match c {
+            Change::Addition { entry_mode, .. }
+            | Change::Deletion { entry_mode, .. }
+            | Change::Modification { entry_mode, .. }
+            | Change::Rewrite { entry_mode, .. } => entry_mode.is_blob(),
+        })
+        .count();
+    if blob_changes > options.max_changed_paths {
+        return Ok(Err(Skip::TooManyPaths));
+    }
+    // First the cheap checks over paths, then the blob diffs of what survives.
+    let mut added = Vec::new();
+    let mut edits: Vec<(String, gix::ObjectId, Option<gix::ObjectId>)> = Vec::new();
     for change in changes {
-        let (old, new) = match change {
-            Change::Addition { location, entry_mode, id, .. } => {
-                if !entry_mode.is_blob() || !is_source(&location.to_str_lossy(), options) {
-                    continue;
+        match change {
+            Change::Addition { location, entry_mode, .. } => {
+                let path = location.to_str_lossy();
+                if entry_mode.is_blob() && filter.accepts(&path) {
+                    if !options.allow_added_files {
+                        return Ok(Err(Skip::AddedFile));
+                    }
+                    added.push(path.into_owned());
                 }
-                if !options.allow_added_files {
-                    return Ok(None);
-                }
-                // An added file has no pre-image lines: a target file without a range.
-                let _ = id;
-                targets.files.push(location.to_str_lossy().into_owned());
-                continue;
             }
             Change::Deletion { location, entry_mode, id, .. } => {
-                if !entry_mode.is_blob() {
-                    continue;
+                if entry_mode.is_blob() {
+                    edits.push((location.to_str_lossy().into_owned(), *id, None));
                 }
-                ((location, *id), None)
             }
             Change::Modification { location, previous_id, id, entry_mode, previous_entry_mode } => {
-                if !entry_mode.is_blob() || !previous_entry_mode.is_blob() {
-                    continue;
+                if entry_mode.is_blob() && previous_entry_mode.is_blob() {
+                    edits.push((location.to_str_lossy().into_owned(), *previous_id, Some(*id)));
                 }
-                ((location, *previous_id), Some(*id))
             }
-            Change::Rewrite { source_location, source_id, id, entry_mode, copy, .. } => {
+            Change::Rewrite { source_location, location, source_id, id, entry_mode, copy, .. } => {
                 if !entry_mode.is_blob() {
                     continue;
                 }
                 if *copy {
                     // A copy leaves its source untouched: the new file is an addition.
-                    if !options.allow_added_files && is_source(&source_location.to_str_lossy(), options) {
-                        return Ok(None);
+                    let path = location.to_str_lossy();
+                    if filter.accepts(&path) {
+                        if !options.allow_added_files {
+                            return Ok(Err(Skip::AddedFile));
+                        }
+                        added.push(path.into_owned());
                     }
                     continue;
                 }
-                ((source_location, *source_id), Some(*id))
+                edits.push((source_location.to_str_lossy().into_owned(), *source_id, Some(*id)));
             }
-        };
-        let path = old.0.to_str_lossy().into_owned();
-        if !is_source(&path, options) {
-            continue;
         }
-        let before = repo.find_blob(old.1)?.take_data();
+    }
+    edits.retain(|(path, _, _)| filter.accepts(path));
+    let n = edits.len() + added.len();
+    if n < options.min_files {
+        return Ok(Err(Skip::TooFewFiles));
+    }
+    if n > options.max_files {
+        return Ok(Err(Skip::TooManyFiles));
+    }
+    let mut targets = Targets { files: added, line_ranges: Vec::new(), functions: None };
+    for (path, old, new) in edits {
+        let before = repo.find_blob(old)?.take_data();
         let after = match new {
             Some(id) => repo.find_blob(id)?.take_data(),
             None => Vec::new(),
@@ -295,8 +622,98 @@ fn commit_targets(
     // Path order, as `git diff` prints files (gix reports rewrites after the other changes).
     targets.files.sort();
     targets.line_ranges.sort_by(|a, b| a.path.cmp(&b.path).then(a.start.cmp(&b.start)));
-    let n = targets.files.len();
-    Ok((n >= options.min_files && n <= options.max_files).then_some(targets))
+    Ok(Ok(targets))
+}
+
+/// What removed the commits of an empty walk, and which filter to loosen first.
+fn explain_empty(stats: &MineStats, options: &CommitOptions) -> (String, String) {
+    if stats.walked == 0 {
+        return (
+            "none".to_string(),
+            "the range is empty: in `A..B`, `B` must have commits that `A` lacks, and `max_commits` must be above 0"
+                .to_string(),
+        );
+    }
+    let counts = [
+        (stats.root_commits, "root commit(s)".to_string(), "widen the range".to_string()),
+        (
+            stats.merges,
+            "merge(s) that are not a selected pull request".to_string(),
+            "select pull requests (kinds = both) or drop `first_parent`".to_string(),
+        ),
+        (
+            stats.kind_not_selected,
+            "plain commit(s) while only pull requests are selected".to_string(),
+            "select commits too (kinds = both): this history has no GitHub merge or squash messages".to_string(),
+        ),
+        (
+            stats.outside_dates,
+            format!("outside the dates (since {:?}, until {:?})", options.since, options.until),
+            "widen `since`/`until`".to_string(),
+        ),
+        (
+            stats.trivial_message,
+            format!("trivial message(s) (under {} words or routine upkeep)", options.min_message_words),
+            "lower `min_message_words`".to_string(),
+        ),
+        (
+            stats.short_message,
+            format!("message(s) under {} characters", options.min_message_chars),
+            "lower `min_message_chars`".to_string(),
+        ),
+        (
+            stats.too_many_paths,
+            format!("over {} changed paths", options.max_changed_paths),
+            "raise `max_changed_paths`".to_string(),
+        ),
+        (
+            stats.too_few_files,
+            format!(
+                "fewer than {} target file(s) after the path filters (extensions, built-in test/doc rule {}, include {:?}, exclude {:?})",
+                options.min_files,
+                if options.builtin_excludes { "on" } else { "off" },
+                options.include_paths,
+                options.exclude_paths
+            ),
+            "check `source_extensions`, `include_paths` and `exclude_paths`".to_string(),
+        ),
+        (stats.too_many_files, format!("over {} target files", options.max_files), "raise `max_files`".to_string()),
+        (stats.added_files, "added a target file".to_string(), "set `allow_added_files`".to_string()),
+    ];
+    let summary: Vec<String> =
+        counts.iter().filter(|(n, _, _)| *n > 0).map(|(n, what, _)| format!("{n} {what}")).collect();
+    let hint = counts
+        .iter()
+        .max_by_key(|(n, _, _)| *n)
+        .map(|(_, _, hint)| format!("fix: {hint}, or widen the range"))
+        .unwrap_or_default();
+    (summary.join(", "), hint)
+}
+
+/// Resolves `HEAD`, a full hex object id, or a reference name (`main`,
+/// `refs/tags/v1`) to the id the reference names, without reading objects (an
+/// annotated tag stays the tag: the walk peels it), so a cache hit needs only
+/// the references. gix's full rev-parse needs its `revision` feature, which
+/// the workspace does not enable; these three forms are what a miner needs.
+fn resolve_rev(repo: &gix::Repository, rev: &str) -> Result<gix::ObjectId, gix::Error> {
+    if rev.len() == 40
+        && let Ok(id) = gix::ObjectId::from_hex(rev.as_bytes())
+    {
+        return Ok(id);
+    }
+    let mut reference = if rev == "HEAD" {
+        match repo.head()?.try_into_referent() {
+            Some(reference) => reference,
+            // A detached HEAD names its commit directly.
+            None => return Ok(repo.head_id()?.detach()),
+        }
+    } else {
+        repo.find_reference(rev)?
+    };
+    match reference.target().try_id() {
+        Some(id) => Ok(id.to_owned()),
+        None => Ok(reference.peel_to_id()?.detach()),
+    }
 }
 
 /// Pre-image line ranges (1-based, inclusive) of the changes from `before`
@@ -343,30 +760,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn path_filters() {
-        assert!(is_excluded_path("tests/test_x.py"));
-        assert!(is_excluded_path("pkg/test_x.py"));
-        assert!(is_excluded_path("pkg/x_test.go"));
-        assert!(is_excluded_path("web/app.spec.ts"));
-        assert!(is_excluded_path("vendor/lib/a.go"));
-        assert!(is_excluded_path("docs/conf.py"));
-        assert!(is_excluded_path("pkg/testing/x.py"));
-        assert!(!is_excluded_path("src/contest.py"));
-        let opts = CommitOptions::default();
-        assert!(is_source("src/a.py", &opts));
-        assert!(!is_source("README.md", &opts));
-        assert!(!is_source("Makefile", &opts));
-    }
-
-    #[test]
-    fn trivial_messages() {
-        assert!(is_trivial_message("fix", 4));
-        assert!(is_trivial_message("Merge branch 'x' into main now", 4));
-        assert!(is_trivial_message("Bump version to 1.2.3 for release", 4));
-        assert!(!is_trivial_message("Handle empty headers in the request parser", 4));
-    }
-
-    #[test]
     fn changed_ranges_merge_like_git_hunks() {
         let before: String = (1..=30).map(|i| format!("line {i}\n")).collect();
         let mut after = before.replace("line 5\n", "five\n").replace("line 9\n", "nine\n");
@@ -375,5 +768,14 @@ mod tests {
         assert_eq!(changed_ranges(before.as_bytes(), after.as_bytes()), vec![(5, 9), (25, 25)]);
         assert_eq!(changed_ranges(before.as_bytes(), b""), vec![(1, 30)]);
         assert_eq!(changed_ranges(b"a\n", b"top\na\n"), vec![(1, 1)]);
+    }
+
+    #[test]
+    fn an_empty_walk_names_the_biggest_filter() {
+        let stats = MineStats { walked: 10, trivial_message: 7, too_few_files: 3, ..MineStats::default() };
+        let (summary, hint) = explain_empty(&stats, &CommitOptions::default());
+        assert!(summary.starts_with("7 trivial message(s) (under 4 words"), "{summary}");
+        assert!(summary.contains("3 fewer than 1 target file(s)"), "{summary}");
+        assert_eq!(hint, "fix: lower `min_message_words`, or widen the range");
     }
 }

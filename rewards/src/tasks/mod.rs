@@ -1,23 +1,30 @@
 //! Task sources: retrieval tasks (an issue text at a base commit, with target
 //! files, line ranges and functions) read from SWE-bench-style JSONL or mined
-//! from the commits of a local git repository. Shared by the GRPO engine and
-//! the CATM pipeline.
+//! from the history of a local git repository (commits and merged pull
+//! requests, with filters and a cache). Shared by the GRPO engine and the
+//! CATM pipeline.
 
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::LineRange;
 use crate::rollout::Selection;
 
+pub mod cache;
 pub mod commits;
+pub mod filters;
 pub mod swebench;
 
-pub use commits::{CommitError, CommitOptions, mine_commits};
+pub use cache::{CacheKey, mine_cached};
+pub use commits::{
+    CommitError, CommitOptions, MineStats, Mined, MinedTask, TaskKind, TaskKinds, mine, mine_commits, resolve_range,
+};
+pub use filters::parse_time;
 pub use swebench::{SwebenchInstance, load_swebench};
 
 /// One retrieval task.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Task {
-    /// `instance_id` for SWE-bench, `<repo dir>@<short sha>` for mined commits.
+    /// `instance_id` for SWE-bench, `<repo dir>@<short sha>` for mined commits and pull requests.
     pub id: String,
     pub repo: RepoRef,
     /// The commit the retriever searches (full hex id).
