@@ -116,9 +116,6 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
-    /// The run panicked (a policy without an error channel).
-    #[error("panicked: {0}")]
-    Panicked(String),
 }
 
 /// One failed run of [`TrainError::RunsFailed`].
@@ -205,34 +202,16 @@ where
         runs.len(),
         jobs,
         |i| trainer.train_one(&runs[i], progress),
-        |i, outcome| match outcome {
-            Ok(()) => progress.run_ended(&runs[i], Ok(())),
-            Err(super::pool::JobError::Failed(e)) => progress.run_ended(&runs[i], Err(e)),
-            Err(e) => progress.run_ended(&runs[i], Err(&RunError::Panicked(panic_text(e)))),
-        },
+        |i, outcome| progress.run_ended(&runs[i], outcome),
     );
     if failed.is_empty() {
         return Ok(());
     }
     let failed = failed
         .into_iter()
-        .map(|(i, e)| RunFailure {
-            dir: runs[i].dir.clone(),
-            error: match e {
-                super::pool::JobError::Failed(e) => e,
-                e => RunError::Panicked(panic_text(&e)),
-            },
-        })
+        .map(|(i, error)| RunFailure { dir: runs[i].dir.clone(), error })
         .collect();
     Err(TrainError::RunsFailed { failed, total: runs.len() })
-}
-
-/// The message of a panicked job.
-fn panic_text(e: &super::pool::JobError<RunError>) -> String {
-    match e {
-        super::pool::JobError::Panicked(message) => message.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// What every worker shares.
@@ -359,22 +338,115 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 3);
     }
 
+    /// Out of memory, as a Qwen3 tensor operation might report it.
+    #[derive(Debug)]
+    struct OutOfMemory;
+
+    impl std::fmt::Display for OutOfMemory {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("out of memory in the policy")
+        }
+    }
+
+    impl std::error::Error for OutOfMemory {}
+
+    /// The proxy policy, except that `act` fails when `fail` is set.
+    struct Failing {
+        inner: ProxyPolicy,
+        fail: bool,
+    }
+
+    impl Policy for Failing {
+        type Episode = <ProxyPolicy as Policy>::Episode;
+        type State = <ProxyPolicy as Policy>::State;
+        type Error = OutOfMemory;
+
+        fn begin(
+            &self,
+            task: &rewardlab_models::agent::TaskPrompt,
+            sampling: rewardlab_models::agent::Sampling,
+            seed: u64,
+        ) -> Result<Self::Episode, OutOfMemory> {
+            Ok(self.inner.begin(task, sampling, seed).expect("the proxy's begin cannot fail"))
+        }
+
+        fn act(
+            &self,
+            episodes: &mut [&mut Self::Episode],
+            turn: rewardlab_models::agent::TurnInfo,
+        ) -> Result<Vec<rewardlab_models::agent::TurnOutput>, OutOfMemory> {
+            if self.fail {
+                return Err(OutOfMemory);
+            }
+            Ok(self.inner.act(episodes, turn).expect("the proxy's act cannot fail"))
+        }
+
+        fn observe(
+            &self,
+            episode: &mut Self::Episode,
+            results: &[rewardlab_sandbox::ToolResult],
+        ) -> Result<(), OutOfMemory> {
+            self.inner.observe(episode, results).expect("the proxy's observe cannot fail");
+            Ok(())
+        }
+
+        fn completion_tokens(&self, episode: &Self::Episode) -> usize {
+            self.inner.completion_tokens(episode)
+        }
+
+        fn sampled_logprobs(&self, episode: &Self::Episode) -> Vec<f64> {
+            self.inner.sampled_logprobs(episode)
+        }
+
+        fn entropy(&self, episode: &Self::Episode) -> f64 {
+            self.inner.entropy(episode)
+        }
+
+        fn logprobs(&self, episodes: &[&Self::Episode]) -> Result<Vec<Vec<f64>>, OutOfMemory> {
+            Ok(self.inner.logprobs(episodes).expect("the proxy's logprobs cannot fail"))
+        }
+
+        fn reference_logprobs(&self, episodes: &[&Self::Episode]) -> Result<Vec<Vec<f64>>, OutOfMemory> {
+            Ok(self.inner.reference_logprobs(episodes).expect("the proxy's logprobs cannot fail"))
+        }
+
+        fn backward(&mut self, episodes: &[&Self::Episode], coeffs: &[Vec<f64>]) -> Result<(), OutOfMemory> {
+            self.inner.backward(episodes, coeffs).expect("the proxy's backward cannot fail");
+            Ok(())
+        }
+
+        fn step(
+            &mut self,
+            optim: &rewardlab_models::agent::OptimStep,
+        ) -> Result<rewardlab_models::agent::StepStats, OutOfMemory> {
+            Ok(self.inner.step(optim).expect("the proxy's step cannot fail"))
+        }
+
+        fn state(&self) -> Result<Self::State, OutOfMemory> {
+            Ok(self.inner.state().expect("the proxy's state cannot fail"))
+        }
+
+        fn restore(&mut self, state: Self::State) -> Result<(), OutOfMemory> {
+            self.inner.restore(state).map_err(|_| OutOfMemory)
+        }
+    }
+
     #[test]
-    fn a_panicking_policy_fails_its_run_and_the_others_finish() {
+    fn a_failing_policy_fails_its_run_with_its_error_chain_and_the_others_finish() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (s, tasks) = study(dir.path(), 1);
         let runs = s.runs();
         let policy = |run: &RunSpec, _: &PolicyContext<'_>| {
-            if run.variant_name == "fb" {
-                panic!("out of memory in the policy");
-            }
-            Ok::<_, BoxError>(ProxyPolicy::default())
+            Ok::<_, BoxError>(Failing { inner: ProxyPolicy::default(), fail: run.variant_name == "fb" })
         };
         let err = train_runs(&s, &tasks, &runs, 2, dir.path(), policy, |_, _, _| Ok::<_, BoxError>(()), &Quiet)
             .expect_err("one run fails");
         let msg = error_chain(&err);
-        assert!(msg.contains("1 of 2 runs failed") && msg.contains("panicked: out of memory in the policy"), "{msg}");
+        assert!(msg.contains("1 of 2 runs failed"), "{msg}");
+        assert!(msg.contains("step 1, rollout phase: the policy's `act` failed: out of memory in the policy"), "{msg}");
+        assert_eq!(msg.matches("out of memory").count(), 1, "each cause is printed once: {msg}");
         assert!(run_finished(&dir.path().join(&runs[1].dir), 1), "the other run trained");
+        assert!(!run_finished(&dir.path().join(&runs[0].dir), 1));
     }
 
     /// Records what the runner reports.
