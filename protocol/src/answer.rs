@@ -285,7 +285,11 @@ mod tests {
     #[test]
     fn lists_obey_the_same_rules_as_text() {
         let a = Answer::from_lists(&["./a.py", "b.py"], &["a.py:3-5"], None).expect("valid");
-        assert_eq!(a, parse_answer(r#"<answer>{"files": ["a.py", "b.py"], "line_ranges": ["a.py:3-5"]}</answer>"#).expect("valid"));
+        assert_eq!(
+            a,
+            parse_answer(r#"<answer>{"files": ["a.py", "b.py"], "line_ranges": ["a.py:3-5"]}</answer>"#)
+                .expect("valid")
+        );
         let twice = Answer::from_lists(&["a.py", "./a.py"], &[], None).expect_err("duplicate");
         assert_eq!(twice.to_string(), "`files` lists `a.py` twice");
         assert!(matches!(Answer::from_lists(&["/etc/passwd"], &[], None), Err(AnswerError::Path { .. })));
