@@ -68,3 +68,39 @@ impl AccessErrorResult for ToolResult {
         Self::error(kind, format!("{tool}: {error}"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use grep_matcher::Matcher;
+    use grep_regex::RegexMatcherBuilder;
+
+    /// Whether `pattern`, compiled as the sandbox's grep compiles it, matches all of `text`.
+    fn matches_exactly(pattern: &str, text: &str) -> bool {
+        let anchored = format!("^(?:{pattern})$");
+        let matcher = RegexMatcherBuilder::new()
+            .line_terminator(Some(b'\n'))
+            .build(&anchored)
+            .unwrap_or_else(|e| panic!("{pattern:?} does not compile: {e}"));
+        matcher.is_match(text.as_bytes()).expect("in-memory match")
+    }
+
+    #[test]
+    fn every_escaped_ascii_punctuation_character_matches_itself() {
+        let punctuation: Vec<char> = (0u8..128).map(char::from).filter(char::is_ascii_punctuation).collect();
+        assert_eq!(punctuation.len(), 32);
+        for c in &punctuation {
+            let text = c.to_string();
+            let pattern = rewardlab_protocol::escape_regex(&text);
+            assert!(matches_exactly(&pattern, &text), "{c:?} escaped as {pattern:?}");
+            // Inside a class too, where `-`, `&` and `~` are operators.
+            assert!(matches_exactly(&format!("[{pattern}]"), &text), "[{pattern}]");
+            assert!(!matches_exactly(&pattern, "x"), "{pattern:?} matches only itself");
+        }
+        let all: String = punctuation.iter().collect();
+        assert!(matches_exactly(&rewardlab_protocol::escape_regex(&all), &all));
+        let text = "load(x)[0] + y.z ~ é & a-b #1 \\d $^|?*{2}";
+        let pattern = rewardlab_protocol::escape_regex(text);
+        assert!(matches_exactly(&pattern, text));
+        assert!(!matches_exactly(&pattern, &text.replace("y.z", "yaz")));
+    }
+}
