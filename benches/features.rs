@@ -15,7 +15,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rewardlab_dsl::FeatureRef;
-use rewardlab_rewards::rollout::{Rollout, Selection, ToolCall};
+use rewardlab_rewards::rollout::{LoggedCall, Rollout, Selection};
 use rewardlab_rewards::{Counts, FeatureOptions, LineRange, feature_schema, feature_table, load_rollouts};
 
 const ROLLOUTS: usize = 100_000;
@@ -59,12 +59,12 @@ fn rollouts(n: usize) -> Vec<Rollout> {
             .map(|t| {
                 let calls = if t == 3 { 0 } else { rng.random_range(0..=8) };
                 (0..calls)
-                    .map(|_| ToolCall {
+                    .map(|_| LoggedCall {
                         tool: "grep".into(),
                         args: serde_json::Value::Null,
                         entities: Some(
                             (0..rng.random_range(0..=20))
-                                .map(|_| format!("{}:{}", file(&mut rng), rng.random_range(1..60)))
+                                .map(|_| format!("{}:{}", file(&mut rng), rng.random_range(1..60)).as_str().into())
                                 .collect(),
                         ),
                     })

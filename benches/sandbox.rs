@@ -31,7 +31,7 @@ use std::{
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use rewardlab_sandbox::{
-    GlobArgs, GrepArgs, Limits, ObjectId, ReadArgs, RepoStore, Sandbox, StoreOptions, ToolCall, TreeKind,
+    GlobArgs, GrepArgs, Limits, ObjectId, ReadArgs, RepoStore, RunTool, Sandbox, StoreOptions, ToolCall, TreeKind,
 };
 
 /// Bump to regenerate the cached repository.

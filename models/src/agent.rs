@@ -49,10 +49,12 @@ pub struct TurnInfo {
     pub must_answer: bool,
 }
 
-/// The final answer of a rollout.
+/// The final answer of a rollout, as the policy gave it. Both forms are checked by the one
+/// answer parser of `rewardlab-protocol`: text by `parse_answer`, lists by `Answer::from_lists`
+/// (the same rules without the JSON), so both obey the same schema.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Answer {
-    /// A policy that decides files directly (the proxy policy).
+    /// A policy that decides files directly (the proxy policy): files and `path:start-end` ranges.
     Structured { files: Vec<String>, line_ranges: Vec<String> },
     /// Generated text that should hold `<answer>{...}</answer>`; the engine parses it strictly.
     Text(String),

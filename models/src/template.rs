@@ -6,55 +6,20 @@
 //! `<tool_response>` blocks in one user turn. A rollout is assembled from token pieces rather
 //! than re-tokenised text, so the tokens the policy sampled are kept exactly and the loss mask
 //! covers exactly those (its closing `<|im_end|>` included).
+//!
+//! The calls parsed here are `rewardlab-protocol`'s [`ToolCall`]s, the sandbox's own type; an
+//! answer is read by the protocol's one parser, `rewardlab_protocol::parse_answer` (exactly one
+//! `<answer>` block in the reply after the last `</think>`).
 
-use serde::{Deserialize, Serialize};
+pub use rewardlab_protocol::{MAX_CALLS_PER_TURN, reply_text};
+use rewardlab_protocol::{ReadArgs, ToolCall};
 use serde_json::{Value, json};
 
 use crate::Result;
 use crate::tokenizer::QwenTokenizer;
 
-/// Tool calls honoured per assistant turn (the seeds' limit).
-pub const MAX_CALLS_PER_TURN: usize = 8;
 /// What opens an assistant turn; generation starts right after it.
 pub const GENERATION_PROMPT: &str = "<|im_start|>assistant\n";
-
-/// Arguments of `grep`: a regex searched in the repository (optionally under `path`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GrepArgs {
-    pub pattern: String,
-    #[serde(default)]
-    pub path: Option<String>,
-    #[serde(default)]
-    pub case_sensitive: Option<bool>,
-}
-
-/// Arguments of `glob`: a path pattern over the repository's files.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GlobArgs {
-    pub pattern: String,
-}
-
-/// Arguments of `read`: a file, optionally a 1-based inclusive line window.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ReadArgs {
-    pub path: String,
-    #[serde(default)]
-    pub start: Option<u64>,
-    #[serde(default)]
-    pub end: Option<u64>,
-}
-
-/// A well-formed call of one of the three tools.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ToolCall {
-    Grep(GrepArgs),
-    Glob(GlobArgs),
-    Read(ReadArgs),
-}
 
 /// Why a `<tool_call>` block was not a valid call. Its `Display` is what the policy is told
 /// in the tool response, so it names the problem in the model's terms.
@@ -73,41 +38,6 @@ pub enum ToolCallError {
     Arguments { tool: String, message: String },
     #[error("too many tool calls: {found} in one turn, at most {limit} are run")]
     TooMany { found: usize, limit: usize },
-}
-
-/// The final answer: files and `path:start-end` line ranges.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Answer {
-    pub files: Vec<String>,
-    #[serde(default)]
-    pub line_ranges: Vec<String>,
-}
-
-/// A parsed `path:start-end` line range.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LineRange {
-    pub path: String,
-    pub start: u64,
-    pub end: u64,
-}
-
-/// Why an `<answer>` block does not satisfy the schema.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum AnswerError {
-    #[error("answer is not closed with </answer>")]
-    Unterminated,
-    #[error("answer does not match {{\"files\": [...], \"line_ranges\": [...]}}: {0}")]
-    Schema(String),
-    #[error("line range {0:?} is not path:start-end with 1 <= start <= end")]
-    LineRange(String),
-}
-
-impl Answer {
-    /// The line ranges, parsed.
-    pub fn parsed_line_ranges(&self) -> std::result::Result<Vec<LineRange>, AnswerError> {
-        self.line_ranges.iter().map(|r| parse_line_range(r)).collect()
-    }
 }
 
 /// The JSON schemas of grep, glob and read in the function-calling format Qwen3 was tuned on.
@@ -179,11 +109,6 @@ pub fn render_tool_responses(responses: &[String]) -> String {
     s
 }
 
-/// The part of a generation that is the reply: after the last `</think>` when there is one.
-pub fn reply_text(generated: &str) -> &str {
-    generated.rfind("</think>").map_or(generated, |i| &generated[i + "</think>".len()..])
-}
-
 /// Extracts the tool calls of an assistant turn (its reply part), at most
 /// [`MAX_CALLS_PER_TURN`]; each malformed block becomes an error in its place, and extra
 /// blocks add one [`ToolCallError::TooMany`].
@@ -242,31 +167,6 @@ fn parse_one_call(body: &str) -> std::result::Result<ToolCall, ToolCallError> {
         }
         other => Err(ToolCallError::UnknownTool(other.to_owned())),
     }
-}
-
-/// The final answer of a turn, if it has an `<answer>` block (the last one counts).
-pub fn parse_answer(generated: &str) -> Option<std::result::Result<Answer, AnswerError>> {
-    let reply = reply_text(generated);
-    let start = reply.rfind("<answer>")? + "<answer>".len();
-    let Some(len) = reply[start..].find("</answer>") else {
-        return Some(Err(AnswerError::Unterminated));
-    };
-    let parsed = serde_json::from_str::<Answer>(reply[start..start + len].trim())
-        .map_err(|e| AnswerError::Schema(e.to_string()))
-        .and_then(|a| a.parsed_line_ranges().map(|_| a));
-    Some(parsed)
-}
-
-fn parse_line_range(s: &str) -> std::result::Result<LineRange, AnswerError> {
-    let err = || AnswerError::LineRange(s.to_owned());
-    let (path, range) = s.rsplit_once(':').ok_or_else(err)?;
-    let (a, b) = range.split_once('-').ok_or_else(err)?;
-    let start: u64 = a.trim().parse().map_err(|_| err())?;
-    let end: u64 = b.trim().parse().map_err(|_| err())?;
-    if path.is_empty() || start == 0 || end < start {
-        return Err(err());
-    }
-    Ok(LineRange { path: path.to_owned(), start, end })
 }
 
 /// The tokens of a multi-turn rollout, with the loss mask and the sampler's log-probs.
@@ -385,6 +285,8 @@ impl Rollout {
 
 #[cfg(test)]
 mod tests {
+    use rewardlab_protocol::GrepArgs;
+
     use super::*;
 
     #[test]
@@ -424,15 +326,16 @@ mod tests {
 
     #[test]
     fn answers_parse_and_validate_line_ranges() {
+        use rewardlab_protocol::{AnswerError, LineRange, LineRangeError, parse_answer};
         let ok = r#"done <answer>{"files": ["a/b.py"], "line_ranges": ["a/b.py:3-9"]}</answer>"#;
-        let a = parse_answer(ok).expect("present").expect("valid");
+        let a = parse_answer(ok).expect("valid");
         assert_eq!(a.files, vec!["a/b.py"]);
-        assert_eq!(a.parsed_line_ranges().expect("valid"), vec![LineRange { path: "a/b.py".into(), start: 3, end: 9 }]);
-        assert_eq!(parse_answer("no answer here"), None);
+        assert_eq!(a.line_ranges, vec![LineRange::new("a/b.py", 3, 9)]);
+        assert_eq!(parse_answer("no answer here"), Err(AnswerError::MissingOpenTag));
         let bad = r#"<answer>{"files": ["x"], "line_ranges": ["x:9-3"]}</answer>"#;
-        assert_eq!(parse_answer(bad), Some(Err(AnswerError::LineRange("x:9-3".into()))));
-        assert!(matches!(parse_answer(r#"<answer>{"file": []}</answer>"#), Some(Err(AnswerError::Schema(_)))));
-        assert_eq!(parse_answer("<answer>{\"files\": []}"), Some(Err(AnswerError::Unterminated)));
+        assert_eq!(parse_answer(bad), Err(AnswerError::LineRange(LineRangeError::Reversed("x:9-3".into()))));
+        assert!(matches!(parse_answer(r#"<answer>{"file": []}</answer>"#), Err(AnswerError::UnknownKey(_))));
+        assert_eq!(parse_answer("<answer>{\"files\": []}"), Err(AnswerError::MissingCloseTag));
     }
 
     #[test]

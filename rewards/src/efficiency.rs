@@ -12,24 +12,26 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::rollout::ToolCall;
+use rewardlab_protocol::Entity;
+
+use crate::rollout::LoggedCall;
 
 /// The entity a tool hit names: `path:line` for grep and read, `path` for
 /// glob (and for any other tool that returns paths without lines).
-pub fn entity(tool: &str, path: &str, line: Option<u32>) -> String {
+pub fn entity(tool: &str, path: &str, line: Option<u32>) -> Entity {
     match (tool, line) {
-        ("glob", _) | (_, None) => crate::paths::normalize_lossy(path),
-        (_, Some(line)) => format!("{}:{line}", crate::paths::normalize_lossy(path)),
+        ("glob", _) | (_, None) => Entity::Path(crate::paths::normalize_lossy(path)),
+        (_, Some(line)) => Entity::line(crate::paths::normalize_lossy(path), u64::from(line)),
     }
 }
 
 /// Tool calls issued over all turns.
-pub fn calls(turns: &[Vec<ToolCall>]) -> usize {
+pub fn calls(turns: &[Vec<LoggedCall>]) -> usize {
     turns.iter().map(Vec::len).sum()
 }
 
 /// `c = C / T`; 0 when there are no turns (the loader rejects that case).
-pub fn calls_per_turn(turns: &[Vec<ToolCall>]) -> f64 {
+pub fn calls_per_turn(turns: &[Vec<LoggedCall>]) -> f64 {
     if turns.is_empty() { 0.0 } else { calls(turns) as f64 / turns.len() as f64 }
 }
 
@@ -44,11 +46,11 @@ pub struct MissingEntities {
 
 /// Tool efficiency `e` in [0, 1]. Every call must list its entities (an
 /// absent list is not an empty result: the source did not record it).
-pub fn tool_efficiency(turns: &[Vec<ToolCall>]) -> Result<f64, MissingEntities> {
+pub fn tool_efficiency(turns: &[Vec<LoggedCall>]) -> Result<f64, MissingEntities> {
     let total_entities: usize = turns.iter().flatten().map(|c| c.entities.as_ref().map_or(0, Vec::len)).sum();
     // Each entity maps to the last call that returned it: one lookup per entity
     // tells a new entity, one returned earlier, and a repeat within this call apart.
-    let mut last_call: HashMap<&str, usize, BuildHasherDefault<Fnv>> =
+    let mut last_call: HashMap<&Entity, usize, BuildHasherDefault<Fnv>> =
         HashMap::with_capacity_and_hasher(total_entities, Default::default());
     let mut total = 0.0;
     let mut n = 0usize;
@@ -58,7 +60,7 @@ pub fn tool_efficiency(turns: &[Vec<ToolCall>]) -> Result<f64, MissingEntities> 
             n += 1;
             let (mut distinct, mut new) = (0usize, 0usize);
             for e in entities {
-                match last_call.get_mut(e.as_str()) {
+                match last_call.get_mut(e) {
                     None => {
                         last_call.insert(e, n);
                         distinct += 1;
@@ -79,7 +81,7 @@ pub fn tool_efficiency(turns: &[Vec<ToolCall>]) -> Result<f64, MissingEntities> 
     Ok(if n == 0 { 0.0 } else { total / n as f64 })
 }
 
-/// FNV-1a: entity strings are short and not adversarial, so a simple hash
+/// FNV-1a: entities are short and not adversarial, so a simple hash
 /// beats SipHash here (the `e` column dominated the feature benchmark).
 #[derive(Clone, Copy, Debug)]
 struct Fnv(u64);
@@ -107,11 +109,11 @@ impl Hasher for Fnv {
 mod tests {
     use super::*;
 
-    fn call(entities: &[&str]) -> ToolCall {
-        ToolCall {
+    fn call(entities: &[&str]) -> LoggedCall {
+        LoggedCall {
             tool: "grep".into(),
             args: serde_json::Value::Null,
-            entities: Some(entities.iter().map(|s| s.to_string()).collect()),
+            entities: Some(entities.iter().map(|s| Entity::parse(s)).collect()),
         }
     }
 

@@ -9,7 +9,8 @@
 //! - [`metrics`]: P, R, F-beta over sets and line ranges; [`efficiency`]: `c`, `C`, `T`, `e`.
 //! - [`summary`]: which features a run's summary metrics read ([`SummaryFeatures`]),
 //!   resolved from a schema's declarations and roles.
-//! - [`answer`]: the strict `<answer>{...}</answer>` parser behind `valid`.
+//! - [`answer`]: the strict `<answer>{...}</answer>` parser behind `valid` (defined once, in
+//!   `rewardlab-protocol`, with [`paths`] and [`LineRange`]; re-exported here).
 //! - [`diff`]: unified diffs → target files and pre-image line ranges.
 //! - [`tasks`]: SWE-bench JSONL and commit-mined tasks (gix).
 //! - [`catm`]: CATM labels from agent trajectories (mine, judge, weigh).
@@ -47,7 +48,7 @@
 //! - Rows are grouped by `group` in order of first appearance, input order within
 //!   a group; [`GroupedTable::order`] maps rows back to input positions.
 //!
-//! Answers ([`answer`]): exactly one block; `files` and `line_ranges` required,
+//! Answers ([`answer`]): exactly one block in the reply (after any `</think>`); `files` and `line_ranges` required,
 //! `functions` optional, other keys rejected; duplicates, absolute paths, `..`
 //! and wrong JSON types make the answer invalid with a reason.
 //!
@@ -56,22 +57,22 @@
 //! line before it); deleted files cover the whole file; added and binary files
 //! have no range. SWE-bench `expected_spans` become `path::span` verbatim.
 
-pub mod answer;
 pub mod catm;
 pub mod diff;
 pub mod efficiency;
 pub mod features;
 pub mod metrics;
-pub mod paths;
 pub mod rollout;
 pub mod schema;
 pub mod summary;
 pub mod tasks;
 
+pub use rewardlab_protocol::{answer, paths};
+
 pub use answer::{Answer, AnswerError, parse_answer};
 pub use features::{FeatureError, FeatureOptions, GroupedTable, feature_table};
 pub use metrics::{Counts, LineMatch, LineRange};
-pub use rollout::{Loaded, RecordError, Rollout, Selection, ToolCall, load_rollouts};
+pub use rollout::{Loaded, LoggedCall, RecordError, Rollout, Selection, load_rollouts};
 pub use schema::feature_schema;
 pub use summary::{SummaryColumns, SummaryError, SummaryFeatures, SummaryMetric};
 pub use tasks::{Targets, Task};

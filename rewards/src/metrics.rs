@@ -8,8 +8,8 @@
 //! when precision and recall are both 0.
 
 use std::collections::HashSet;
-use std::fmt;
-use std::str::FromStr;
+
+pub use rewardlab_protocol::{LineRange, LineRangeError};
 
 /// Match counts of a prediction against a target.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -82,111 +82,6 @@ impl Counts {
 
     pub fn f1(self) -> f64 {
         self.f_beta(1.0)
-    }
-}
-
-/// A line range `path:start-end`, 1-based and inclusive.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct LineRange {
-    pub path: String,
-    pub start: u32,
-    pub end: u32,
-}
-
-/// Why a line range does not parse.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum LineRangeError {
-    #[error("line range `{0}` is not `path:start-end`")]
-    Shape(String),
-    #[error("line range `{0}`: lines are 1-based, start must be at least 1")]
-    ZeroStart(String),
-    #[error("line range `{0}`: end is before start")]
-    Reversed(String),
-    #[error("line range `{text}`: {source}")]
-    Path { text: String, source: crate::paths::PathError },
-}
-
-impl LineRange {
-    pub fn new(path: impl Into<String>, start: u32, end: u32) -> LineRange {
-        LineRange { path: path.into(), start, end }
-    }
-
-    /// Number of lines covered.
-    pub fn len(&self) -> u32 {
-        self.end - self.start + 1
-    }
-
-    /// A range always covers at least one line.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
-    /// Lines shared with `other` (0 for different files).
-    pub fn overlap(&self, other: &LineRange) -> u32 {
-        if self.path != other.path {
-            return 0;
-        }
-        let lo = self.start.max(other.start);
-        let hi = self.end.min(other.end);
-        if hi >= lo { hi - lo + 1 } else { 0 }
-    }
-
-    /// Parses `path:start-end` (a single line `path:n` is accepted as `n-n`),
-    /// normalising the path. The split is at the last `:` so paths may contain colons.
-    pub fn parse(text: &str) -> Result<LineRange, LineRangeError> {
-        let shape = || LineRangeError::Shape(text.to_string());
-        let (path, span) = text.rsplit_once(':').ok_or_else(shape)?;
-        let (start, end) = match span.split_once('-') {
-            Some((a, b)) => (parse_line(a).ok_or_else(shape)?, parse_line(b).ok_or_else(shape)?),
-            None => {
-                let n = parse_line(span).ok_or_else(shape)?;
-                (n, n)
-            }
-        };
-        if start == 0 {
-            return Err(LineRangeError::ZeroStart(text.to_string()));
-        }
-        if end < start {
-            return Err(LineRangeError::Reversed(text.to_string()));
-        }
-        let path =
-            crate::paths::normalize(path).map_err(|source| LineRangeError::Path { text: text.to_string(), source })?;
-        Ok(LineRange { path, start, end })
-    }
-}
-
-fn parse_line(s: &str) -> Option<u32> {
-    // `u32::from_str` accepts a leading `+`; a line number never has one.
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
-}
-
-impl fmt::Display for LineRange {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}-{}", self.path, self.start, self.end)
-    }
-}
-
-impl FromStr for LineRange {
-    type Err = LineRangeError;
-    fn from_str(s: &str) -> Result<LineRange, LineRangeError> {
-        LineRange::parse(s)
-    }
-}
-
-impl serde::Serialize for LineRange {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for LineRange {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<LineRange, D::Error> {
-        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        LineRange::parse(&text).map_err(serde::de::Error::custom)
     }
 }
 

@@ -15,6 +15,8 @@ use std::io::BufRead;
 
 use serde::{Deserialize, Serialize};
 
+use rewardlab_protocol::{Entity, ToolCall, ToolResult};
+
 use crate::metrics::LineRange;
 
 /// One rollout: a group (prompt) id, the prediction, the target, the tool
@@ -28,7 +30,7 @@ pub struct Rollout {
     pub target: Option<Selection>,
     /// The tool calls of each turn; the answer turn has none (`[]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turns: Option<Vec<Vec<ToolCall>>>,
+    pub turns: Option<Vec<Vec<LoggedCall>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -50,15 +52,39 @@ pub struct Selection {
     pub functions: Option<Vec<String>>,
 }
 
-/// One tool call and the entities its result named.
+/// One tool call as a rollout record logs it: the tool's name, its arguments and the entities
+/// its result named.
+///
+/// Looser than [`ToolCall`] on purpose: a record may come from another logger with other tools,
+/// and a malformed call a policy made is logged as tool `invalid` with no arguments
+/// ([`LoggedCall::invalid`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ToolCall {
+pub struct LoggedCall {
+    /// The tool's name (`grep`, `glob`, `read`, or whatever the logger's tools are).
     pub tool: String,
+    /// The call's arguments as JSON (absent or `null` when none).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub args: serde_json::Value,
-    /// `path:line` for grep and read hits, `path` for glob (see [`crate::efficiency::entity`]).
+    /// A path and line for grep and read hits, a path for glob (see [`crate::efficiency::entity`]);
+    /// `path:line` and `path` on the wire.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub entities: Option<Vec<String>>,
+    pub entities: Option<Vec<Entity>>,
+}
+
+impl LoggedCall {
+    /// The record of a call the sandbox ran, with the entities its result showed.
+    pub fn of(call: &ToolCall, result: &ToolResult) -> LoggedCall {
+        LoggedCall {
+            tool: call.name().to_owned(),
+            args: call.to_json().get("args").cloned().unwrap_or_default(),
+            entities: Some(result.entities.clone()),
+        }
+    }
+
+    /// The record of a malformed call: tool `invalid`, no arguments, no entities.
+    pub fn invalid() -> LoggedCall {
+        LoggedCall { tool: "invalid".to_owned(), args: serde_json::Value::Null, entities: Some(Vec::new()) }
+    }
 }
 
 /// A record of a JSONL file that could not be read.

@@ -65,8 +65,9 @@
 //!
 //! [`ToolCall`] is `{"tool": "grep"|"glob"|"read", "args": {...}}`; [`ToolCall::from_json`]
 //! validates untrusted calls and turns every problem into a [`ToolResult`] the policy reads.
-//! Every call returns its text `output`, the `entities` it showed (`path:line` for grep and
-//! read, `path` for glob) and a [`Status`]. [`Limits`] holds the seed defaults: output cut at
+//! These types are `rewardlab-protocol`'s, re-exported here; [`RunTool::run`] executes a call.
+//! Every call returns its text `output`, the [`Entity`]s it showed (a path and line for grep and
+//! read, a path for glob; `path:line` and `path` on the wire) and a [`Status`]. [`Limits`] holds the seed defaults: output cut at
 //! 4096 characters with a closing line saying how much was cut and how to narrow; grep/glob 10 s
 //! and read 5 s, enforced by deadlines checked *inside* the work (between files, between 32 KiB
 //! chunks of a file, and per match), so a call returns soon after its budget and stops working;
@@ -103,7 +104,8 @@ pub use error::Error;
 pub use gix::ObjectId;
 pub use index::{IndexProgress, IndexStats};
 pub use limits::Limits;
+pub use rewardlab_protocol::{MAX_CALLS_PER_TURN, escape_regex};
 pub use sandbox::{Sandbox, SandboxStats};
 pub use store::{Repo, RepoStore, StoreOptions, local_mirror_name, mirror_name};
-pub use tools::{ErrorKind, GlobArgs, GrepArgs, ReadArgs, Status, ToolCall, ToolResult};
+pub use tools::{Entity, ErrorKind, GlobArgs, GrepArgs, ReadArgs, RunTool, Status, ToolCall, ToolResult};
 pub use tree::{AccessError, EntryKind, FileEntry, Tree, TreeKind};

@@ -46,7 +46,7 @@ impl Default for Limits {
             glob_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(5),
             max_concurrent_calls: 64,
-            max_calls_per_turn: 8,
+            max_calls_per_turn: rewardlab_protocol::MAX_CALLS_PER_TURN,
             max_read_bytes: 1 << 20,
             max_grep_file_bytes: 8 << 20,
             max_pattern_len: 1024,

@@ -10,7 +10,7 @@ use tokio::sync::Semaphore;
 
 use crate::{
     Error, Limits, RepoStore,
-    tools::{ErrorKind, Status, ToolCall, ToolResult},
+    tools::{ErrorKind, RunTool, Status, ToolCall, ToolResult},
     tree::{Tree, TreeKind},
 };
 
@@ -111,13 +111,13 @@ impl Sandbox {
     /// the global limit), the rest answered with [`ErrorKind::CallLimit`]. Results are in call
     /// order.
     pub async fn run_turn(&self, tree: &Arc<Tree>, calls: Vec<ToolCall>) -> Vec<ToolResult> {
-        self.run_turn_checked(tree, calls.into_iter().map(Ok).collect()).await
+        self.run_validated_turn(tree, calls.into_iter().map(Ok).collect()).await
     }
 
     /// [`Sandbox::run_turn`] for untrusted JSON calls: invalid ones are answered with their
     /// validation error (and still count towards the per-turn limit).
     pub async fn run_turn_json(&self, tree: &Arc<Tree>, calls: &[Value]) -> Vec<ToolResult> {
-        self.run_turn_checked(tree, calls.iter().map(ToolCall::from_json).collect()).await
+        self.run_validated_turn(tree, calls.iter().map(ToolCall::from_json).collect()).await
     }
 
     /// Runs one turn on scoped threads, without tokio: the same per-turn limit, concurrency
@@ -140,7 +140,7 @@ impl Sandbox {
         })
     }
 
-    async fn run_turn_checked(&self, tree: &Arc<Tree>, calls: Vec<Result<ToolCall, ToolResult>>) -> Vec<ToolResult> {
+    async fn run_validated_turn(&self, tree: &Arc<Tree>, calls: Vec<Result<ToolCall, ToolResult>>) -> Vec<ToolResult> {
         let allowed = self.limits.max_calls_per_turn;
         let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
         let mut running = tokio::task::JoinSet::new();
@@ -175,10 +175,7 @@ impl Sandbox {
 }
 
 fn over_limit(index: usize, allowed: usize) -> ToolResult {
-    ToolResult::error(
-        ErrorKind::CallLimit,
-        format!("call {} of this turn was not run: at most {allowed} calls per turn", index + 1),
-    )
+    ToolResult::call_limit(index, allowed)
 }
 
 fn run_counted(counters: &Counters, tree: &Tree, call: &ToolCall, limits: &Limits) -> ToolResult {

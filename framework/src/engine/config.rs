@@ -1,6 +1,7 @@
 //! The engine's settings, with the seed papers' defaults, and the learning-rate schedule.
 
 use rewardlab_models::agent::{OptimStep, Sampling};
+use rewardlab_sandbox::MAX_CALLS_PER_TURN;
 use serde::{Deserialize, Serialize};
 
 use super::loss::LossConfig;
@@ -115,7 +116,7 @@ impl Default for EngineConfig {
             prompts_per_step: 64,
             total_steps: 100,
             max_turns: 4,
-            max_calls_per_turn: 8,
+            max_calls_per_turn: MAX_CALLS_PER_TURN,
             temperature: 1.0,
             loss: LossConfig::default(),
             optim: OptimConfig::default(),
@@ -175,9 +176,9 @@ impl EngineConfig {
         if self.group_size < 2 {
             return Err("group_size must be at least 2: a group of one has no baseline".into());
         }
-        if self.max_calls_per_turn > 8 {
+        if self.max_calls_per_turn > MAX_CALLS_PER_TURN {
             return Err(format!(
-                "max_calls_per_turn is {}, but the feature `c` is declared in [0, 8]",
+                "max_calls_per_turn is {}, but the feature `c` is declared in [0, {MAX_CALLS_PER_TURN}]",
                 self.max_calls_per_turn
             ));
         }

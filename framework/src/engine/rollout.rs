@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rewardlab_models::agent::{Answer, Policy, Sampling, TaskPrompt, TurnInfo, TurnOutput};
-use rewardlab_rewards::rollout::{Rollout, Selection, ToolCall as LoggedCall};
+use rewardlab_rewards::rollout::{LoggedCall, Rollout, Selection};
 use rewardlab_sandbox::{ErrorKind, Sandbox, Status, ToolCall, ToolResult, Tree, TreeKind};
 use tokio::runtime::Runtime;
 
@@ -220,10 +220,7 @@ fn run_calls(
         let tree = &trees[&(task.repo.clone(), task.commit.clone())];
         for (j, call) in calls.iter().enumerate() {
             if j >= max_calls {
-                results[k][j] = Some(ToolResult::error(
-                    ErrorKind::CallLimit,
-                    format!("call {} of this turn was not run: at most {max_calls} calls per turn", j + 1),
-                ));
+                results[k][j] = Some(ToolResult::call_limit(j, max_calls));
                 continue;
             }
             match call {
@@ -270,27 +267,20 @@ fn run_calls(
 /// The rollout-log form of a call: a malformed call is logged as tool `invalid` with no entities.
 fn log_call(call: &Result<ToolCall, ToolResult>, result: &ToolResult) -> LoggedCall {
     match call {
-        Ok(call) => LoggedCall {
-            tool: call.name().to_owned(),
-            args: call.to_json().get("args").cloned().unwrap_or_default(),
-            entities: Some(result.entities.clone()),
-        },
-        Err(_) => LoggedCall { tool: "invalid".to_owned(), args: serde_json::Value::Null, entities: Some(Vec::new()) },
+        Ok(call) => LoggedCall::of(call, result),
+        Err(_) => LoggedCall::invalid(),
     }
 }
 
 /// The prediction of an answer under the strict answer schema, or `None`
-/// when it is invalid. A structured answer goes through the same parser as
-/// text, so both kinds obey the same rules (no duplicates, no absolute paths).
+/// when it is invalid. A structured answer is checked by the same rules as
+/// text (`Answer::from_lists`), so both kinds obey them (no duplicates, no absolute paths).
 pub(crate) fn parse(answer: &Answer) -> Option<Selection> {
-    let text = match answer {
-        Answer::Text(text) => text.clone(),
-        Answer::Structured { files, line_ranges } => {
-            let body = serde_json::json!({ "files": files, "line_ranges": line_ranges });
-            format!("<answer>{body}</answer>")
-        }
-    };
-    let parsed = rewardlab_rewards::parse_answer(&text).ok()?;
+    let parsed = match answer {
+        Answer::Text(text) => rewardlab_rewards::parse_answer(text),
+        Answer::Structured { files, line_ranges } => rewardlab_rewards::Answer::from_lists(files, line_ranges, None),
+    }
+    .ok()?;
     Some(Selection { files: Some(parsed.files), line_ranges: Some(parsed.line_ranges), functions: parsed.functions })
 }
 

@@ -146,7 +146,7 @@ mod tests {
     fn rollout(group: &str, files: &[&str], calls: usize) -> Rollout {
         let sel =
             |f: &[&str]| Selection { files: Some(f.iter().map(|s| s.to_string()).collect()), ..Selection::default() };
-        let call = rewardlab_rewards::rollout::ToolCall { tool: "grep".into(), ..Default::default() };
+        let call = rewardlab_rewards::rollout::LoggedCall { tool: "grep".into(), ..Default::default() };
         Rollout {
             group: group.into(),
             predicted: Some(sel(files)),

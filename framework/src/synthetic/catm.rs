@@ -9,6 +9,7 @@
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
+use rewardlab_rewards::catm::weights::{Median, catm_weights_with};
 
 use super::AuxRole;
 
@@ -43,18 +44,17 @@ pub(crate) fn simulated_length(rng: &mut ChaCha8Rng, role: AuxRole) -> f64 {
     typical * z.exp()
 }
 
-/// Weights for `reads`, in order: saturating score of the length relative to
-/// the median, normalised to mean 1 over all reads, capped at [`MAX_WEIGHT`].
+/// Weights for `reads`, in order: CATM's weights ([`catm_weights_with`]: the saturating score of
+/// the length relative to the median, normalised to mean 1 over all reads), capped at
+/// [`MAX_WEIGHT`].
+///
+/// The median is the upper middle value ([`Median::Upper`]), the convention these tasks were
+/// generated with; the usual median would change the weights of every even-sized read list and
+/// so the generated tasks. Simulated lengths are at least 15·e^-1.4 ≈ 3.7 tokens, so the median
+/// and the mean raw score are always positive and the formula is the rewards' exactly.
 pub(crate) fn weights(reads: &[Read]) -> Vec<f64> {
-    if reads.is_empty() {
-        return Vec::new();
-    }
-    let mut lengths: Vec<f64> = reads.iter().map(|r| r.length).collect();
-    lengths.sort_by(f64::total_cmp);
-    let median = lengths[lengths.len() / 2].max(1.0);
-    let raw: Vec<f64> = reads.iter().map(|r| 1.0 - (-std::f64::consts::LN_2 * r.length / median).exp()).collect();
-    let mean = raw.iter().sum::<f64>() / raw.len() as f64;
-    raw.iter().map(|w| (w / mean.max(f64::EPSILON)).min(MAX_WEIGHT)).collect()
+    let lengths: Vec<f64> = reads.iter().map(|r| r.length).collect();
+    catm_weights_with(&lengths, Median::Upper).into_iter().map(|w| w.min(MAX_WEIGHT)).collect()
 }
 
 #[cfg(test)]

@@ -18,8 +18,9 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rewardlab_models::template;
-use rewardlab_rewards::rollout::ToolCall as LoggedCall;
-use rewardlab_sandbox::{GrepArgs, ReadArgs, Sandbox, ToolCall, ToolResult, Tree};
+use rewardlab_rewards::rollout::LoggedCall;
+pub use rewardlab_sandbox::escape_regex;
+use rewardlab_sandbox::{Entity, GrepArgs, ReadArgs, Sandbox, ToolCall, ToolResult, Tree};
 use serde::Serialize;
 
 use super::WarmStartError;
@@ -97,17 +98,7 @@ impl Trajectory {
         let mut turns: Vec<Vec<LoggedCall>> = self
             .turns
             .iter()
-            .map(|t| {
-                t.calls
-                    .iter()
-                    .zip(&t.results)
-                    .map(|(call, result)| LoggedCall {
-                        tool: call.name().to_owned(),
-                        args: call.to_json().get("args").cloned().unwrap_or_default(),
-                        entities: Some(result.entities.clone()),
-                    })
-                    .collect()
-            })
+            .map(|t| t.calls.iter().zip(&t.results).map(|(call, result)| LoggedCall::of(call, result)).collect())
             .collect();
         turns.push(Vec::new());
         turns
@@ -211,7 +202,7 @@ impl ScriptedSearcher {
                 let third = run_turn(sandbox, tree, task, &text, users)?;
                 let mut counts: BTreeMap<String, usize> = BTreeMap::new();
                 for entity in &third.results[0].entities {
-                    let file = entity_path(entity);
+                    let file = entity.path();
                     if file != path {
                         *counts.entry(file.to_owned()).or_default() += 1;
                     }
@@ -266,30 +257,12 @@ pub fn render_calls(intro: &str, calls: &[ToolCall]) -> Result<String, WarmStart
     Ok(text)
 }
 
-/// The calls of an assistant turn as the policy's parser reads them, converted to sandbox
-/// calls. A malformed block is an error (the scripted searcher never writes one).
+/// The calls of an assistant turn as the policy's parser reads them (the sandbox's own call
+/// type). A malformed block is an error (the scripted searcher never writes one).
 pub fn parse_calls(text: &str) -> Result<Vec<ToolCall>, WarmStartError> {
     template::parse_tool_calls(text)
         .into_iter()
-        .map(|parsed| {
-            let call =
-                parsed.map_err(|e| WarmStartError::Render(format!("a rendered tool call does not parse: {e}")))?;
-            let (tool, args) = match &call {
-                template::ToolCall::Grep(a) => ("grep", serde_json::to_value(a)),
-                template::ToolCall::Glob(a) => ("glob", serde_json::to_value(a)),
-                template::ToolCall::Read(a) => ("read", serde_json::to_value(a)),
-                other => return Err(WarmStartError::Render(format!("unexpected tool call {other:?}"))),
-            };
-            let args = args.map_err(|e| WarmStartError::Render(e.to_string()))?;
-            // The template's argument structs write absent options as null; the sandbox's
-            // skip them. Dropping nulls makes the two forms compare equal.
-            let args = match args {
-                serde_json::Value::Object(map) => map.into_iter().filter(|(_, v)| !v.is_null()).collect(),
-                other => other,
-            };
-            ToolCall::from_json(&serde_json::json!({ "tool": tool, "args": args }))
-                .map_err(|r| WarmStartError::Render(format!("the sandbox refuses a parsed call: {}", r.output)))
-        })
+        .map(|parsed| parsed.map_err(|e| WarmStartError::Render(format!("a rendered tool call does not parse: {e}"))))
         .collect()
 }
 
@@ -431,35 +404,12 @@ fn identifiers(text: &str) -> impl Iterator<Item = &str> {
         .filter(|w| w.trim_matches('_').contains('_') || w.chars().skip(1).any(char::is_uppercase))
 }
 
-/// `text` as a regex that matches it literally (the sandbox's grep takes Rust regex syntax).
-pub fn escape_regex(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(
-            c,
-            '\\' | '.' | '+' | '*' | '?' | '(' | ')' | '|' | '[' | ']' | '{' | '}' | '^' | '$' | '#' | '&' | '-' | '~'
-        ) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// The file of a `path:line` (or `path`) entity.
-fn entity_path(entity: &str) -> &str {
-    match entity.rsplit_once(':') {
-        Some((path, line)) if line.parse::<u64>().is_ok() => path,
-        _ => entity,
-    }
-}
-
 /// Files ranked by the weight of the patterns that hit them, each pattern's weight spread
 /// over the distinct files it hit; patterns hitting too many files are not counted.
 fn rank_files(turn: &SearchTurn, weights: &[f64], max_files: usize) -> Vec<String> {
     let mut scores: BTreeMap<&str, f64> = BTreeMap::new();
     for (result, &weight) in turn.results.iter().zip(weights) {
-        let files: BTreeSet<&str> = result.entities.iter().map(|e| entity_path(e)).collect();
+        let files: BTreeSet<&str> = result.entities.iter().map(|e| e.path()).collect();
         if weight <= 0.0 || files.is_empty() || files.len() > max_files {
             continue;
         }
@@ -478,9 +428,9 @@ fn best_hit(turn: &SearchTurn, weights: &[f64], best: Option<&str>) -> Option<(S
     let mut order: Vec<usize> = (0..turn.results.len().min(weights.len())).collect();
     order.sort_by(|&a, &b| weights[b].total_cmp(&weights[a]).then(a.cmp(&b)));
     order.into_iter().filter(|&i| weights[i] > 0.0).find_map(|i| {
-        turn.results[i].entities.iter().find_map(|e| {
-            let (path, line) = e.rsplit_once(':')?;
-            (path == best).then(|| line.parse().ok()).flatten().map(|l| (path.to_owned(), l))
+        turn.results[i].entities.iter().find_map(|e| match e {
+            Entity::Line { path, line } if path == best => Some((path.clone(), *line)),
+            _ => None,
         })
     })
 }
@@ -561,7 +511,7 @@ mod tests {
         assert_eq!(enclosing_function(out, "a.py", 12), Some(("second".into(), 10)));
         assert_eq!(enclosing_function(out, "a.py", 25), Some(("third".into(), 20)));
         assert_eq!(enclosing_function(out, "a.py", 2), None);
-        assert_eq!(entity_path("a/b.py:12"), "a/b.py");
-        assert_eq!(entity_path("a/b.py"), "a/b.py");
+        assert_eq!(Entity::parse("a/b.py:12").path(), "a/b.py");
+        assert_eq!(Entity::parse("a/b.py").path(), "a/b.py");
     }
 }

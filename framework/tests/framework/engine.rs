@@ -13,7 +13,7 @@ use rewardlab_framework::engine::{
 };
 use rewardlab_framework::synthetic::{self, SyntheticConfig};
 use rewardlab_models::agent::{OptimStep, Policy, Sampling, StepStats, TaskPrompt, TurnInfo, TurnOutput};
-use rewardlab_sandbox::{Limits, RepoStore, Sandbox, Status, ToolResult};
+use rewardlab_sandbox::{Entity, Limits, RepoStore, Sandbox, Status, ToolResult};
 
 use crate::common::scratch;
 use crate::toy::{ToyEpisode, ToyPolicy};
@@ -262,7 +262,10 @@ fn play(policy: &ToyPolicy, output: &str) -> ToyEpisode {
                     .enumerate()
                     .map(|(i, _)| ToolResult {
                         output: format!("{output} (call {i})"),
-                        entities: vec![format!("pkg/mod{i}.py:{}", 10 + i), "pkg/config.py:3".into()],
+                        entities: vec![
+                            Entity::line(format!("pkg/mod{i}.py"), 10 + i as u64),
+                            Entity::line("pkg/config.py", 3),
+                        ],
                         status: Status::Ok,
                     })
                     .collect();

@@ -32,7 +32,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rewardlab_models::agent::{Answer, OptimStep, Policy, Sampling, StepStats, TaskPrompt, TurnInfo, TurnOutput};
 use rewardlab_models::proxy::AdamW;
-use rewardlab_sandbox::{GlobArgs, GrepArgs, ReadArgs, ToolCall, ToolResult};
+use rewardlab_sandbox::{GlobArgs, GrepArgs, ReadArgs, ToolCall, ToolResult, escape_regex};
 use serde::{Deserialize, Serialize};
 
 const SEARCH: usize = 0;
@@ -235,7 +235,7 @@ impl ToyEpisode {
                     let i = self.sample(theta, options);
                     self.terms[i].used = true;
                     ToolCall::Grep(GrepArgs {
-                        pattern: regex_escape(&self.terms[i].text),
+                        pattern: escape_regex(&self.terms[i].text),
                         path: None,
                         case_sensitive: None,
                     })
@@ -309,12 +309,7 @@ impl ToyEpisode {
             return;
         }
         for entity in &result.entities {
-            let (path, line) = match entity.rsplit_once(':') {
-                Some((path, line)) if !line.is_empty() && line.bytes().all(|b| b.is_ascii_digit()) => {
-                    (path, line.parse::<u32>().ok())
-                }
-                _ => (entity.as_str(), None),
-            };
+            let (path, line) = (entity.path(), entity.line_number().and_then(|l| u32::try_from(l).ok()));
             let index = match self.seen.iter().position(|s| s.path == path) {
                 Some(i) => i,
                 None => {
@@ -484,19 +479,10 @@ fn last_component(term: &str) -> &str {
     term.rsplit('.').next().unwrap_or(term)
 }
 
-fn regex_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 4);
-    for c in text.chars() {
-        if "\\.+*?()|[]{}^$".contains(c) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
+    use rewardlab_sandbox::Entity;
+
     use super::*;
 
     fn episode_with_units(policy: &ToyPolicy, seed: u64) -> ToyEpisode {
@@ -505,7 +491,7 @@ mod tests {
         let mut e = policy.begin(&prompt, Sampling::Sample { temperature: 0.7 }, seed).expect("begin");
         let result = ToolResult {
             output: "a.py:3: x\nb/c.py:9: y".into(),
-            entities: vec!["a.py:3".into(), "b/c.py:9".into(), "a.py:5".into()],
+            entities: vec![Entity::line("a.py", 3), Entity::line("b/c.py", 9), Entity::line("a.py", 5)],
             status: rewardlab_sandbox::Status::Ok,
         };
         for turn in 0..3 {
@@ -593,6 +579,6 @@ mod tests {
         let texts: Vec<&str> = terms.iter().map(|t| t.text.as_str()).collect();
         assert_eq!(&texts[..2], &["load_settings()", "invalid retry budget"]);
         assert!(texts.contains(&"net.retry") && texts.contains(&"RetryPolicy"), "{texts:?}");
-        assert_eq!(regex_escape("a.b(c)"), "a\\.b\\(c\\)");
+        assert_eq!(escape_regex("a.b(c)"), "a\\.b\\(c\\)");
     }
 }

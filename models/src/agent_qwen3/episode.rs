@@ -1,10 +1,10 @@
 //! One rollout of the Qwen3 agent, and how a generated turn becomes a [`TurnOutput`].
 
 use rand_chacha::ChaCha8Rng;
-use rewardlab_sandbox::{ErrorKind, ToolCall, ToolResult};
+use rewardlab_protocol::{AnswerError, ErrorKind, ToolResult, parse_answer};
 
 use crate::agent::{Answer, TurnOutput};
-use crate::template::{self, AnswerError, Rollout, ToolCallError};
+use crate::template::{self, Rollout, ToolCallError};
 
 /// One rollout: its tokens with the loss mask and sampling log-probs ([`Rollout`]), its own
 /// RNG (seeded by [`crate::agent::Policy::begin`]), and what each turn generated.
@@ -39,8 +39,9 @@ impl Qwen3Episode {
 
 /// What a generated assistant turn means for the engine.
 ///
-/// - An `<answer>` block (the last one counts) ends the rollout with [`Answer::Text`]; the
-///   engine parses it strictly. An answer cut off by the token limit is [`TurnOutput::Truncated`].
+/// - An `<answer>` block in the reply ends the rollout with [`Answer::Text`], whether or not it
+///   is valid: [`parse_answer`], the one answer parser, decides that, here and in the engine. An
+///   answer cut off by the token limit is [`TurnOutput::Truncated`].
 /// - On the forced last turn (`must_answer`), a turn without an answer is a (invalid) text
 ///   answer when the model ended its turn, and truncated when it ran out of tokens.
 /// - Otherwise `<tool_call>` blocks become calls; each malformed block becomes an error result
@@ -48,10 +49,10 @@ impl Qwen3Episode {
 /// - A turn with neither calls nor an answer is a (invalid) text answer when the model ended
 ///   its turn, and truncated when it ran out of tokens.
 pub(crate) fn turn_output(text: &str, stopped: bool, must_answer: bool) -> TurnOutput {
-    match template::parse_answer(text) {
-        Some(Err(AnswerError::Unterminated)) if !stopped => return TurnOutput::Truncated,
-        Some(_) => return TurnOutput::Answer(Answer::Text(text.to_owned())),
-        None => {}
+    match parse_answer(text) {
+        Err(AnswerError::MissingOpenTag) => {}
+        Err(AnswerError::MissingCloseTag) if !stopped => return TurnOutput::Truncated,
+        _ => return TurnOutput::Answer(Answer::Text(text.to_owned())),
     }
     let out_of_tokens_or_prose = || {
         if stopped { TurnOutput::Answer(Answer::Text(text.to_owned())) } else { TurnOutput::Truncated }
@@ -63,22 +64,7 @@ pub(crate) fn turn_output(text: &str, stopped: bool, must_answer: bool) -> TurnO
     if calls.is_empty() {
         return out_of_tokens_or_prose();
     }
-    TurnOutput::Calls(calls.into_iter().map(|c| c.map(sandbox_call).map_err(|e| call_error(&e))).collect())
-}
-
-/// The sandbox's form of a parsed call (the same three tools with the same arguments).
-pub(crate) fn sandbox_call(call: template::ToolCall) -> ToolCall {
-    match call {
-        template::ToolCall::Grep(a) => ToolCall::Grep(rewardlab_sandbox::GrepArgs {
-            pattern: a.pattern,
-            path: a.path,
-            case_sensitive: a.case_sensitive,
-        }),
-        template::ToolCall::Glob(a) => ToolCall::Glob(rewardlab_sandbox::GlobArgs { pattern: a.pattern }),
-        template::ToolCall::Read(a) => {
-            ToolCall::Read(rewardlab_sandbox::ReadArgs { path: a.path, start: a.start, end: a.end })
-        }
-    }
+    TurnOutput::Calls(calls.into_iter().map(|c| c.map_err(|e| call_error(&e))).collect())
 }
 
 /// The error result the model sees for a malformed `<tool_call>` block.
@@ -94,7 +80,7 @@ pub(crate) fn call_error(error: &ToolCallError) -> ToolResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rewardlab_sandbox::{GrepArgs, ReadArgs, Status};
+    use rewardlab_protocol::{GrepArgs, ReadArgs, Status, ToolCall};
 
     #[test]
     fn calls_become_sandbox_calls_and_malformed_ones_tool_errors() {

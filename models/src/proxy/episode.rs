@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use rand_chacha::ChaCha8Rng;
-use rewardlab_sandbox::{GlobArgs, GrepArgs, ReadArgs, ToolCall, ToolResult};
+use rewardlab_sandbox::{Entity, GlobArgs, GrepArgs, ReadArgs, ToolCall, ToolResult};
 
 use super::loglinear::Unit;
 use super::text::{self, Source, Term};
@@ -165,10 +165,10 @@ impl ProxyEpisode {
             for entity in &result.entities {
                 match &candidate.call {
                     ToolCall::Grep(_) => {
-                        let Some((path, line)) = split_entity(entity) else { continue };
+                        let Entity::Line { path, line } = entity else { continue };
                         let file = self.file(path);
                         file.hits += 1;
-                        file.lines.insert(line);
+                        file.lines.insert(*line);
                         match candidate.kind {
                             k if k.is_message() => file.by_message = true,
                             CallKind::GrepIdentifier | CallKind::GrepResultName => file.by_identifier = true,
@@ -178,10 +178,9 @@ impl ProxyEpisode {
                             file.terms.insert(t);
                         }
                     }
-                    ToolCall::Glob(_) => self.file(entity).by_glob = true,
+                    ToolCall::Glob(_) => self.file(entity.path()).by_glob = true,
                     ToolCall::Read(_) => {
-                        let path = split_entity(entity).map_or(entity.as_str(), |(p, _)| p);
-                        self.file(path).read = true;
+                        self.file(entity.path()).read = true;
                     }
                     _ => {}
                 }
@@ -256,12 +255,6 @@ impl ProxyEpisode {
 /// The identity of a call, for "no duplicate calls".
 fn key(call: &ToolCall) -> String {
     call.to_json().to_string()
-}
-
-/// `path:line` → (`path`, line).
-fn split_entity(entity: &str) -> Option<(&str, u64)> {
-    let (path, line) = entity.rsplit_once(':')?;
-    Some((path, line.parse().ok()?))
 }
 
 /// Functions and classes defined in a read's output (`   12\tdef send(self):`),

@@ -19,7 +19,7 @@ use super::loglinear::Features;
 use super::text::looks_rare;
 
 /// Options of the count decision: answer, then 1 … `MAX_CALLS` calls.
-pub(crate) const MAX_CALLS: usize = 8;
+pub(crate) const MAX_CALLS: usize = rewardlab_sandbox::MAX_CALLS_PER_TURN;
 /// Size of the turn-state vector.
 pub(crate) const STATE: usize = 14;
 /// Term features of a grep or glob candidate.

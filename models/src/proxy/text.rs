@@ -346,17 +346,9 @@ fn delimited(line: &str, open: char, close: char) -> Vec<(usize, &str)> {
     out
 }
 
-/// Escapes regex metacharacters so `text` matches itself literally.
-pub(crate) fn regex_literal(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if matches!(c, '\\' | '.' | '+' | '*' | '?' | '(' | ')' | '|' | '[' | ']' | '{' | '}' | '^' | '$') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
+/// Escapes regex metacharacters so `text` matches itself literally: the one escaping function
+/// of the workspace, under the name the proxy's call sites use.
+pub(crate) use rewardlab_sandbox::escape_regex as regex_literal;
 
 /// `RetryPolicy` → `retry_policy`.
 pub(crate) fn snake_case(name: &str) -> String {

@@ -85,5 +85,5 @@ fn loss_mask_covers_exactly_the_generated_tokens() {
 
     // The tool call in turn 1 parses back.
     let calls = template::parse_tool_calls(&tok.decode(&turn1).expect("d"));
-    assert!(matches!(&calls[..], [Ok(template::ToolCall::Grep(a))] if a.pattern == "cookie"));
+    assert!(matches!(&calls[..], [Ok(rewardlab_protocol::ToolCall::Grep(a))] if a.pattern == "cookie"));
 }

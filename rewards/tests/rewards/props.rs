@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use rewardlab_rewards::catm::weights::catm_weights;
 use rewardlab_rewards::efficiency::tool_efficiency;
 use rewardlab_rewards::metrics::match_line_ranges;
-use rewardlab_rewards::{Counts, LineMatch, LineRange, ToolCall};
+use rewardlab_rewards::{Counts, LineMatch, LineRange, LoggedCall};
 
 fn config() -> ProptestConfig {
     ProptestConfig { cases: 256, ..ProptestConfig::default() }
@@ -135,14 +135,14 @@ proptest! {
 
     #[test]
     fn tool_efficiency_is_in_the_unit_interval(turns in vec(vec(vec(0u8..10, 0..5), 0..8), 1..5)) {
-        let turns: Vec<Vec<ToolCall>> = turns
+        let turns: Vec<Vec<LoggedCall>> = turns
             .into_iter()
             .map(|turn| {
                 turn.into_iter()
-                    .map(|ents| ToolCall {
+                    .map(|ents| LoggedCall {
                         tool: "grep".into(),
                         args: serde_json::Value::Null,
-                        entities: Some(ents.into_iter().map(|e| format!("a.py:{e}")).collect()),
+                        entities: Some(ents.into_iter().map(|e| format!("a.py:{e}").as_str().into()).collect()),
                     })
                     .collect()
             })

@@ -2,7 +2,7 @@
 //!
 //! Only tracked paths are listed, never what a symlinked directory points at.
 
-use super::{GlobArgs, ToolResult, filter::glob_matcher, output::Output};
+use super::{Entity, GlobArgs, ToolResult, filter::glob_matcher, output::Output};
 use crate::{Limits, deadline::Deadline, tree::Tree};
 
 /// Paths matched between deadline checks; matching one path takes well under a microsecond.
@@ -24,7 +24,7 @@ pub(crate) fn run(tree: &Tree, args: &GlobArgs, limits: &Limits, deadline: Deadl
         }
         scanned += 1;
         if matcher.is_match(&entry.path) {
-            out.line(&entry.path, Some(entry.path.clone()));
+            out.line(&entry.path, Some(Entity::Path(entry.path.clone())));
         }
     }
     if out.lines() == 0 && !timed_out {

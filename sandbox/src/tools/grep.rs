@@ -14,7 +14,7 @@ use std::sync::Arc;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
 
-use super::{ErrorKind, GrepArgs, ToolResult, filter::PathFilter, output::Output};
+use super::{Entity, ErrorKind, GrepArgs, ToolResult, filter::PathFilter, output::Output};
 use crate::{
     Limits,
     deadline::Deadline,
@@ -229,7 +229,7 @@ impl Sink for LineSink<'_> {
         let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
         if self.out.showing() {
             let text = String::from_utf8_lossy(bytes);
-            self.out.line(&format!("{}:{line}:{text}", self.path), Some(format!("{}:{line}", self.path)));
+            self.out.line(&format!("{}:{line}:{text}", self.path), Some(Entity::line(self.path, line)));
         } else {
             // Past the output limit only the size of what is cut matters: count, don't build.
             let text_chars = match std::str::from_utf8(bytes) {

@@ -6,13 +6,13 @@
 
 use crate::{
     Limits,
-    tools::{Status, ToolResult},
+    tools::{Entity, Status, ToolResult},
 };
 
 pub(crate) struct Output {
     max_chars: usize,
     max_line_chars: usize,
-    kept: Vec<(String, Option<String>)>,
+    kept: Vec<(String, Option<Entity>)>,
     kept_chars: usize,
     overflowed: bool,
     total_lines: usize,
@@ -35,7 +35,7 @@ impl Output {
     }
 
     /// Adds one line (no trailing newline) and the entity it shows, if any.
-    pub(crate) fn line(&mut self, text: &str, entity: Option<String>) {
+    pub(crate) fn line(&mut self, text: &str, entity: Option<Entity>) {
         let text = shorten(text, self.max_line_chars);
         // Each line costs its characters plus the newline that separates it from the next.
         let cost = text.chars().count() + 1;
@@ -148,8 +148,8 @@ mod tests {
     #[test]
     fn short_output_is_complete() {
         let mut out = Output::new(&limits(100));
-        out.line("a:1:x", Some("a:1".into()));
-        out.line("b:2:y", Some("b:2".into()));
+        out.line("a:1:x", Some(Entity::line("a", 1)));
+        out.line("b:2:y", Some(Entity::line("b", 2)));
         let result = out.finish(false, |_| "narrow".into());
         assert_eq!(result.output, "a:1:x\nb:2:y");
         assert_eq!(result.entities, ["a:1", "b:2"]);
@@ -168,7 +168,7 @@ mod tests {
     fn long_output_is_cut_within_budget_and_says_how_much() {
         let mut out = Output::new(&limits(200));
         for i in 0..100 {
-            out.line(&format!("file.py:{i}:some text"), Some(format!("file.py:{i}")));
+            out.line(&format!("file.py:{i}:some text"), Some(Entity::line("file.py", i)));
         }
         let result = out.finish(false, |first| format!("continue from line {first}"));
         assert_eq!(result.status, Status::Truncated);

@@ -1,6 +1,6 @@
 //! `read`: numbered lines of one file, optionally a 1-based inclusive line range.
 
-use super::{ErrorKind, ReadArgs, ToolResult, output::Output};
+use super::{AccessErrorResult, Entity, ErrorKind, ReadArgs, ToolResult, output::Output};
 use crate::{Limits, deadline::Deadline, path, tree::Tree};
 
 /// Lines formatted between deadline checks.
@@ -53,7 +53,7 @@ pub(crate) fn run(tree: &Tree, args: &ReadArgs, limits: &Limits, deadline: Deadl
             break;
         }
         let line = lines[(n - 1) as usize];
-        out.line(&format!("{n:>6}\t{line}"), Some(format!("{shown_path}:{n}")));
+        out.line(&format!("{n:>6}\t{line}"), Some(Entity::line(&*shown_path, n)));
     }
     if args.end.is_some_and(|e| e > total) {
         out.note(format!("[end of file: {shown_path} has {total} lines]"));

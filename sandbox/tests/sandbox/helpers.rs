@@ -6,7 +6,7 @@ use std::{
     process::{Command, Stdio},
 };
 
-use rewardlab_sandbox::{Limits, ToolCall, ToolResult, Tree};
+use rewardlab_sandbox::{Limits, RunTool, ToolCall, ToolResult, Tree};
 
 /// Runs `git` in `dir` with a fixed identity and no user or system configuration, returning
 /// stdout; panics with stderr on failure.

@@ -122,10 +122,7 @@ fn escaped(tree: &Tree, result: &ToolResult) -> bool {
     let tracked: Vec<&str> = tree.files().iter().map(|f| f.path.as_str()).collect();
     let outside_content =
         result.output.contains(SENTINEL) || result.output.contains("root:x:0:0") || result.output.contains("[core]");
-    let foreign_entity = result.entities.iter().any(|e| {
-        let path = e.rsplit_once(':').filter(|(_, n)| n.parse::<u64>().is_ok()).map_or(e.as_str(), |(p, _)| p);
-        !tracked.contains(&path)
-    });
+    let foreign_entity = result.entities.iter().any(|e| !tracked.contains(&e.path()));
     outside_content || foreign_entity
 }
 

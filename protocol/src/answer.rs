@@ -1,29 +1,42 @@
-//! The answer schema: `<answer>{"files": [...], "line_ranges": [...]}</answer>`
-//! parsed strictly from a model's text. `valid` is 1 exactly when this parser
-//! accepts the text.
+//! The answer schema, `<answer>{"files": [...], "line_ranges": [...]}</answer>`, and its one
+//! parser. Every reader of an answer goes through here: the Qwen3 agent deciding whether a turn
+//! answered, the engine turning a policy's answer into a prediction, the warm start's filter and
+//! the rewards' `valid` feature, which is 1 exactly when [`parse_answer`] accepts the text.
 //!
-//! Rules (each failure is an [`AnswerError`] whose message is the reason):
-//! - exactly one `<answer>` … `</answer>` block; text around it is free;
-//! - its body is one JSON object with `files` (array of strings) and
-//!   `line_ranges` (array of `path:start-end` strings), and optionally
-//!   `functions` (array of `path::Qualified.name` strings); any other key is rejected;
-//! - paths are normalised (`./a/b.py` → `a/b.py`); absolute paths, `..` and
-//!   directories (trailing `/`) are rejected;
-//! - a file listed twice (after normalisation) is rejected, and so is a
-//!   repeated line range or function.
+//! # The rule
 //!
-//! A line range need not name a file of `files`: the schema has no such rule,
-//! and F-beta at each level scores each list on its own.
+//! The answer is read from the *reply*: the text after the last `</think>`, or all of it when
+//! there is none ([`reply_text`]); reasoning is not an answer, so a block the model drafted while
+//! thinking neither counts nor spoils the reply. The reply must hold **exactly one**
+//! `<answer>` … `</answer>` block; text around it is free. Two blocks are an invalid answer
+//! rather than "the last one counts": an answer is what the reward scores, and picking one of
+//! several would let a policy hedge (write candidates and let the parser choose) at no cost, and
+//! make `valid` depend on which one the parser happened to prefer.
+//!
+//! The block's body (each failure is an [`AnswerError`] whose message is the reason):
+//! - is one JSON object with `files` (array of strings) and `line_ranges` (array of
+//!   `path:start-end` strings), and optionally `functions` (array of `path::Qualified.name`
+//!   strings); any other key is rejected;
+//! - paths are normalised (`./a/b.py` → `a/b.py`); absolute paths, `..` and directories
+//!   (trailing `/`) are rejected;
+//! - a file listed twice (after normalisation) is rejected, and so is a repeated line range or
+//!   function.
+//!
+//! A line range need not name a file of `files`: the schema has no such rule, and F-beta at each
+//! level scores each list on its own. A policy that decides its answer as data rather than text
+//! (the proxy) is checked by [`Answer::from_lists`], the same rules without the JSON layer.
 
 use serde_json::Value;
 
-use crate::metrics::LineRange;
+use crate::LineRange;
 use crate::paths;
 
 /// A parsed, normalised answer.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Answer {
+    /// Normalised paths, each once.
     pub files: Vec<String>,
+    /// Parsed ranges with normalised paths, each once.
     pub line_ranges: Vec<LineRange>,
     /// Present only when the answer had a `functions` key.
     pub functions: Option<Vec<String>>,
@@ -56,16 +69,24 @@ pub enum AnswerError {
     #[error("file `{text}`: {source}")]
     Path { text: String, source: paths::PathError },
     #[error(transparent)]
-    LineRange(#[from] crate::metrics::LineRangeError),
+    LineRange(#[from] crate::LineRangeError),
     #[error("function `{0}` is not `path::name`")]
     Function(String),
 }
 
 const OPEN: &str = "<answer>";
 const CLOSE: &str = "</answer>";
+const THINK_END: &str = "</think>";
 
-/// Parses the answer block of a model's completion.
+/// The part of a generation that is the reply: after the last `</think>` when there is one.
+pub fn reply_text(generated: &str) -> &str {
+    generated.rfind(THINK_END).map_or(generated, |i| &generated[i + THINK_END.len()..])
+}
+
+/// Parses the answer of a model's completion under the module's rule: exactly one block in the
+/// reply ([`reply_text`]).
 pub fn parse_answer(text: &str) -> Result<Answer, AnswerError> {
+    let text = reply_text(text);
     let opens = text.matches(OPEN).count();
     match opens {
         0 => return Err(AnswerError::MissingOpenTag),
@@ -90,40 +111,53 @@ pub fn parse_body(body: &str) -> Result<Answer, AnswerError> {
     if let Some(key) = map.keys().find(|k| !matches!(k.as_str(), "files" | "line_ranges" | "functions")) {
         return Err(AnswerError::UnknownKey(key.clone()));
     }
-    let files_raw = strings(&map, "files")?.ok_or(AnswerError::MissingKey("files"))?;
-    let ranges_raw = strings(&map, "line_ranges")?.ok_or(AnswerError::MissingKey("line_ranges"))?;
-    let functions_raw = strings(&map, "functions")?;
+    let files = strings(&map, "files")?.ok_or(AnswerError::MissingKey("files"))?;
+    let line_ranges = strings(&map, "line_ranges")?.ok_or(AnswerError::MissingKey("line_ranges"))?;
+    let functions = strings(&map, "functions")?;
+    Answer::from_lists(&files, &line_ranges, functions.as_deref())
+}
 
-    let mut files = Vec::with_capacity(files_raw.len());
-    for f in files_raw {
-        let p = paths::normalize(f).map_err(|source| AnswerError::Path { text: f.to_string(), source })?;
-        push_unique(&mut files, p, "files")?;
-    }
-    let mut line_ranges = Vec::with_capacity(ranges_raw.len());
-    for r in ranges_raw {
-        let range = LineRange::parse(r)?;
-        if line_ranges.contains(&range) {
-            return Err(AnswerError::Duplicate { key: "line_ranges", item: range.to_string() });
+impl Answer {
+    /// Checks and normalises an answer given as lists (files, `path:start-end` ranges and
+    /// optionally `path::name` functions): the body rules of [`parse_body`] without the JSON.
+    pub fn from_lists<S: AsRef<str>>(
+        files_raw: &[S],
+        ranges_raw: &[S],
+        functions_raw: Option<&[S]>,
+    ) -> Result<Answer, AnswerError> {
+        let mut files = Vec::with_capacity(files_raw.len());
+        for f in files_raw {
+            let f = f.as_ref();
+            let p = paths::normalize(f).map_err(|source| AnswerError::Path { text: f.to_string(), source })?;
+            push_unique(&mut files, p, "files")?;
         }
-        line_ranges.push(range);
-    }
-    let functions = match functions_raw {
-        None => None,
-        Some(raw) => {
-            let mut out = Vec::with_capacity(raw.len());
-            for f in raw {
-                let (path, name) = f.split_once("::").ok_or_else(|| AnswerError::Function(f.to_string()))?;
-                if name.is_empty() {
-                    return Err(AnswerError::Function(f.to_string()));
-                }
-                let path =
-                    paths::normalize(path).map_err(|source| AnswerError::Path { text: f.to_string(), source })?;
-                push_unique(&mut out, format!("{path}::{name}"), "functions")?;
+        let mut line_ranges = Vec::with_capacity(ranges_raw.len());
+        for r in ranges_raw {
+            let range = LineRange::parse(r.as_ref())?;
+            if line_ranges.contains(&range) {
+                return Err(AnswerError::Duplicate { key: "line_ranges", item: range.to_string() });
             }
-            Some(out)
+            line_ranges.push(range);
         }
-    };
-    Ok(Answer { files, line_ranges, functions })
+        let functions = match functions_raw {
+            None => None,
+            Some(raw) => {
+                let mut out = Vec::with_capacity(raw.len());
+                for f in raw {
+                    let f = f.as_ref();
+                    let (path, name) = f.split_once("::").ok_or_else(|| AnswerError::Function(f.to_string()))?;
+                    if name.is_empty() {
+                        return Err(AnswerError::Function(f.to_string()));
+                    }
+                    let path =
+                        paths::normalize(path).map_err(|source| AnswerError::Path { text: f.to_string(), source })?;
+                    push_unique(&mut out, format!("{path}::{name}"), "functions")?;
+                }
+                Some(out)
+            }
+        };
+        Ok(Answer { files, line_ranges, functions })
+    }
 }
 
 fn strings<'a>(
@@ -235,5 +269,30 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(reason(text), want, "for {text}");
         }
+    }
+
+    #[test]
+    fn only_the_reply_after_thinking_is_read() {
+        let drafted = "<think>maybe <answer>{\"files\": [\"x.py\"], \"line_ranges\": []}</answer></think>\n\
+                       <answer>{\"files\": [\"a.py\"], \"line_ranges\": []}</answer>";
+        assert_eq!(parse_answer(drafted).expect("one block in the reply").files, ["a.py"]);
+        let only_thought = "<think><answer>{\"files\": [], \"line_ranges\": []}</answer></think> no answer";
+        assert_eq!(parse_answer(only_thought), Err(AnswerError::MissingOpenTag));
+        assert_eq!(reply_text("a</think>b</think>c"), "c");
+        assert_eq!(reply_text("plain"), "plain");
+    }
+
+    #[test]
+    fn lists_obey_the_same_rules_as_text() {
+        let a = Answer::from_lists(&["./a.py", "b.py"], &["a.py:3-5"], None).expect("valid");
+        assert_eq!(
+            a,
+            parse_answer(r#"<answer>{"files": ["a.py", "b.py"], "line_ranges": ["a.py:3-5"]}</answer>"#)
+                .expect("valid")
+        );
+        let twice = Answer::from_lists(&["a.py", "./a.py"], &[], None).expect_err("duplicate");
+        assert_eq!(twice.to_string(), "`files` lists `a.py` twice");
+        assert!(matches!(Answer::from_lists(&["/etc/passwd"], &[], None), Err(AnswerError::Path { .. })));
+        assert!(matches!(Answer::from_lists::<&str>(&[], &["a.py:9-3"], None), Err(AnswerError::LineRange(_))));
     }
 }
