@@ -45,7 +45,7 @@ pub enum ExprKind {
     Number(f64),
     /// `true` or `false`.
     Bool(bool),
-    /// A bare name: a feature (`c`), a param, a `let`, or `reward`/`adv`/`advantage`.
+    /// A bare name: a feature (`cost`), a param, a `let`, or `reward`/`adv`/`advantage`.
     Name(Ident),
     Unary {
         op: UnOp,

@@ -53,11 +53,11 @@ impl Diagnostic {
 /// Renders one diagnostic against its source.
 ///
 /// ```text
-/// rewards/v1.reward:3:14: error: unknown name `Fbeta`
+/// rewards/v1.reward:3:14: error: unknown function `grades`
 ///   |
-/// 3 | reward = 0.5 * Fbeta(file)
-///   |                ^^^^^
-///   = help: did you mean `Fb`?
+/// 3 | reward = 0.5 * grades(word)
+///   |                ^^^^^^
+///   = help: did you mean `grade`?
 /// ```
 pub fn render(source: &SourceFile, diag: &Diagnostic) -> String {
     crate::render::render(source, diag)

@@ -1,7 +1,7 @@
 //! Feature tables: the columnar input of evaluation, and its outputs.
 //!
 //! Rows are rollouts; rollouts of one group (one prompt) are contiguous.
-//! Columns are `f64`, keyed by the canonical feature key (`Fb(file)`, `c`).
+//! Columns are `f64`, keyed by the canonical feature key (`grade(word)`, `cost`).
 
 /// Columnar rollout features, grouped.
 #[derive(Clone, Debug, Default, PartialEq)]
