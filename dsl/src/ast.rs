@@ -6,16 +6,20 @@ use crate::span::Span;
 /// A parsed reward file: its statements in source order.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct File {
+    /// The statements, in source order.
     pub items: Vec<Item>,
 }
 
+/// One statement and its span.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Item {
+    /// What the statement is.
     pub kind: ItemKind,
     /// The whole statement, from its first token to the end of its expression.
     pub span: Span,
 }
 
+/// The four statement forms.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ItemKind {
     /// `reward = EXPR`, `adv = EXPR`, `advantage = EXPR` (the checker rejects other names).
@@ -28,44 +32,64 @@ pub enum ItemKind {
     Check { cond: Expr },
 }
 
+/// A name as written, with its span.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Ident {
+    /// The text of the name (dotted names keep their dots).
     pub name: String,
+    /// Where the name is written.
     pub span: Span,
 }
 
+/// An expression node with its span.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Expr {
+    /// What the expression is.
     pub kind: ExprKind,
+    /// The source text the expression covers.
     pub span: Span,
 }
 
+/// The expression forms of the language.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ExprKind {
+    /// A number literal.
     Number(f64),
     /// `true` or `false`.
     Bool(bool),
-    /// A bare name: a feature (`c`), a param, a `let`, or `reward`/`adv`/`advantage`.
+    /// A bare name: a feature (`cost`), a param, a `let`, or `reward`/`adv`/`advantage`.
     Name(Ident),
+    /// `-x` or `!b`.
     Unary {
+        /// The operator.
         op: UnOp,
+        /// The operand.
         expr: Box<Expr>,
     },
+    /// `a OP b`.
     Binary {
+        /// The operator.
         op: BinOp,
+        /// The left operand.
         lhs: Box<Expr>,
+        /// The right operand.
         rhs: Box<Expr>,
     },
     /// `f(a, b)`. The callee may be dotted (`group.mean`, `batch.count`): its
     /// `name` then holds the whole dotted text and its span covers it.
     Call {
+        /// The function name.
         callee: Ident,
+        /// The arguments, in order.
         args: Vec<Expr>,
     },
     /// `x in [lo, hi]`, inclusive on both ends.
     In {
+        /// The value tested.
         expr: Box<Expr>,
+        /// The lower bound.
         lo: Box<Expr>,
+        /// The upper bound.
         hi: Box<Expr>,
     },
     /// Stands where the parser could not make sense of the input; a
@@ -73,30 +97,48 @@ pub enum ExprKind {
     Error,
 }
 
+/// A prefix operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UnOp {
+    /// Numeric negation, `-x`.
     Neg,
+    /// Logical negation, `!b`.
     Not,
 }
 
+/// An infix operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BinOp {
+    /// `+`.
     Add,
+    /// `-`.
     Sub,
+    /// `*`.
     Mul,
+    /// `/`.
     Div,
+    /// `^`, right-associative.
     Pow,
+    /// `<`.
     Lt,
+    /// `<=`.
     Le,
+    /// `>`.
     Gt,
+    /// `>=`.
     Ge,
+    /// `==`.
     Eq,
+    /// `!=`.
     Ne,
+    /// `&&`.
     And,
+    /// `||`.
     Or,
 }
 
 impl BinOp {
+    /// The operator as written in source.
     pub fn symbol(self) -> &'static str {
         match self {
             BinOp::Add => "+",

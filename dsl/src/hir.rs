@@ -24,24 +24,37 @@ pub struct Program {
     /// order: an [`Expr::Def`] only refers to an earlier entry. Lets that
     /// nothing uses are kept (they may be used by checks).
     pub defs: Vec<Def>,
+    /// The `reward` definition.
     pub reward: DefId,
+    /// The `adv` definition (GRPO's estimator when the file leaves it out).
     pub adv: DefId,
+    /// The `advantage` definition (`adv` when the file leaves it out).
     pub advantage: DefId,
+    /// The `check` statements, in source order.
     pub checks: Vec<Check>,
 }
 
+/// A `param` and its value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Param {
+    /// Its name.
     pub name: String,
+    /// Its value: the file's, or a study's override.
     pub value: f64,
+    /// The whole `param` statement.
     pub span: Span,
 }
 
+/// What kind of statement a definition comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DefKind {
+    /// A `let`.
     Let,
+    /// `reward`.
     Reward,
+    /// `adv`.
     Adv,
+    /// `advantage`.
     Advantage,
 }
 
@@ -49,16 +62,24 @@ pub enum DefKind {
 /// features; the advantage layer also sees `reward` and group/batch reductions of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Layer {
+    /// Per-rollout features only.
     Reward,
+    /// May read `reward` and reductions over groups or the batch.
     Advantage,
 }
 
+/// One definition, lowered and typed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Def {
+    /// Its name (`reward`, or the let's name).
     pub name: String,
+    /// Which statement form it comes from.
     pub kind: DefKind,
+    /// Which layer it lives in.
     pub layer: Layer,
+    /// Its lowered body.
     pub expr: Expr,
+    /// The type of its value.
     pub ty: Type,
     /// The range interval analysis proved for every value of this definition.
     pub interval: Interval,
@@ -69,25 +90,39 @@ pub struct Def {
     pub explicit: bool,
 }
 
+/// A `check` statement, lowered.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Check {
+    /// The bool condition.
     pub expr: Expr,
+    /// The whole `check` statement.
     pub span: Span,
     /// The condition's source text, for messages.
     pub text: String,
 }
 
+/// A built-in function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Func {
+    /// `min(a, b, ...)`.
     Min,
+    /// `max(a, b, ...)`.
     Max,
+    /// `clip(x, lo, hi)`.
     Clip,
+    /// `sqrt(x)`.
     Sqrt,
+    /// `exp(x)`.
     Exp,
+    /// `log(x)`, natural.
     Log,
+    /// `abs(x)`.
     Abs,
+    /// `sign(x)`: -1, 0 or 1.
     Sign,
+    /// `sigmoid(x)`.
     Sigmoid,
+    /// `tanh(x)`.
     Tanh,
     /// `mask(bool)`: 1 or 0.
     Mask,
@@ -96,6 +131,7 @@ pub enum Func {
 }
 
 impl Func {
+    /// The function's name in source.
     pub fn name(self) -> &'static str {
         match self {
             Func::Min => "min",
@@ -113,6 +149,7 @@ impl Func {
         }
     }
 
+    /// Every built-in function.
     pub const ALL: [Func; 12] = [
         Func::Min,
         Func::Max,
@@ -138,8 +175,10 @@ pub enum Scope {
     Batch,
 }
 
+/// A reduction over a group or the batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceOp {
+    /// The arithmetic mean.
     Mean,
     /// Population standard deviation.
     Std,

@@ -2,11 +2,11 @@
 //! [`crate::diag::render`] and [`crate::diag::render_all`]).
 //!
 //! ```text
-//! rewards/v1.reward:3:10: error: unknown name `Fbeta`
+//! rewards/v1.reward:3:10: error: unknown function `grades`
 //!   |
-//! 3 | reward = Fbeta(file)
-//!   |          ^^^^^
-//!   = help: did you mean `Fb`?
+//! 3 | reward = grades(word)
+//!   |          ^^^^^^
+//!   = help: did you mean `grade`?
 //! ```
 //!
 //! Lines and columns are 1-based and columns count characters. The gutter is

@@ -1,17 +1,24 @@
 //! The feature schema: the names a reward file may read, supplied by the caller.
 //!
-//! The DSL knows no retrieval metric. A caller (the `rewardlab-rewards` crate,
-//! or a test) declares its rollout features here: plain names (`c`, `len`) and
-//! leveled feature functions (`Fb(file)`, `Fb(file, beta)`), each with a type,
-//! a declared range (the input of interval analysis and of the property-test
-//! generator) and a role (what the lints need to know about it).
+//! The DSL knows no domain. A caller (the `rewardlab-rewards` crate, or a
+//! test) declares its rollout features here: plain names (`cost`, `size`) and
+//! leveled feature functions (`grade(word)`, `grade(word, beta)`), each with a
+//! type, a declared range (the input of interval analysis and of the
+//! property-test generator) and a role (what the lints need to know about it).
+//!
+//! The lints' own help texts speak only of roles and of the formula at hand.
+//! A caller that knows the history of a pattern (which published reward did
+//! this, and what it cost) attaches that as [`LintText`] per [`LintCase`]:
+//! help that replaces the generic one and notes appended after it.
 
 use crate::interval::Interval;
 
 /// The value type of a DSL expression.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Type {
+    /// An `f64` value.
     Number,
+    /// A truth value, produced by comparisons and consumed by `mask`, `if` and `check`.
     Bool,
 }
 
@@ -21,17 +28,21 @@ pub enum Type {
 pub enum Role {
     /// Task quality (F-beta, precision, validity...).
     Quality,
-    /// Tool-use efficiency (`c`, `C`, `T`, `e`): scaling the reward by it is CodeGrep v1's pattern.
+    /// The cost or efficiency of how a rollout worked (calls, turns, steps):
+    /// the `reward-layer-scaling` lint warns when it scales `reward`.
     Efficiency,
-    /// Generation length (`len`).
+    /// How much a rollout generated (tokens, characters); linted like efficiency.
     Length,
+    /// Anything the lints need not tell apart.
     Other,
 }
 
-/// A trailing numeric argument of a leveled feature, such as `beta` in `Fb(file, beta)`.
+/// A trailing numeric argument of a leveled feature, such as `beta` in `grade(word, beta)`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FeatureParam {
+    /// The argument's name, used in messages (`` `beta` of `grade` must be a number literal``).
     pub name: String,
+    /// The value used when the source leaves the argument out.
     pub default: f64,
     /// Values the argument may take; a literal outside is an error.
     pub range: Interval,
@@ -40,7 +51,7 @@ pub struct FeatureParam {
 /// One declared feature.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FeatureDecl {
-    /// `c`, or the function name `Fb`.
+    /// The plain name (`cost`), or the function name of a leveled feature (`grade`).
     pub name: String,
     /// Empty for a plain name. Otherwise the feature is read as `name(level)` or
     /// `name(level, params...)`, with `level` one of these identifiers.
@@ -48,11 +59,13 @@ pub struct FeatureDecl {
     /// Optional numeric arguments after the level; each must be a number literal
     /// (or a `param`) in the source, and defaults when left out.
     pub params: Vec<FeatureParam>,
+    /// The value type every read of this feature has.
     pub ty: Type,
     /// The declared range of every value of this feature.
     pub range: Interval,
     /// Values are whole numbers (counts); the generator draws integers.
     pub integer: bool,
+    /// What the feature measures, as far as the lints care.
     pub role: Role,
     /// Constant across the rollouts of one group (a task property, not a rollout one).
     pub per_group: bool,
@@ -76,31 +89,37 @@ impl FeatureDecl {
         }
     }
 
+    /// Sets the role the lints see.
     pub fn with_role(mut self, role: Role) -> FeatureDecl {
         self.role = role;
         self
     }
 
+    /// Makes the feature a function of one of these level identifiers.
     pub fn with_levels(mut self, levels: &[&str]) -> FeatureDecl {
         self.levels = levels.iter().map(|s| s.to_string()).collect();
         self
     }
 
+    /// Appends an optional numeric argument after the level.
     pub fn with_param(mut self, name: &str, default: f64, range: Interval) -> FeatureDecl {
         self.params.push(FeatureParam { name: name.to_string(), default, range });
         self
     }
 
+    /// Marks the values as whole numbers.
     pub fn integer(mut self) -> FeatureDecl {
         self.integer = true;
         self
     }
 
+    /// Marks the feature as constant across the rollouts of a group.
     pub fn per_group(mut self) -> FeatureDecl {
         self.per_group = true;
         self
     }
 
+    /// Makes the feature a bool (its range becomes `[0, 1]`, the values it is stored as).
     pub fn boolean(mut self) -> FeatureDecl {
         self.ty = Type::Bool;
         self.range = Interval::UNIT;
@@ -108,13 +127,66 @@ impl FeatureDecl {
     }
 }
 
-/// The set of features a reward file is checked against.
+/// One kind of lint warning whose help and notes a schema may adapt to its
+/// features (see [`FeatureSchema::with_lint_help`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LintCase {
+    /// `reward-layer-scaling` on the whole `reward`: it is multiplied or
+    /// divided by a factor of an efficiency or length feature.
+    RewardScaled,
+    /// `reward-layer-scaling` on one term of `reward`.
+    TermScaled,
+    /// `denominator-contains-zero`: a divisor whose range contains 0.
+    DenominatorZero,
+    /// `sqrt-domain`: `sqrt` of a value that may be negative.
+    SqrtDomain,
+    /// `log-domain`: `log` of a value that may be 0 or negative.
+    LogDomain,
+    /// `cancels-under-centering` when `reward` is constant within every group.
+    ConstantReward,
+    /// `cancels-under-centering` on one group-constant term of `reward`.
+    ConstantTerm,
+    /// `unused-let`: a `let` that nothing reads.
+    UnusedLet,
+    /// `unused-param`: a `param` that nothing reads.
+    UnusedParam,
+}
+
+impl LintCase {
+    /// The diagnostic code the case's warnings carry.
+    pub fn code(self) -> &'static str {
+        match self {
+            LintCase::RewardScaled | LintCase::TermScaled => "reward-layer-scaling",
+            LintCase::DenominatorZero => "denominator-contains-zero",
+            LintCase::SqrtDomain => "sqrt-domain",
+            LintCase::LogDomain => "log-domain",
+            LintCase::ConstantReward | LintCase::ConstantTerm => "cancels-under-centering",
+            LintCase::UnusedLet => "unused-let",
+            LintCase::UnusedParam => "unused-param",
+        }
+    }
+}
+
+/// What a schema adds to the warnings of one [`LintCase`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LintText {
+    /// Replaces the lint's generic help line.
+    pub help: Option<String>,
+    /// Appended, in order, after the lint's own notes.
+    pub notes: Vec<String>,
+}
+
+/// The set of features a reward file is checked against, and the caller's
+/// additions to the lints' texts.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FeatureSchema {
     decls: Vec<FeatureDecl>,
+    lint_texts: Vec<(LintCase, LintText)>,
 }
 
 impl FeatureSchema {
+    /// An empty schema: no features, the lints' generic texts.
     pub fn new() -> FeatureSchema {
         FeatureSchema::default()
     }
@@ -126,30 +198,73 @@ impl FeatureSchema {
         self
     }
 
+    /// Adds a declaration, builder style (panics on a duplicate name, as [`FeatureSchema::declare`]).
     pub fn with(mut self, decl: FeatureDecl) -> FeatureSchema {
         self.declare(decl);
         self
     }
 
+    /// Replaces the help line of every warning of `case` with `help`.
+    pub fn with_lint_help(mut self, case: LintCase, help: &str) -> FeatureSchema {
+        self.lint_text_mut(case).help = Some(help.to_string());
+        self
+    }
+
+    /// Appends `note` to every warning of `case` (after earlier notes for the same case).
+    pub fn with_lint_note(mut self, case: LintCase, note: &str) -> FeatureSchema {
+        self.lint_text_mut(case).notes.push(note.to_string());
+        self
+    }
+
+    /// What this schema adds to the warnings of `case`, if anything.
+    pub fn lint_text(&self, case: LintCase) -> Option<&LintText> {
+        self.lint_texts.iter().find(|(c, _)| *c == case).map(|(_, t)| t)
+    }
+
+    fn lint_text_mut(&mut self, case: LintCase) -> &mut LintText {
+        let at = match self.lint_texts.iter().position(|(c, _)| *c == case) {
+            Some(at) => at,
+            None => {
+                self.lint_texts.push((case, LintText::default()));
+                self.lint_texts.len() - 1
+            }
+        };
+        &mut self.lint_texts[at].1
+    }
+
+    /// A feature read that messages can show as an example: the first quality
+    /// feature at its first level (`grade(word)`), or `x` if there is none.
+    pub fn example_feature(&self) -> String {
+        let Some(decl) = self.decls.iter().find(|d| d.role == Role::Quality && d.ty == Type::Number) else {
+            return "x".to_string();
+        };
+        let args = decl.params.iter().map(|p| p.default).collect();
+        FeatureRef::new(decl, decl.levels.first().map(String::as_str), args).key
+    }
+
+    /// The declaration named `name` (a plain name or a leveled feature's function name).
     pub fn get(&self, name: &str) -> Option<&FeatureDecl> {
         self.decls.iter().find(|d| d.name == name)
     }
 
+    /// Every declaration, in the order declared.
     pub fn decls(&self) -> &[FeatureDecl] {
         &self.decls
     }
 }
 
 /// A concrete feature column: a declaration with its level and argument values
-/// resolved, e.g. `Fb(file)` or `Fb(file, 1)`.
+/// resolved, e.g. `grade(word)` or `grade(word, 1)`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FeatureRef {
+    /// The declaration's name.
     pub name: String,
+    /// The level identifier, for a leveled feature.
     pub level: Option<String>,
     /// Every declared param's value, defaults filled in, in declaration order.
     pub args: Vec<f64>,
-    /// The canonical column name: `c`, `Fb(file)`; params that differ from
-    /// their defaults are written out (`Fb(file, 1)`). Feature CSV headers
+    /// The canonical column name: `cost`, `grade(word)`; params that differ from
+    /// their defaults are written out (`grade(word, 1)`). Feature CSV headers
     /// use exactly this text.
     pub key: String,
 }

@@ -6,11 +6,14 @@
 /// 1-based line and column numbers (columns count characters, not bytes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Span {
+    /// The first byte.
     pub start: u32,
+    /// One past the last byte.
     pub end: u32,
 }
 
 impl Span {
+    /// The span of bytes `start..end`.
     pub fn new(start: usize, end: usize) -> Span {
         Span { start: start as u32, end: end as u32 }
     }
@@ -20,14 +23,17 @@ impl Span {
         Span { start: self.start.min(other.start), end: self.end.max(other.end) }
     }
 
+    /// Its length in bytes.
     pub fn len(self) -> usize {
         (self.end - self.start) as usize
     }
 
+    /// Whether it covers no byte (it marks a position).
     pub fn is_empty(self) -> bool {
         self.start == self.end
     }
 
+    /// The span as a range for slicing the source.
     pub fn range(self) -> std::ops::Range<usize> {
         self.start as usize..self.end as usize
     }
@@ -43,6 +49,7 @@ pub struct SourceFile {
 }
 
 impl SourceFile {
+    /// A named source text.
     pub fn new(name: impl Into<String>, text: impl Into<String>) -> SourceFile {
         let text = text.into();
         let mut line_starts = vec![0];
@@ -50,10 +57,12 @@ impl SourceFile {
         SourceFile { name: name.into(), text, line_starts }
     }
 
+    /// The name shown in diagnostics, usually a path.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// The whole text.
     pub fn text(&self) -> &str {
         &self.text
     }
@@ -75,6 +84,7 @@ impl SourceFile {
         s.strip_suffix('\r').unwrap_or(s)
     }
 
+    /// How many lines the text has.
     pub fn line_count(&self) -> usize {
         self.line_starts.len()
     }

@@ -1,7 +1,7 @@
 //! Feature tables: the columnar input of evaluation, and its outputs.
 //!
 //! Rows are rollouts; rollouts of one group (one prompt) are contiguous.
-//! Columns are `f64`, keyed by the canonical feature key (`Fb(file)`, `c`).
+//! Columns are `f64`, keyed by the canonical feature key (`grade(word)`, `cost`).
 
 /// Columnar rollout features, grouped.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -44,6 +44,7 @@ impl FeatureTable {
         FeatureTable::new((0..n_groups).map(|g| (g.to_string(), size))).expect("uniform groups are non-empty")
     }
 
+    /// Adds a feature column; it must have one value per row and a new key.
     pub fn add_column(&mut self, key: impl Into<String>, values: Vec<f64>) -> Result<(), TableError> {
         let key = key.into();
         if values.len() != self.rows() {
@@ -56,18 +57,22 @@ impl FeatureTable {
         Ok(())
     }
 
+    /// How many rollouts the table holds.
     pub fn rows(&self) -> usize {
         *self.group_offsets.last().unwrap_or(&0)
     }
 
+    /// How many groups the rollouts fall into.
     pub fn groups(&self) -> usize {
         self.group_names.len()
     }
 
+    /// The first row of each group, then the row count.
     pub fn group_offsets(&self) -> &[usize] {
         &self.group_offsets
     }
 
+    /// The name of group `g` (its prompt id).
     pub fn group_name(&self, g: usize) -> &str {
         &self.group_names[g]
     }
@@ -82,10 +87,12 @@ impl FeatureTable {
         self.group_offsets.partition_point(|&o| o <= row) - 1
     }
 
+    /// The column of a canonical feature key, if present.
     pub fn column(&self, key: &str) -> Option<&[f64]> {
         self.columns.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_slice())
     }
 
+    /// Every column key, in the order added.
     pub fn column_keys(&self) -> impl Iterator<Item = &str> {
         self.columns.iter().map(|(k, _)| k.as_str())
     }
@@ -94,7 +101,10 @@ impl FeatureTable {
 /// What evaluation produces, one value per row of the input table.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Outputs {
+    /// `reward` per rollout.
     pub reward: Vec<f64>,
+    /// `adv` per rollout.
     pub adv: Vec<f64>,
+    /// `advantage` per rollout, what the policy update reads.
     pub advantage: Vec<f64>,
 }

@@ -1,14 +1,34 @@
 //! The rollout features a reward file may read, registered in the DSL's
-//! feature schema with their declared ranges (see `shared/reward-language.md`).
+//! feature schema with their declared ranges (see `shared/reward-language.md`),
+//! and the lint texts that cite the seeds: the DSL's lints speak only of
+//! roles, so the history of a pattern (which paper's reward did this, what it
+//! cost) is supplied here, beside the features it names.
 
 use rewardlab_dsl::Interval;
-use rewardlab_dsl::schema::{FeatureDecl, FeatureSchema, Role};
+use rewardlab_dsl::schema::{FeatureDecl, FeatureSchema, LintCase, Role};
 
 /// Retrieval levels of `Fb`, `P`, `R` and `F1`.
 pub const LEVELS: [&str; 3] = ["file", "lr", "func"];
 
 /// The default β of `Fb(level)`: precision-biased, as in both seeds.
 pub const DEFAULT_BETA: f64 = 0.5;
+
+/// Help for `reward` scaled as a whole by an efficiency or length factor.
+const REWARD_SCALED_HELP: &str = "apply the discount at the advantage layer instead, e.g. `advantage = adv * ...`; \
+                                  a bool gate such as `mask(c > 0)` is fine in `reward`";
+
+/// What CodeGrep's seed measured when its v1 reward did exactly that.
+const REWARD_SCALED_NOTE: &str = "CodeGrep v1 (seed 000) scaled its reward by 1/max(1, c/4) this way: KL drift rose \
+                                  about 3.4x and downstream efficiency did not improve; v2 moved the discount to the \
+                                  advantage layer";
+
+/// Help for one term of `reward` scaled by efficiency: FuseSearch's bonus is the known intended case.
+const TERM_SCALED_HELP: &str = "if a bonus for efficiency is intended (FuseSearch's `gamma * (F1 * e)`), this records \
+                                that choice; if it should only discount the update, scale at the advantage layer: \
+                                `advantage = adv * ...`";
+
+/// Help for a `reward` constant within every group, naming the feature most rewards start from.
+const CONSTANT_REWARD_HELP: &str = "make the reward depend on the rollout, e.g. on `Fb(file)`";
 
 /// The schema every rewardlab reward file is checked against.
 pub fn feature_schema() -> FeatureSchema {
@@ -70,4 +90,8 @@ pub fn feature_schema() -> FeatureSchema {
             )
             .integer(),
         )
+        .with_lint_help(LintCase::RewardScaled, REWARD_SCALED_HELP)
+        .with_lint_note(LintCase::RewardScaled, REWARD_SCALED_NOTE)
+        .with_lint_help(LintCase::TermScaled, TERM_SCALED_HELP)
+        .with_lint_help(LintCase::ConstantReward, CONSTANT_REWARD_HELP)
 }

@@ -1,13 +1,18 @@
 //! The lints: warnings about formulas that check but are likely mistakes.
 //!
 //! - `reward-layer-scaling`: the reward multiplied or divided by a factor that
-//!   depends on an efficiency or length feature (CodeGrep v1's pattern);
+//!   depends on an efficiency or length feature (it moves every advantage of
+//!   the group, not only the rollout's own);
 //! - `denominator-contains-zero`, `sqrt-domain`, `log-domain`: operations whose
 //!   argument's interval reaches outside their domain;
 //! - `cancels-under-centering`: an additive term of `reward` that is constant
 //!   within a group while the advantage estimator ignores per-group constants;
 //! - `unused-let`, `unused-param`: a `let` or `param` that nothing reads
 //!   (a study overriding an unused param would change nothing).
+//!
+//! Messages and help speak of roles and of the formula at hand; the schema
+//! may replace a case's help and append notes ([`crate::schema::LintText`]),
+//! which is how a caller cites the rewards that used a pattern before.
 
 use std::collections::HashSet;
 
@@ -16,7 +21,7 @@ use super::lower::{TExpr, TKind};
 use crate::ast::{BinOp, UnOp};
 use crate::diag::Diagnostic;
 use crate::hir::{DefKind, Func, Layer, Program};
-use crate::schema::Role;
+use crate::schema::{LintCase, Role};
 use crate::span::Span;
 
 /// Every lint, in source order of their spans.
@@ -43,6 +48,15 @@ pub(crate) fn run(checked: &Checked<'_, '_>, program: &Program) -> Vec<Diagnosti
     let mut seen = HashSet::new();
     out.retain(|d| seen.insert((d.code, d.span)));
     out
+}
+
+/// Finishes a lint warning: the schema's help for `case` if it has one, else
+/// `help`, then the schema's notes.
+fn advised(checked: &Checked<'_, '_>, case: LintCase, diag: Diagnostic, help: String) -> Diagnostic {
+    let text = checked.scope.schema.lint_text(case);
+    let help = text.and_then(|t| t.help.clone()).unwrap_or(help);
+    let notes = text.map(|t| t.notes.clone()).unwrap_or_default();
+    notes.into_iter().fold(diag.with_help(help), Diagnostic::with_note)
 }
 
 /// Whether an expression reads (through definitions) a feature of a role.
@@ -160,36 +174,34 @@ impl<'c> Scaling<'c, '_, '_> {
             .map_or("efficiency", |d| if d.role == Role::Length { "length" } else { "efficiency" });
         if whole {
             let verb = if divisor { "divided by" } else { "multiplied by" };
-            Diagnostic::warning(
+            let diag = Diagnostic::warning(
                 "reward-layer-scaling",
                 span,
                 format!(
                     "`reward` is {verb} a factor of the {role} feature `{feature}`, which varies within a group: \
                      it rescales the group's rewards and distorts GRPO's advantages"
                 ),
-            )
-            .with_help(
+            );
+            let help = format!(
                 "apply the discount at the advantage layer instead, e.g. `advantage = adv * ...`; \
-                 a bool gate such as `mask(c > 0)` is fine in `reward`",
-            )
-            .with_note(
-                "CodeGrep v1 (seed 000) scaled its reward by 1/max(1, c/4) this way: KL drift rose about 3.4x \
-                 and downstream efficiency did not improve; v2 moved the discount to the advantage layer",
-            )
+                 a bool gate such as `mask({feature} > 0)` is fine in `reward`"
+            );
+            advised(self.checked, LintCase::RewardScaled, diag, help)
         } else {
             let verb = if divisor { "divided by" } else { "scaled by" };
-            Diagnostic::warning(
+            let diag = Diagnostic::warning(
                 "reward-layer-scaling",
                 span,
                 format!(
                     "a term of `reward` is {verb} the {role} feature `{feature}`, which varies within a group: \
                      that term, and so the group's advantages, move with {role}, not only with task success"
                 ),
-            )
-            .with_help(
-                "if a bonus for efficiency is intended (FuseSearch's `gamma * (F1 * e)`), this records that \
-                 choice; if it should only discount the update, scale at the advantage layer: `advantage = adv * ...`",
-            )
+            );
+            let help = format!(
+                "if a bonus for {role} is intended, this records that choice; \
+                 if it should only discount the update, scale at the advantage layer: `advantage = adv * ...`"
+            );
+            advised(self.checked, LintCase::TermScaled, diag, help)
         }
     }
 }
@@ -201,42 +213,38 @@ fn domains(checked: &Checked<'_, '_>, e: &TExpr, out: &mut Vec<Diagnostic>) {
         TKind::Binary(BinOp::Div, _, d) => {
             let iv = checked.interval(d);
             if iv.contains(0.0) {
-                out.push(
-                    Diagnostic::warning(
-                        "denominator-contains-zero",
-                        d.span,
-                        format!("this denominator may be 0: its range is {iv}"),
-                    )
-                    .with_help("keep it away from 0, e.g. `max(x, 1)` or `x + 1e-4`"),
+                let diag = Diagnostic::warning(
+                    "denominator-contains-zero",
+                    d.span,
+                    format!("this denominator may be 0: its range is {iv}"),
                 );
+                let help = "keep it away from 0, e.g. `max(x, 1)` or `x + 1e-4`".to_string();
+                out.push(advised(checked, LintCase::DenominatorZero, diag, help));
             }
         }
         TKind::Call(Func::Sqrt, args) => {
             let iv = checked.interval(&args[0]);
             if iv.lo < 0.0 {
-                out.push(
-                    Diagnostic::warning(
-                        "sqrt-domain",
-                        args[0].span,
-                        format!("`sqrt` of a value that may be negative: its range is {iv}"),
-                    )
-                    .with_help("`sqrt` of a negative number is NaN; clamp it, e.g. `sqrt(max(x, 0))`"),
+                let diag = Diagnostic::warning(
+                    "sqrt-domain",
+                    args[0].span,
+                    format!("`sqrt` of a value that may be negative: its range is {iv}"),
                 );
+                let help = "`sqrt` of a negative number is NaN; clamp it, e.g. `sqrt(max(x, 0))`".to_string();
+                out.push(advised(checked, LintCase::SqrtDomain, diag, help));
             }
         }
         TKind::Call(Func::Log, args) => {
             let iv = checked.interval(&args[0]);
             if iv.lo <= 0.0 {
-                out.push(
-                    Diagnostic::warning(
-                        "log-domain",
-                        args[0].span,
-                        format!("`log` of a value that may be 0 or negative: its range is {iv}"),
-                    )
-                    .with_help(
-                        "`log(0)` is -inf and `log` of a negative number is NaN; shift it, e.g. `log(x + 1e-6)`",
-                    ),
+                let diag = Diagnostic::warning(
+                    "log-domain",
+                    args[0].span,
+                    format!("`log` of a value that may be 0 or negative: its range is {iv}"),
                 );
+                let help = "`log(0)` is -inf and `log` of a negative number is NaN; shift it, e.g. `log(x + 1e-6)`"
+                    .to_string();
+                out.push(advised(checked, LintCase::LogDomain, diag, help));
             }
         }
         _ => {}
@@ -269,24 +277,25 @@ fn cancels_under_centering(checked: &Checked<'_, '_>, program: &Program, reward:
     }
     if constant.len() == all.len() {
         let span = checked.bodies[reward].span;
-        return vec![
-            Diagnostic::warning(
-                "cancels-under-centering",
-                span,
-                "`reward` is constant within every group, so group centering removes it: every advantage is 0",
-            )
-            .with_help("make the reward depend on the rollout, e.g. on `Fb(file)`"),
-        ];
+        let diag = Diagnostic::warning(
+            "cancels-under-centering",
+            span,
+            "`reward` is constant within every group, so group centering removes it: every advantage is 0",
+        );
+        let help =
+            format!("make the reward depend on the rollout, e.g. on `{}`", checked.scope.schema.example_feature());
+        return vec![advised(checked, LintCase::ConstantReward, diag, help)];
     }
     constant
         .into_iter()
         .map(|t| {
-            Diagnostic::warning(
+            let diag = Diagnostic::warning(
                 "cancels-under-centering",
                 t.span,
                 "this term is constant within a group, so it cancels under group centering: it changes no advantage",
-            )
-            .with_help("the advantage estimator ignores any per-group constant added to `reward`; drop the term")
+            );
+            let help = "the advantage estimator ignores any per-group constant added to `reward`; drop the term";
+            advised(checked, LintCase::ConstantTerm, diag, help.to_string())
         })
         .collect()
 }
@@ -305,8 +314,8 @@ fn unused_lets(checked: &Checked<'_, '_>) -> Vec<Diagnostic> {
         .enumerate()
         .filter(|(s, slot)| slot.kind == DefKind::Let && !used[*s])
         .map(|(_, slot)| {
-            Diagnostic::warning("unused-let", slot.name_span, format!("`{}` is never used", slot.name))
-                .with_help("use it in a definition or a `check`, or remove it")
+            let diag = Diagnostic::warning("unused-let", slot.name_span, format!("`{}` is never used", slot.name));
+            advised(checked, LintCase::UnusedLet, diag, "use it in a definition or a `check`, or remove it".to_string())
         })
         .collect()
 }
@@ -331,8 +340,9 @@ fn unused_params(checked: &Checked<'_, '_>) -> Vec<Diagnostic> {
         .zip(used)
         .filter(|(_, used)| !used)
         .map(|(p, _)| {
-            Diagnostic::warning("unused-param", p.span, format!("the param `{}` is never used", p.name))
-                .with_help("a study that overrides it would change nothing; use it or remove it")
+            let diag = Diagnostic::warning("unused-param", p.span, format!("the param `{}` is never used", p.name));
+            let help = "a study that overrides it would change nothing; use it or remove it";
+            advised(checked, LintCase::UnusedParam, diag, help.to_string())
         })
         .collect()
 }

@@ -272,7 +272,7 @@ impl<'s, 'a> Lowerer<'s, 'a> {
                         Diagnostic::error(
                             "type-mismatch",
                             lowered[0].span,
-                            "`mask` takes a bool, but this is a number; compare it, e.g. `c > 0`",
+                            "`mask` takes a bool, but this is a number; compare it, e.g. `x > 0`",
                         )
                         .with_help("`mask(b)` is 1 where `b` holds and 0 elsewhere"),
                     );
@@ -358,7 +358,7 @@ impl<'s, 'a> Lowerer<'s, 'a> {
         (TKind::Reduce(scope, op, Some(Box::new(arg))), Some(Type::Number))
     }
 
-    /// `Fb(file)`, `Fb(file, 1)`: a leveled feature read.
+    /// `grade(word)`, `grade(word, 1)`: a leveled feature read.
     fn leveled(&mut self, decl: &'a FeatureDecl, args: &[ast::Expr], span: Span) -> (TKind, Option<Type>) {
         let n = decl.name.as_str();
         if decl.levels.is_empty() {
@@ -450,7 +450,7 @@ pub(crate) fn type_mismatch(span: Span, want: Type, context: &str) -> Diagnostic
     match want {
         Type::Number => Diagnostic::error("type-mismatch", span, "a bool is used as a number; wrap it in `mask(...)`")
             .with_help(format!("{context} takes numbers; `mask(b)` is 1 where `b` holds and 0 elsewhere")),
-        Type::Bool => Diagnostic::error("type-mismatch", span, "a number is used as a bool; compare it, e.g. `c > 0`")
+        Type::Bool => Diagnostic::error("type-mismatch", span, "a number is used as a bool; compare it, e.g. `x > 0`")
             .with_help(format!("{context} takes bools")),
     }
 }

@@ -127,8 +127,12 @@ impl<'a> Scope<'a> {
             // `rewrd = ...` already says what is wrong, with a suggestion.
             if !diags.iter().any(|d| d.code == "unknown-definition") {
                 diags.push(
-                    Diagnostic::error("missing-reward", Span::default(), "the file defines no `reward`")
-                        .with_help("every reward file needs a line `reward = EXPR`, e.g. `reward = Fb(file)`"),
+                    Diagnostic::error("missing-reward", Span::default(), "the file defines no `reward`").with_help(
+                        format!(
+                            "every reward file needs a line `reward = EXPR`, e.g. `reward = {}`",
+                            schema.example_feature()
+                        ),
+                    ),
                 );
             }
             // A stand-in, so that what reads `reward` raises no "unknown name"

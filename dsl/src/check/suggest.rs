@@ -3,9 +3,9 @@
 //! Distance is the Damerau–Levenshtein edit distance in its optimal string
 //! alignment form (insertions, deletions, substitutions and swaps of two
 //! adjacent characters, each costing 1), computed on lowercased text so that
-//! `fb` finds `Fb`. A case-only difference always wins; otherwise the
+//! `gr` finds `Gr`. A case-only difference always wins; otherwise the
 //! threshold grows with the length of the name, and a known name of two or
-//! more characters that is a prefix of the typed one (`Fbeta` → `Fb`) counts too.
+//! more characters that is a prefix of the typed one (`Grade` → `Gr`) counts too.
 
 /// The best candidate for `typed`, if any is close enough.
 pub(crate) fn did_you_mean<'a>(typed: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
@@ -90,17 +90,17 @@ mod tests {
 
     #[test]
     fn suggestions_cover_typos_case_and_prefixes() {
-        let names = ["reward", "adv", "advantage", "Fb", "c", "C", "T", "group.mean", "min", "max"];
+        let names = ["reward", "adv", "advantage", "Gr", "x", "X", "N", "group.mean", "min", "max"];
         assert_eq!(did_you_mean("rewrd", names), Some("reward"));
-        assert_eq!(did_you_mean("fb", names), Some("Fb"));
-        assert_eq!(did_you_mean("t", names), Some("T"));
-        assert_eq!(did_you_mean("Fbeta", names), Some("Fb"));
+        assert_eq!(did_you_mean("gr", names), Some("Gr"));
+        assert_eq!(did_you_mean("n", names), Some("N"));
+        assert_eq!(did_you_mean("Grade", names), Some("Gr"));
         assert_eq!(did_you_mean("group.maen", names), Some("group.mean"));
         assert_eq!(did_you_mean("advantages", names), Some("advantage"));
         assert_eq!(did_you_mean("zzzzzz", names), None);
-        // `c` and `C` differ only by case; the exact other one is suggested.
-        assert_eq!(did_you_mean("c", ["c", "C"]), Some("C"));
+        // `x` and `X` differ only by case; the exact other one is suggested.
+        assert_eq!(did_you_mean("x", ["x", "X"]), Some("X"));
         // Equally close by letters, the one with matching case wins.
-        assert_eq!(did_you_mean("cc", ["C", "c"]), Some("c"));
+        assert_eq!(did_you_mean("xx", ["X", "x"]), Some("x"));
     }
 }

@@ -26,7 +26,7 @@
 //!   (mean, then squared deviations);
 //! - a [`Stage::BatchRank`] needs a global sort: the runtime ranks the column
 //!   on the host with the interpreter's own [`rank_into`](crate::interp::ops::rank_into)
-//!   and uploads the ranks. No shipped reward file uses it.
+//!   and uploads the ranks. No sample reward file uses it.
 //!
 //! **Data layout** (what the kernels' parameters are): structure of arrays,
 //! one `f32` column per feature (`f0`, `f1`, ...), per materialised IR

@@ -1,8 +1,8 @@
 //! Feature tables from CSV, and the outputs written back beside them.
 //!
 //! The header names features exactly as a reward file writes them
-//! (`group,Fb(file),Fb(lr),c,T`); a key with arguments contains a comma
-//! (`Fb(file, 1)`) and arrives quoted, as every CSV writer quotes it. A
+//! (`group,grade(word),grade(line),cost,steps`); a key with arguments contains a comma
+//! (`grade(word, 1)`) and arrives quoted, as every CSV writer quotes it. A
 //! `group` column is required. Rows of one group need not be adjacent: the
 //! table orders groups by first appearance and keeps each group's rows in
 //! input order, and [`CsvFeatures::order`] remembers the permutation so that
@@ -70,7 +70,7 @@ pub enum CsvError {
         #[source]
         source: csv::Error,
     },
-    #[error("line 1: no `group` column (the header names features as a reward file does: `group,Fb(file),c,...`)")]
+    #[error("line 1: no `group` column (the header names features as a reward file does: `group,x,f(level),...`)")]
     NoGroupColumn,
     #[error("line 1: column `{column}` appears twice")]
     DuplicateColumn { column: String },

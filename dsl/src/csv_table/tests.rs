@@ -6,61 +6,61 @@ fn read(text: &str) -> Result<CsvFeatures, CsvError> {
 
 #[test]
 fn groups_reorder_stably_by_first_appearance() {
-    let csv = "group,\"Fb(file, 1)\",c\nb,0.5,1\na,1,2\nb,0.25,3\na,0,4\nc,true,5\n";
+    let csv = "group,\"grade(word, 1)\",cost\nb,0.5,1\na,1,2\nb,0.25,3\na,0,4\nc,true,5\n";
     let f = read(csv).expect("well-formed");
     assert_eq!(f.table.groups(), 3);
     assert_eq!((f.table.group_name(0), f.table.group_name(1), f.table.group_name(2)), ("b", "a", "c"));
     assert_eq!(f.table.group_offsets(), &[0, 2, 4, 5]);
     assert_eq!(f.order, vec![0, 2, 1, 3, 4]);
-    assert_eq!(f.table.column("Fb(file, 1)"), Some(&[0.5, 0.25, 1.0, 0.0, 1.0][..]));
-    assert_eq!(f.table.column("c"), Some(&[1.0, 3.0, 2.0, 4.0, 5.0][..]));
+    assert_eq!(f.table.column("grade(word, 1)"), Some(&[0.5, 0.25, 1.0, 0.0, 1.0][..]));
+    assert_eq!(f.table.column("cost"), Some(&[1.0, 3.0, 2.0, 4.0, 5.0][..]));
 }
 
 #[test]
 fn writer_keeps_input_order_and_columns() {
-    let csv = "group,id,c\nb,x1,1\na,x2,2\nb,x3,3\n";
-    let f = read_features(csv.as_bytes(), Some(&["c"])).expect("only c is numeric");
+    let csv = "group,id,cost\nb,x1,1\na,x2,2\nb,x3,3\n";
+    let f = read_features(csv.as_bytes(), Some(&["cost"])).expect("only cost is numeric");
     // Table order: b(rows 0, 2), a(row 1): outputs are in table order.
     let outputs =
         Outputs { reward: vec![10.0, 30.0, 20.0], adv: vec![0.5, -0.5, 0.0], advantage: vec![1.0, f64::NAN, 2.0] };
     let mut out = Vec::new();
     write_outputs(&mut out, &f, &outputs).expect("writes");
     let text = String::from_utf8(out).expect("utf-8");
-    assert_eq!(text, "group,id,c,reward,adv,advantage\nb,x1,1,10,0.5,1\na,x2,2,20,0,2\nb,x3,3,30,-0.5,NaN\n");
+    assert_eq!(text, "group,id,cost,reward,adv,advantage\nb,x1,1,10,0.5,1\na,x2,2,20,0,2\nb,x3,3,30,-0.5,NaN\n");
 }
 
 #[test]
 fn quoted_keys_with_commas_survive_a_round_trip() {
-    let csv = "group,\"Fb(file, 1)\",reward\ng,0.5,9\n";
-    let f = read_features(csv.as_bytes(), Some(&["Fb(file, 1)"])).expect("well-formed");
+    let csv = "group,\"grade(word, 1)\",reward\ng,0.5,9\n";
+    let f = read_features(csv.as_bytes(), Some(&["grade(word, 1)"])).expect("well-formed");
     let outputs = Outputs { reward: vec![1.0], adv: vec![0.0], advantage: vec![0.0] };
     let mut out = Vec::new();
     write_outputs(&mut out, &f, &outputs).expect("writes");
     // The old `reward` column is replaced, not duplicated.
-    assert_eq!(String::from_utf8(out).expect("utf-8"), "group,\"Fb(file, 1)\",reward,adv,advantage\ng,0.5,1,0,0\n");
+    assert_eq!(String::from_utf8(out).expect("utf-8"), "group,\"grade(word, 1)\",reward,adv,advantage\ng,0.5,1,0,0\n");
 }
 
 #[test]
 fn errors_carry_line_numbers() {
-    let err = read("group,c\na,1\nb,x\n").expect_err("bad number");
-    assert_eq!(err.to_string(), "line 3: `c` is \"x\", not a number");
-    let err = read("group,c\na,1\nb,\n").expect_err("empty cell");
+    let err = read("group,cost\na,1\nb,x\n").expect_err("bad number");
+    assert_eq!(err.to_string(), "line 3: `cost` is \"x\", not a number");
+    let err = read("group,cost\na,1\nb,\n").expect_err("empty cell");
     assert!(matches!(err, CsvError::BadNumber { line: 3, .. }), "{err}");
-    let err = read("group,c\na,1,2\n").expect_err("too many fields");
+    let err = read("group,cost\na,1,2\n").expect_err("too many fields");
     assert_eq!(err.to_string(), "line 2: 3 fields, the header has 2");
-    let err = read("prompt,c\na,1\n").expect_err("no group column");
+    let err = read("prompt,cost\na,1\n").expect_err("no group column");
     assert!(matches!(err, CsvError::NoGroupColumn), "{err}");
-    let err = read_features("group,c\na,1\n".as_bytes(), Some(&["Fb(file)"])).expect_err("missing column");
-    assert_eq!(err.to_string(), "line 1: no column `Fb(file)`");
-    let err = read("group,c,c\na,1,2\n").expect_err("duplicate");
+    let err = read_features("group,cost\na,1\n".as_bytes(), Some(&["grade(word)"])).expect_err("missing column");
+    assert_eq!(err.to_string(), "line 1: no column `grade(word)`");
+    let err = read("group,cost,cost\na,1,2\n").expect_err("duplicate");
     assert!(matches!(err, CsvError::DuplicateColumn { .. }), "{err}");
-    let err = read("group,c\n,1\n").expect_err("empty group");
+    let err = read("group,cost\n,1\n").expect_err("empty group");
     assert!(matches!(err, CsvError::EmptyGroup { line: 2 }), "{err}");
 }
 
 #[test]
 fn output_length_must_match() {
-    let f = read("group,c\na,1\n").expect("well-formed");
+    let f = read("group,cost\na,1\n").expect("well-formed");
     let err = write_outputs(Vec::new(), &f, &Outputs::default()).expect_err("no rows");
     assert!(matches!(err, CsvError::OutputLength { got: 0, want: 1 }), "{err}");
 }
@@ -70,17 +70,17 @@ fn file_errors_name_the_file() {
     let dir = std::env::temp_dir().join(format!("rewardlab-csv-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join("f.csv");
-    std::fs::write(&path, "group,c\na,oops\n").expect("write");
+    std::fs::write(&path, "group,cost\na,oops\n").expect("write");
     let err = read_features_file(&path, None).expect_err("bad number");
-    assert!(err.to_string().ends_with("f.csv: line 2: `c` is \"oops\", not a number"), "{err}");
+    assert!(err.to_string().ends_with("f.csv: line 2: `cost` is \"oops\", not a number"), "{err}");
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
 
 #[test]
 fn evaluates_end_to_end_through_the_interpreter() {
-    let csv = "group,Fb(file),c\np2,1,8\np1,0.5,1\np2,0,2\np1,0.5,0\n";
+    let csv = "group,grade(word),cost\np2,1,8\np1,0.5,1\np2,0,2\np1,0.5,0\n";
     let f = read_features(csv.as_bytes(), None).expect("well-formed");
-    let program = crate::interp::testkit::codegrep_v3();
+    let program = crate::interp::testkit::gated_program();
     let outputs = crate::interp::eval(&program, &f.table, &crate::EvalOptions::default()).expect("finite");
     let mut out = Vec::new();
     write_outputs(&mut out, &f, &outputs).expect("writes");

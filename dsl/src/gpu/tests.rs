@@ -27,9 +27,9 @@ fn first_mismatch_names_output_and_row() {
 
 #[test]
 fn host_inputs_are_f32_columns_offsets_and_group_ids() {
-    let p = codegrep_v3();
+    let p = gated_program();
     let ir = ir::lower(&p);
-    let t = table(&[2, 3], &[("Fb(file)", &[0.1, 0.2, 0.3, 0.4, 0.5]), ("c", &[1.0, 2.0, 3.0, 4.0, 5.0])]);
+    let t = table(&[2, 3], &[("grade(word)", &[0.1, 0.2, 0.3, 0.4, 0.5]), ("cost", &[1.0, 2.0, 3.0, 4.0, 5.0])]);
     let inputs = HostInputs::new(&p, &ir, &t, &EvalOptions::default(), &Reach::outputs(&p)).expect("valid table");
     assert_eq!(inputs.offsets, vec![0, 2, 5]);
     assert_eq!(inputs.gid, vec![0, 0, 1, 1, 1]);
@@ -40,11 +40,11 @@ fn host_inputs_are_f32_columns_offsets_and_group_ids() {
 
 #[test]
 fn host_inputs_check_the_table_like_the_cpu_backend() {
-    let p = codegrep_v3();
+    let p = gated_program();
     let ir = ir::lower(&p);
-    let t = table(&[2], &[("Fb(file)", &[0.1, 0.2])]);
-    let err = HostInputs::new(&p, &ir, &t, &EvalOptions::default(), &Reach::outputs(&p)).expect_err("c is missing");
-    assert_eq!(err, EvalError::MissingFeature { key: "c".to_string() });
+    let t = table(&[2], &[("grade(word)", &[0.1, 0.2])]);
+    let err = HostInputs::new(&p, &ir, &t, &EvalOptions::default(), &Reach::outputs(&p)).expect_err("cost is missing");
+    assert_eq!(err, EvalError::MissingFeature { key: "cost".to_string() });
 }
 
 /// Without a GPU (or without the feature) construction fails with a message
@@ -52,7 +52,7 @@ fn host_inputs_check_the_table_like_the_cpu_backend() {
 /// feature, it must evaluate like the CPU backend.
 #[test]
 fn new_reports_a_missing_gpu_or_agrees_with_the_cpu() {
-    let p = codegrep_v3();
+    let p = gated_program();
     let compiled_in = cfg!(feature = "cuda");
     match GpuProgram::new(&p) {
         Err(GpuError::NotCompiled) => {
@@ -70,7 +70,7 @@ fn new_reports_a_missing_gpu_or_agrees_with_the_cpu() {
             let n: usize = sizes.iter().sum();
             let fb: Vec<f64> = (0..n).map(|i| ((i * 7919) % 13) as f64 / 16.0).collect();
             let c: Vec<f64> = (0..n).map(|i| ((i * 104_729) % 17) as f64 / 2.0).collect();
-            let t = table(&sizes, &[("Fb(file)", &fb), ("c", &c)]);
+            let t = table(&sizes, &[("grade(word)", &fb), ("cost", &c)]);
             let want = interp::eval(&p, &t, &EvalOptions::default()).expect("finite");
             let got = gpu.eval(&t, &EvalOptions::default()).expect("the GPU evaluates");
             assert_eq!(first_mismatch(&got, &want), None);

@@ -142,11 +142,11 @@ pub(crate) fn grpo(r: Expr) -> Expr {
     )
 }
 
-/// CodeGrep v3: `reward = Fb(file) * mask(c > 0)`, `advantage = adv * sqrt(min(c / 4, 1))`.
-pub(crate) fn codegrep_v3() -> Program {
+/// The gated sample: `reward = grade(word) * mask(cost > 0)`, `advantage = adv * sqrt(min(cost / 4, 1))`.
+pub(crate) fn gated_program() -> Program {
     let mut b = Builder::default();
-    let fb = b.feature("Fb(file)");
-    let c = b.feature("c");
+    let fb = b.feature("grade(word)");
+    let c = b.feature("cost");
     let reward = bin(BinOp::Mul, fb, call(Func::Mask, vec![bin(BinOp::Gt, c.clone(), num(0.0))]));
     let advantage = move |_r: Expr, adv: Expr| {
         bin(

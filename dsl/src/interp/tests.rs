@@ -9,9 +9,9 @@ fn close(a: &[f64], b: &[f64]) -> bool {
 }
 
 #[test]
-fn codegrep_v3_by_hand() {
-    let p = codegrep_v3();
-    let t = table(&[2, 2], &[("Fb(file)", &[1.0, 0.5, 0.8, 0.8]), ("c", &[2.0, 0.0, 8.0, 1.0])]);
+fn the_gated_program_by_hand() {
+    let p = gated_program();
+    let t = table(&[2, 2], &[("grade(word)", &[1.0, 0.5, 0.8, 0.8]), ("cost", &[2.0, 0.0, 8.0, 1.0])]);
     let out = eval(&p, &t, &EvalOptions::default()).expect("finite");
     assert_eq!(out.reward, vec![1.0, 0.0, 0.8, 0.8]);
     // Group 0: mean 0.5, std 0.5; group 1: no spread.
@@ -63,10 +63,10 @@ fn functions_follow_the_language() {
 
 #[test]
 fn missing_feature_and_group_size_are_errors() {
-    let p = codegrep_v3();
-    let t = table(&[2], &[("c", &[1.0, 2.0])]);
-    assert_eq!(eval(&p, &t, &EvalOptions::default()), Err(EvalError::MissingFeature { key: "Fb(file)".into() }));
-    let t = table(&[2, 3], &[("Fb(file)", &[0.0; 5]), ("c", &[1.0; 5])]);
+    let p = gated_program();
+    let t = table(&[2], &[("cost", &[1.0, 2.0])]);
+    assert_eq!(eval(&p, &t, &EvalOptions::default()), Err(EvalError::MissingFeature { key: "grade(word)".into() }));
+    let t = table(&[2, 3], &[("grade(word)", &[0.0; 5]), ("cost", &[1.0; 5])]);
     let options = EvalOptions { group_size: Some(2), ..EvalOptions::default() };
     assert_eq!(eval(&p, &t, &options), Err(EvalError::GroupSize { group: "g1".into(), got: 3, want: 2 }));
 }
@@ -104,13 +104,13 @@ fn non_finite_names_the_first_faulty_definition() {
 #[test]
 fn non_finite_in_a_let_is_named_after_the_let() {
     let mut b = Builder::default();
-    let fb = b.feature("Fb(file)");
-    let c = b.feature("c");
+    let fb = b.feature("grade(word)");
+    let c = b.feature("cost");
     let per_call = b.let_("per_call", Layer::Reward, bin(BinOp::Div, fb, c));
     let p = b.finish(per_call, None, None);
     // Row 1 divides by zero; through the group mean, `adv` of row 0 is NaN too,
     // but the let is the root of the fault.
-    let t = table(&[2], &[("Fb(file)", &[1.0, 1.0]), ("c", &[1.0, 0.0])]);
+    let t = table(&[2], &[("grade(word)", &[1.0, 1.0]), ("cost", &[1.0, 0.0])]);
     let err = eval(&p, &t, &EvalOptions::default()).expect_err("1/0");
     let EvalError::NonFinite { def, row, value, index_in_group, .. } = &err else { panic!("{err:?}") };
     assert_eq!((def.as_str(), *row, *index_in_group, *value), ("per_call", 1, 1, f64::INFINITY));
@@ -120,12 +120,12 @@ fn non_finite_in_a_let_is_named_after_the_let() {
 #[test]
 fn a_guarded_non_finite_let_is_no_error() {
     let mut b = Builder::default();
-    let fb = b.feature("Fb(file)");
-    let c = b.feature("c");
+    let fb = b.feature("grade(word)");
+    let c = b.feature("cost");
     let per_call = b.let_("per_call", Layer::Reward, bin(BinOp::Div, fb, c.clone()));
     let reward = call(Func::If, vec![bin(BinOp::Gt, c, num(0.0)), per_call, num(0.0)]);
     let p = b.finish(reward, None, None);
-    let t = table(&[2], &[("Fb(file)", &[1.0, 1.0]), ("c", &[1.0, 0.0])]);
+    let t = table(&[2], &[("grade(word)", &[1.0, 1.0]), ("cost", &[1.0, 0.0])]);
     assert_eq!(eval(&p, &t, &EvalOptions::default()).expect("guarded").reward, vec![1.0, 0.0]);
 }
 

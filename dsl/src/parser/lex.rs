@@ -173,9 +173,9 @@ pub(crate) fn lookalike_hint(c: char) -> Option<&'static str> {
         '?' => "a conditional is written `if(cond, then, else)`",
         ';' => "statements end at the end of the line; no `;` is needed",
         '{' | '}' => "group with parentheses `(...)`",
-        '"' | '\'' | '`' => "the language has no strings; feature and level names are written bare, e.g. `Fb(file)`",
-        '$' | '@' => "names are written bare, e.g. `c` or `Fb(file)`",
-        ':' => "definitions use `=`, e.g. `reward = Fb(file)`",
+        '"' | '\'' | '`' => "the language has no strings; feature and level names are written bare, e.g. `f(level)`",
+        '$' | '@' => "names are written bare, e.g. `x` or `f(level)`",
+        ':' => "definitions use `=`, e.g. `reward = x * 2`",
         '\u{a0}' | '\u{2009}' | '\u{200b}' | '\u{feff}' => "an invisible space character; use a plain space",
         _ => return None,
     })

@@ -27,7 +27,7 @@ const TOKENS: &[&str] = &[
     "false",
     "x",
     "c",
-    "Fb",
+    "grade",
     "file",
     "group.mean",
     "batch.count",

@@ -82,7 +82,7 @@ fn power_is_right_associative_and_tighter_than_unary_minus() {
 fn atoms_numbers_calls_and_dotted_calls() {
     assert_eq!(expr("1 + 0.5 + .5 + 5. + 1e-4 + 2.5E+3"), "(+ (+ (+ (+ (+ 1 0.5) 0.5) 5) 0.0001) 2500)");
     assert_eq!(expr("true && !false"), "(&& true (not false))");
-    assert_eq!(expr("Fb(file, 0.5)"), "(Fb file 0.5)");
+    assert_eq!(expr("grade(word, 0.5)"), "(grade word 0.5)");
     assert_eq!(expr("group.mean(reward)"), "(group.mean reward)");
     assert_eq!(expr("batch.count()"), "(batch.count)");
     assert_eq!(expr("min(c / 4, 1, x_2)"), "(min (/ c 4) 1 x_2)");
@@ -92,15 +92,15 @@ fn atoms_numbers_calls_and_dotted_calls() {
 
 #[test]
 fn spans_cover_the_source_text() {
-    let text = "reward = Fb(file) * mask(c > 0)";
+    let text = "reward = grade(word) * mask(c > 0)";
     let file = clean(text);
     let item = &file.items[0];
     assert_eq!(&text[item.span.range()], text);
     let ItemKind::Def { name, value } = &item.kind else { panic!("not a def: {item:?}") };
     assert_eq!(&text[name.span.range()], "reward");
-    assert_eq!(&text[value.span.range()], "Fb(file) * mask(c > 0)");
+    assert_eq!(&text[value.span.range()], "grade(word) * mask(c > 0)");
     let ExprKind::Binary { lhs, rhs, .. } = &value.kind else { panic!("not binary") };
-    assert_eq!(&text[lhs.span.range()], "Fb(file)");
+    assert_eq!(&text[lhs.span.range()], "grade(word)");
     assert_eq!(&text[rhs.span.range()], "mask(c > 0)");
     // Parentheses leave no node but widen the span of what they enclose.
     let (e, _) = parse_expr(" (a + b) ");
@@ -112,7 +112,7 @@ fn spans_cover_the_source_text() {
 
 #[test]
 fn every_statement_kind() {
-    let text = "reward = Fb(file)\nadv = reward\nadvantage = adv\nlet s = 1\nparam w = -0.25\nparam k = 3\ncheck reward in [0, 1]\nfoo = 2\n";
+    let text = "reward = grade(word)\nadv = reward\nadvantage = adv\nlet s = 1\nparam w = -0.25\nparam k = 3\ncheck reward in [0, 1]\nfoo = 2\n";
     let file = clean(text);
     let kinds: Vec<String> = file
         .items
@@ -129,7 +129,7 @@ fn every_statement_kind() {
     assert_eq!(
         kinds,
         [
-            "def reward (Fb file)",
+            "def reward (grade word)",
             "def adv reward",
             "def advantage adv",
             "let s 1",
@@ -154,11 +154,11 @@ fn comments_blank_lines_and_crlf() {
 
 #[test]
 fn formulas_wrap_inside_brackets() {
-    let text = "reward = (Fb(file)   # file level\n        + Fb(lr)) / 2\ncheck reward in [\n  0,\n  1\n]\nlet m = max(a,\n b)\n";
+    let text = "reward = (grade(word)   # file level\n        + grade(line)) / 2\ncheck reward in [\n  0,\n  1\n]\nlet m = max(a,\n b)\n";
     let file = clean(text);
     assert_eq!(file.items.len(), 3);
     let ItemKind::Def { value, .. } = &file.items[0].kind else { panic!() };
-    assert_eq!(sexp(value), "(/ (+ (Fb file) (Fb lr)) 2)");
+    assert_eq!(sexp(value), "(/ (+ (grade word) (grade line)) 2)");
     // Outside brackets a newline ends the statement.
     let found = errors("reward = a +\n b");
     assert_eq!(found[0], ("expected an expression after `+`".to_string(), "".to_string()));
@@ -175,11 +175,11 @@ fn keywords_are_not_names() {
 #[test]
 fn messages_for_realistic_mistakes() {
     let cases: &[(&str, &str, &str)] = &[
-        ("reward = Fb(file) * (c > 0", "unclosed `(`", "("),
+        ("reward = grade(word) * (c > 0", "unclosed `(`", "("),
         ("advantage = adv * sqrt(min(c / 4, 1)", "unclosed `(`", "("),
         ("let = 3", "expected a name after `let`, found `=`", "="),
         ("check reward in [0, 1", "expected `]` to close the range", ""),
-        ("reward == Fb(file)", "expected `=` after `reward`, found `==`", "=="),
+        ("reward == grade(word)", "expected `=` after `reward`, found `==`", "=="),
         ("check c = 0", "`=` in an expression; did you mean `==`?", "="),
         ("let x 3", "expected `=` after `let x`, found `3`", "3"),
         ("reward = 2 *", "expected an expression after `*`", ""),
@@ -190,7 +190,7 @@ fn messages_for_realistic_mistakes() {
         ("reward = a @ b", "unknown character `@`", "@"),
         ("check a < b < c", "comparison operators cannot be chained", "<"),
         ("check 0 <= x in [0, 1]", "comparison operators cannot be chained", "in"),
-        ("Fb(file) * 2", "a statement must start with `let`, `param`, `check` or `NAME =`", "Fb"),
+        ("grade(word) * 2", "a statement must start with `let`, `param`, `check` or `NAME =`", "grade"),
         ("reward = a & b", "`&` is not an operator; did you mean `&&`?", "&"),
         ("reward = a | b", "`|` is not an operator; did you mean `||`?", "|"),
         ("reward = x ** 2", "`**` is not an operator", "**"),
@@ -211,7 +211,7 @@ fn messages_for_realistic_mistakes() {
         ("param = 1", "expected a name after `param`, found `=`", "="),
         ("check", "expected a condition after `check`", ""),
         ("reward =", "expected an expression after `=`", ""),
-        ("reward Fb(file)", "expected `=` after `reward`, found `Fb`", "Fb"),
+        ("reward grade(word)", "expected `=` after `reward`, found `grade`", "grade"),
         ("Let x = 3", "a statement must start with `let`, `param`, `check` or `NAME =`", "Let"),
         ("reward = a => b", "`=>` is not an operator; did you mean `>=`?", "=>"),
         ("reward = a and b", "expected an operator or the end of the statement, found `and`", "and"),
@@ -231,7 +231,7 @@ fn messages_for_realistic_mistakes() {
 
 #[test]
 fn unclosed_paren_points_at_the_paren_and_says_where_it_ran_out() {
-    let text = "reward = Fb(file)\nadvantage = adv * sqrt(min(c / 4, 1)\ncheck advantage * adv >= 0\n";
+    let text = "reward = grade(word)\nadvantage = adv * sqrt(min(c / 4, 1)\ncheck advantage * adv >= 0\n";
     let (file, diags) = parse(text);
     assert_eq!(diags.len(), 1, "{diags:#?}");
     let d = &diags[0];
@@ -248,7 +248,7 @@ fn unclosed_paren_points_at_the_paren_and_says_where_it_ran_out() {
 #[test]
 fn recovery_reports_every_broken_statement() {
     let text = "\
-let score = (Fb(file) + Fb(lr) / 2
+let score = (grade(word) + grade(line) / 2
 reward = score * $
 param w = x
 let = 3
@@ -285,7 +285,7 @@ check c = 0
 
 #[test]
 fn parse_expr_takes_one_formula() {
-    assert_eq!(expr("Fb(file)*mask(c>0)"), "(* (Fb file) (mask (> c 0)))");
+    assert_eq!(expr("grade(word)*mask(c>0)"), "(* (grade word) (mask (> c 0)))");
     assert_eq!(expr("a +\n b"), "(+ a b)");
     let (e, d) = parse_expr("   ");
     assert!(e.is_none());
@@ -340,7 +340,7 @@ fn nesting_up_to_the_limit_parses() {
 
 #[test]
 fn a_megabyte_parses_in_linear_time() {
-    let line = "let s_1 = (Fb(file) + Fb(lr)) / 2 * mask(c > 0) - group.mean(x) ^ 2 # note\n";
+    let line = "let s_1 = (grade(word) + grade(line)) / 2 * mask(c > 0) - group.mean(x) ^ 2 # note\n";
     let text = line.repeat(1_000_000 / line.len() + 1);
     let start = std::time::Instant::now();
     let (file, diags) = parse(&text);

@@ -48,13 +48,12 @@ fn canonical_layout_and_minimal_parentheses() {
 
 #[test]
 fn files_print_one_statement_per_line() {
-    let text =
-        "# comment\nlet s=(Fb(file)+Fb(lr))/2\nparam w = -0.25\nreward=s*mask(c>0)\n\ncheck reward in [0,1]  # tail\n";
+    let text = "# comment\nlet s=(grade(word)+grade(line))/2\nparam w = -0.25\nreward=s*mask(c>0)\n\ncheck reward in [0,1]  # tail\n";
     let (file, diags) = parse(text);
     assert!(diags.is_empty());
     assert_eq!(
         print(&file),
-        "let s = (Fb(file) + Fb(lr)) / 2\nparam w = -0.25\nreward = s * mask(c > 0)\ncheck reward in [0, 1]\n"
+        "let s = (grade(word) + grade(line)) / 2\nparam w = -0.25\nreward = s * mask(c > 0)\ncheck reward in [0, 1]\n"
     );
 }
 
@@ -97,8 +96,8 @@ fn rewritten_trees_print_what_they_mean() {
 }
 
 #[test]
-fn shipped_reward_files_round_trip() {
-    for (_, text) in crate::testing::SHIPPED {
+fn sample_reward_files_round_trip() {
+    for (_, text) in crate::testing::SAMPLES {
         let (file, diags) = parse(text);
         assert!(diags.is_empty(), "{diags:?}\n{text}");
         let printed = print(&file);

@@ -18,13 +18,13 @@ fn check(text: &str, expected: Expect) {
 #[test]
 fn unclosed_paren_in_a_reward() {
     check(
-        "# v3 with a typo\nreward = Fb(file) * (c > 0\n",
+        "# v3 with a typo\nreward = grade(word) * (c > 0\n",
         expect![[r#"
-            rewards/bad.reward:2:21: error: unclosed `(`
+            rewards/bad.reward:2:24: error: unclosed `(`
               |
-            2 | reward = Fb(file) * (c > 0
-              |                     ^
-              = help: add `)` to close it: the statement ends at line 2, column 27
+            2 | reward = grade(word) * (c > 0
+              |                        ^
+              = help: add `)` to close it: the statement ends at line 2, column 30
 
             error: 1 error emitted
         "#]],
@@ -34,7 +34,7 @@ fn unclosed_paren_in_a_reward() {
 #[test]
 fn unclosed_call_does_not_swallow_the_next_line() {
     check(
-        "reward = Fb(file)\nadvantage = adv * sqrt(min(c / 4, 1)\ncheck advantage * adv >= 0\n",
+        "reward = grade(word)\nadvantage = adv * sqrt(min(c / 4, 1)\ncheck advantage * adv >= 0\n",
         expect![[r#"
             rewards/bad.reward:2:23: error: unclosed `(`
               |
@@ -66,7 +66,7 @@ fn let_without_a_name() {
 #[test]
 fn unclosed_range() {
     check(
-        "reward = Fb(file)\ncheck reward in [0, 1\n",
+        "reward = grade(word)\ncheck reward in [0, 1\n",
         expect![[r#"
             rewards/bad.reward:2:22: error: expected `]` to close the range
               |
@@ -82,11 +82,11 @@ fn unclosed_range() {
 #[test]
 fn double_equals_in_a_definition() {
     check(
-        "reward == Fb(file)\n",
+        "reward == grade(word)\n",
         expect![[r#"
             rewards/bad.reward:1:8: error: expected `=` after `reward`, found `==`
               |
-            1 | reward == Fb(file)
+            1 | reward == grade(word)
               |        ^^
               = help: `==` compares two values; a definition uses a single `=`
 
@@ -98,7 +98,7 @@ fn double_equals_in_a_definition() {
 #[test]
 fn single_equals_in_a_check() {
     check(
-        "reward = Fb(file)\ncheck c = 0\n",
+        "reward = grade(word)\ncheck c = 0\n",
         expect![[r#"
             rewards/bad.reward:2:9: error: `=` in an expression; did you mean `==`?
               |
@@ -114,7 +114,7 @@ fn single_equals_in_a_check() {
 #[test]
 fn chained_comparison() {
     check(
-        "reward = Fb(file)\ncheck 0 <= reward <= 1\n",
+        "reward = grade(word)\ncheck 0 <= reward <= 1\n",
         expect![[r#"
             rewards/bad.reward:2:19: error: comparison operators cannot be chained
               |
@@ -130,18 +130,18 @@ fn chained_comparison() {
 #[test]
 fn dangling_operator_and_a_bare_formula() {
     check(
-        "reward = Fb(file) *\nFb(lr) * mask(c > 0)\n",
+        "reward = grade(word) *\ngrade(line) * mask(c > 0)\n",
         expect![[r#"
-            rewards/bad.reward:1:20: error: expected an expression after `*`
+            rewards/bad.reward:1:23: error: expected an expression after `*`
               |
-            1 | reward = Fb(file) *
-              |                    ^
+            1 | reward = grade(word) *
+              |                       ^
               = help: a line break ends a statement; to continue the formula on the next line, wrap it in `( )`
 
             rewards/bad.reward:2:1: error: a statement must start with `let`, `param`, `check` or `NAME =`
               |
-            2 | Fb(lr) * mask(c > 0)
-              | ^^
+            2 | grade(line) * mask(c > 0)
+              | ^^^^^
               = help: to make this formula the reward, write `reward = ...`
 
             error: 2 errors emitted
@@ -152,19 +152,19 @@ fn dangling_operator_and_a_bare_formula() {
 #[test]
 fn unknown_characters_and_lookalikes() {
     check(
-        "reward = Fb(file) × 2\nlet s = $c\n",
+        "reward = grade(word) × 2\nlet s = $c\n",
         expect![[r#"
-            rewards/bad.reward:1:19: error: unknown character `×`
+            rewards/bad.reward:1:22: error: unknown character `×`
               |
-            1 | reward = Fb(file) × 2
-              |                   ^
+            1 | reward = grade(word) × 2
+              |                      ^
               = help: write `*` to multiply
 
             rewards/bad.reward:2:9: error: unknown character `$`
               |
             2 | let s = $c
               |         ^
-              = help: names are written bare, e.g. `c` or `Fb(file)`
+              = help: names are written bare, e.g. `x` or `f(level)`
 
             error: 2 errors emitted
         "#]],
@@ -217,12 +217,12 @@ fn param_with_a_formula_and_a_juxtaposed_number() {
 #[test]
 fn stray_closing_paren_and_missing_comma() {
     check(
-        "reward = (Fb(file) + Fb(lr)) / 2)\nadvantage = adv * clip(c / 4 0, 1)\n",
+        "reward = (grade(word) + grade(line)) / 2)\nadvantage = adv * clip(c / 4 0, 1)\n",
         expect![[r#"
-            rewards/bad.reward:1:33: error: unexpected `)`
+            rewards/bad.reward:1:41: error: unexpected `)`
               |
-            1 | reward = (Fb(file) + Fb(lr)) / 2)
-              |                                 ^
+            1 | reward = (grade(word) + grade(line)) / 2)
+              |                                         ^
               = help: there is no `(` for it to close
 
             rewards/bad.reward:2:30: error: expected `,` or `)` after the argument, found `0`
@@ -239,12 +239,12 @@ fn stray_closing_paren_and_missing_comma() {
 #[test]
 fn a_wrapped_formula_reports_on_the_right_line() {
     check(
-        "let score = (Fb(file)\n             + Fb(lr) +) / 2\nreward = score\n",
+        "let score = (grade(word)\n             + grade(line) +) / 2\nreward = score\n",
         expect![[r#"
-            rewards/bad.reward:2:24: error: expected an expression after `+`, found `)`
+            rewards/bad.reward:2:29: error: expected an expression after `+`, found `)`
               |
-            2 |              + Fb(lr) +) / 2
-              |                        ^
+            2 |              + grade(line) +) / 2
+              |                             ^
 
             error: 1 error emitted
         "#]],

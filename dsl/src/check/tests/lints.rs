@@ -1,10 +1,12 @@
-//! The lints, on small files and on the shipped reward files.
+//! The lints, on small files and on the sample reward files.
 
-use super::{SHIPPED, check_with, codes, schema, schema_with_difficulty, shipped, warnings, warnings_with};
+use crate::schema::LintCase;
+
+use super::{SAMPLES, check_with, codes, sample, schema, schema_with_difficulty, warnings, warnings_with};
 
 #[test]
-fn shipped_files_check_without_errors() {
-    for (name, text) in SHIPPED {
+fn sample_files_check_without_errors() {
+    for (name, text) in SAMPLES {
         let (program, diags) = check_with(text, &schema());
         assert!(program.is_some(), "{name}: {diags:#?}");
         assert!(diags.iter().all(|d| !d.is_error()), "{name}: {diags:#?}");
@@ -12,125 +14,148 @@ fn shipped_files_check_without_errors() {
 }
 
 #[test]
-fn codegrep_v1_draws_reward_layer_scaling_at_its_divisor() {
-    let ws = warnings(shipped("codegrep_v1"));
+fn a_scaled_reward_draws_reward_layer_scaling_at_its_divisor() {
+    let ws = warnings(sample("scaled"));
     assert_eq!(codes(&ws), ["reward-layer-scaling"], "{ws:#?}");
-    assert_eq!(ws[0].at, "max(1, c / 4)");
+    assert_eq!(ws[0].at, "max(1, cost / 4)");
     assert_eq!(
         ws[0].message,
-        "`reward` is divided by a factor of the efficiency feature `c`, which varies within a group: it rescales \
+        "`reward` is divided by a factor of the efficiency feature `cost`, which varies within a group: it rescales \
          the group's rewards and distorts GRPO's advantages"
     );
     assert!(ws[0].help.contains("`advantage = adv * ...`"), "{}", ws[0].help);
-    let (_, diags) = check_with(shipped("codegrep_v1"), &schema());
-    assert!(diags[0].notes[0].contains("3.4x"), "{:?}", diags[0].notes);
+    assert!(ws[0].help.contains("`mask(cost > 0)`"), "the generic help names the feature: {}", ws[0].help);
+    let (_, diags) = check_with(sample("scaled"), &schema());
+    assert!(diags[0].notes.is_empty(), "the lint cites nothing of its own: {:?}", diags[0].notes);
+}
+
+#[test]
+fn the_schema_supplies_help_and_notes_per_lint_case() {
+    let cited = schema()
+        .with_lint_help(LintCase::RewardScaled, "discount at the advantage layer")
+        .with_lint_note(LintCase::RewardScaled, "an earlier reward did this; it went badly")
+        .with_lint_note(LintCase::RewardScaled, "a second note comes after the first")
+        .with_lint_help(LintCase::UnusedLet, "drop it");
+    let (_, diags) = check_with(sample("scaled"), &cited);
+    assert_eq!(diags[0].code, LintCase::RewardScaled.code());
+    assert_eq!(diags[0].help.as_deref(), Some("discount at the advantage layer"));
+    assert_eq!(diags[0].notes, ["an earlier reward did this; it went badly", "a second note comes after the first"]);
+    // The other case of the same code keeps its generic help.
+    let ws = warnings_with(sample("bonus"), &cited);
+    assert!(
+        ws[0].help.starts_with("if a bonus for efficiency is intended, this records that choice"),
+        "{}",
+        ws[0].help
+    );
+    let ws = warnings_with("let spare = cost * 2\nreward = grade(word)\n", &cited);
+    assert_eq!((codes(&ws), ws[0].help.as_str()), (vec!["unused-let"], "drop it"));
 }
 
 #[test]
 fn gated_and_advantage_layer_discounts_do_not_warn() {
-    for name in ["codegrep_v2", "codegrep_v3", "grpo", "dr_grpo", "rloo", "fusesearch_f1", "fusesearch_f1_plus_e"] {
-        let ws = warnings(shipped(name));
+    for name in ["discounted", "gated", "grpo", "centred", "rloo", "weighted", "additive"] {
+        let ws = warnings(sample(name));
         assert!(ws.is_empty(), "{name}: {ws:#?}");
     }
-    assert!(warnings("reward = Fb(file) * if(c > 0, 1, 0)\n").is_empty());
-    assert!(warnings("let keep = mask(c > 0 && len < 4000)\nreward = Fb(file) * keep\n").is_empty());
+    assert!(warnings("reward = grade(word) * if(cost > 0, 1, 0)\n").is_empty());
+    assert!(warnings("let keep = mask(cost > 0 && size < 4000)\nreward = grade(word) * keep\n").is_empty());
 }
 
 #[test]
-fn fusesearch_bonus_term_warns_as_a_term_not_as_the_whole_reward() {
-    let ws = warnings(shipped("fusesearch_f1_times_e"));
+fn a_bonus_term_warns_as_a_term_not_as_the_whole_reward() {
+    let ws = warnings(sample("bonus"));
     assert_eq!(codes(&ws), ["reward-layer-scaling"], "{ws:#?}");
-    assert_eq!(ws[0].at, "e");
+    assert_eq!(ws[0].at, "pace");
     assert!(
-        ws[0].message.starts_with("a term of `reward` is scaled by the efficiency feature `e`"),
+        ws[0].message.starts_with("a term of `reward` is scaled by the efficiency feature `pace`"),
         "{}",
         ws[0].message
     );
-    assert!(ws[0].help.contains("FuseSearch"), "{}", ws[0].help);
+    assert!(ws[0].help.starts_with("if a bonus for efficiency is intended, this records"), "{}", ws[0].help);
 }
 
 #[test]
 fn scaling_is_found_through_lets_and_for_length() {
     // The let is a quotient, so its divisor is a factor of the reward: flagged where it is written.
-    let ws = warnings("let s = 1 / max(1, c / 4)\nreward = Fb(file) * s\n");
+    let ws = warnings("let s = 1 / max(1, cost / 4)\nreward = grade(word) * s\n");
     assert_eq!(codes(&ws), ["reward-layer-scaling"], "{ws:#?}");
-    assert_eq!(ws[0].at, "max(1, c / 4)");
-    let ws = warnings("let s = sqrt(min(c / 4, 1))\nreward = Fb(file) * s\n");
+    assert_eq!(ws[0].at, "max(1, cost / 4)");
+    let ws = warnings("let s = sqrt(min(cost / 4, 1))\nreward = grade(word) * s\n");
     assert_eq!(codes(&ws), ["reward-layer-scaling"], "{ws:#?}");
     assert_eq!(ws[0].at, "s");
-    let ws = warnings("reward = Fb(file) / (1 + len / 1000)\n");
+    let ws = warnings("reward = grade(word) / (1 + size / 1000)\n");
     assert_eq!(codes(&ws), ["reward-layer-scaling"], "{ws:#?}");
-    assert!(ws[0].message.contains("length feature `len`"), "{}", ws[0].message);
+    assert!(ws[0].message.contains("length feature `size`"), "{}", ws[0].message);
     // A constant times an efficiency feature is an additive term, not a scale.
-    assert!(warnings("reward = Fb(file) + 0.1 * e\n").is_empty());
+    assert!(warnings("reward = grade(word) + 0.1 * pace\n").is_empty());
 }
 
 #[test]
 fn denominators_that_may_be_zero_warn() {
-    let ws = warnings("reward = Fb(file) / P(file)\n");
+    let ws = warnings("reward = grade(word) / hits(word)\n");
     assert_eq!(codes(&ws), ["denominator-contains-zero"], "{ws:#?}");
     assert_eq!(
         (ws[0].at.as_str(), ws[0].message.as_str()),
-        ("P(file)", "this denominator may be 0: its range is [0, 1]")
+        ("hits(word)", "this denominator may be 0: its range is [0, 1]")
     );
-    assert!(warnings("reward = Fb(file) / (P(file) + 1)\n").is_empty());
+    assert!(warnings("reward = grade(word) / (hits(word) + 1)\n").is_empty());
     // Dividing by an efficiency feature is both a scale and a possible division by 0.
-    let ws = warnings("reward = Fb(file) / c\n");
+    let ws = warnings("reward = grade(word) / cost\n");
     assert_eq!(codes(&ws), ["denominator-contains-zero", "reward-layer-scaling"], "{ws:#?}");
     // GRPO's `std + 1e-4` and RLOO's `count - 1` (groups of at least 2) are safe.
     assert!(
-        warnings("reward = Fb(file)\nadv = (reward - group.mean(reward)) / (group.std(reward) + 1e-4)\n").is_empty()
+        warnings("reward = grade(word)\nadv = (reward - group.mean(reward)) / (group.std(reward) + 1e-4)\n").is_empty()
     );
-    assert!(warnings(shipped("rloo")).is_empty());
-    let ws = warnings("reward = Fb(file)\nadv = (reward - group.mean(reward)) / group.std(reward)\n");
+    assert!(warnings(sample("rloo")).is_empty());
+    let ws = warnings("reward = grade(word)\nadv = (reward - group.mean(reward)) / group.std(reward)\n");
     assert_eq!(codes(&ws), ["denominator-contains-zero"], "{ws:#?}");
     assert_eq!(ws[0].at, "group.std(reward)");
 }
 
 #[test]
 fn sqrt_and_log_domains() {
-    let ws = warnings("reward = sqrt(Fb(file) - 0.5)\n");
+    let ws = warnings("reward = sqrt(grade(word) - 0.5)\n");
     assert_eq!(codes(&ws), ["sqrt-domain"], "{ws:#?}");
-    assert_eq!(ws[0].at, "Fb(file) - 0.5");
-    let ws = warnings("reward = log(Fb(file))\n");
+    assert_eq!(ws[0].at, "grade(word) - 0.5");
+    let ws = warnings("reward = log(grade(word))\n");
     assert_eq!(codes(&ws), ["log-domain"], "{ws:#?}");
     assert_eq!(ws[0].message, "`log` of a value that may be 0 or negative: its range is [0, 1]");
-    assert!(warnings("reward = log(Fb(file) + 1) + sqrt(c)\n").is_empty());
+    assert!(warnings("reward = log(grade(word) + 1) + sqrt(cost)\n").is_empty());
 }
 
 #[test]
 fn constant_terms_cancel_under_group_centering() {
-    let ws = warnings("reward = Fb(file) + 0.5\n");
+    let ws = warnings("reward = grade(word) + 0.5\n");
     assert_eq!(codes(&ws), ["cancels-under-centering"], "{ws:#?}");
     assert_eq!(ws[0].at, "0.5");
-    let ws = warnings("param bonus = 0.2\nreward = Fb(file) - group.mean(Fb(file)) + bonus\n");
+    let ws = warnings("param bonus = 0.2\nreward = grade(word) - group.mean(grade(word)) + bonus\n");
     assert_eq!(codes(&ws), ["cancels-under-centering", "cancels-under-centering"], "{ws:#?}");
-    assert_eq!(ws[0].at, "group.mean(Fb(file))");
+    assert_eq!(ws[0].at, "group.mean(grade(word))");
     assert_eq!(ws[1].at, "bonus");
-    let ws = warnings_with("reward = Fb(file) + difficulty\n", &schema_with_difficulty());
+    let ws = warnings_with("reward = grade(word) + difficulty\n", &schema_with_difficulty());
     assert_eq!((codes(&ws)[0], ws[0].at.as_str()), ("cancels-under-centering", "difficulty"));
     let ws = warnings("reward = 1\n");
     assert_eq!(codes(&ws), ["cancels-under-centering"], "{ws:#?}");
     assert!(ws[0].message.contains("every advantage is 0"), "{}", ws[0].message);
     // Dr. GRPO and RLOO centre too.
-    let ws = warnings("reward = Fb(file) + 1\nadv = reward - group.mean(reward)\n");
+    let ws = warnings("reward = grade(word) + 1\nadv = reward - group.mean(reward)\n");
     assert_eq!(codes(&ws), ["cancels-under-centering"], "{ws:#?}");
-    let ws = warnings("reward = Fb(file) + 1\nadv = reward - (group.sum(reward) - reward) / (group.count() - 1)\n");
+    let ws = warnings("reward = grade(word) + 1\nadv = reward - (group.sum(reward) - reward) / (group.count() - 1)\n");
     assert_eq!(codes(&ws), ["cancels-under-centering"], "{ws:#?}");
 }
 
 #[test]
 fn constant_terms_matter_when_the_estimator_does_not_centre() {
-    assert!(warnings("reward = Fb(file) + 0.5\nadv = reward\n").is_empty());
-    assert!(warnings("reward = Fb(file) + 0.5\nadv = reward / (group.mean(reward) + 1)\n").is_empty());
+    assert!(warnings("reward = grade(word) + 0.5\nadv = reward\n").is_empty());
+    assert!(warnings("reward = grade(word) + 0.5\nadv = reward / (group.mean(reward) + 1)\n").is_empty());
 }
 
 #[test]
 fn unused_lets_and_params_warn_but_those_used_by_checks_do_not() {
-    let ws = warnings("let spare = c * 2\nreward = Fb(file)\n");
+    let ws = warnings("let spare = cost * 2\nreward = grade(word)\n");
     assert_eq!((codes(&ws), ws[0].at.as_str()), (vec!["unused-let"], "spare"));
-    assert!(warnings("let ratio = c / 8\nreward = Fb(file)\ncheck ratio <= 1\n").is_empty());
-    let ws = warnings("param gamma = 0.5\nreward = Fb(file)\n");
+    assert!(warnings("let ratio = cost / 8\nreward = grade(word)\ncheck ratio <= 1\n").is_empty());
+    let ws = warnings("param gamma = 0.5\nreward = grade(word)\n");
     assert_eq!((codes(&ws), ws[0].at.as_str()), (vec!["unused-param"], "param gamma = 0.5"));
-    assert!(warnings("param gamma = 0.5\nreward = Fb(file)\ncheck reward <= 1 + gamma\n").is_empty());
+    assert!(warnings("param gamma = 0.5\nreward = grade(word)\ncheck reward <= 1 + gamma\n").is_empty());
 }

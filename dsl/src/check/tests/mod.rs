@@ -14,7 +14,7 @@ use crate::hir::Program;
 use crate::interval::Interval;
 use crate::schema::{FeatureDecl, FeatureSchema};
 
-pub(super) use crate::testing::{SHIPPED, retrieval_schema as schema, shipped};
+pub(super) use crate::testing::{SAMPLES, sample, schema};
 
 /// The schema plus a per-group feature, for the centering lint.
 pub(super) fn schema_with_difficulty() -> FeatureSchema {

@@ -1,12 +1,12 @@
 //! The lowered program: dependency order, layers, defaults, intervals.
 
-use super::{check_text, shipped};
+use super::{check_text, sample};
 use crate::hir::{DefKind, Expr, Layer};
 use crate::interval::Interval;
 
 #[test]
 fn defaults_are_grpo_and_adv() {
-    let (program, _) = check_text("reward = Fb(file) * mask(c > 0)\n");
+    let (program, _) = check_text("reward = grade(word) * mask(cost > 0)\n");
     let p = program.expect("checks");
     let adv = p.def(p.adv);
     assert_eq!((adv.kind, adv.layer, adv.explicit), (DefKind::Adv, Layer::Advantage, false));
@@ -19,7 +19,7 @@ fn defaults_are_grpo_and_adv() {
 
 #[test]
 fn defs_come_in_dependency_order_and_lets_get_their_layer() {
-    let text = "advantage = adv * w\nlet w = sqrt(min(c / 4, 1))\nlet centred = reward - group.mean(reward)\nreward = s\nlet s = Fb(file)\nlet unused = 2\n";
+    let text = "advantage = adv * w\nlet w = sqrt(min(cost / 4, 1))\nlet centred = reward - group.mean(reward)\nreward = s\nlet s = grade(word)\nlet unused = 2\n";
     let (program, _) = check_text(text);
     let p = program.expect("checks");
     let names: Vec<&str> = p.defs.iter().map(|d| d.name.as_str()).collect();
@@ -53,15 +53,15 @@ fn collect_defs(e: &Expr, out: &mut Vec<usize>) {
 }
 
 #[test]
-fn params_checks_and_intervals_of_shipped_files() {
-    let (program, _) = check_text(shipped("fusesearch_f1_times_e"));
+fn params_checks_and_intervals_of_sample_files() {
+    let (program, _) = check_text(sample("bonus"));
     let p = program.expect("checks");
-    assert_eq!(p.params.iter().map(|x| x.name.as_str()).collect::<Vec<_>>(), ["w_file", "alpha", "gamma"]);
+    assert_eq!(p.params.iter().map(|x| x.name.as_str()).collect::<Vec<_>>(), ["w_word", "alpha", "gamma"]);
     assert_eq!(p.def(p.reward).interval, Interval::new(0.0, 1.5));
     assert_eq!(p.checks.len(), 3);
     assert_eq!(p.checks[0].text, "reward in [0, 1.5]");
-    let (program, _) = check_text(shipped("codegrep_v3"));
+    let (program, _) = check_text(sample("gated"));
     let p = program.expect("checks");
     assert_eq!(p.def(p.advantage).interval, Interval::new(-1e4, 1e4));
-    assert_eq!(p.features.iter().map(|f| f.key.as_str()).collect::<Vec<_>>(), ["Fb(file)", "c"]);
+    assert_eq!(p.features.iter().map(|f| f.key.as_str()).collect::<Vec<_>>(), ["grade(word)", "cost"]);
 }

@@ -1,12 +1,12 @@
 //! `compile_source`: parsing and checking together, as the binaries call it.
 
-use super::{schema, shipped};
+use super::{sample, schema};
 use crate::check::{CheckOptions, compile_source};
 use crate::span::SourceFile;
 
 #[test]
 fn a_good_file_compiles_with_its_warnings_and_verbatim_check_texts() {
-    let source = SourceFile::new("codegrep_v1.reward", shipped("codegrep_v1"));
+    let source = SourceFile::new("scaled.reward", sample("scaled"));
     let (program, warnings) = compile_source(&source, &schema(), &CheckOptions::default()).expect("compiles");
     assert_eq!(warnings.iter().map(|w| w.code).collect::<Vec<_>>(), ["reward-layer-scaling"]);
     let texts: Vec<&str> = program.checks.iter().map(|c| c.text.as_str()).collect();
@@ -15,7 +15,7 @@ fn a_good_file_compiles_with_its_warnings_and_verbatim_check_texts() {
 
 #[test]
 fn errors_from_both_stages_are_returned_in_source_order() {
-    let source = SourceFile::new("bad.reward", "let s = Fb(fil)\nreward = s * (\ncheck reward > 2\n");
+    let source = SourceFile::new("bad.reward", "let s = grade(fil)\nreward = s * (\ncheck reward > 2\n");
     let diags = compile_source(&source, &schema(), &CheckOptions::default()).expect_err("has errors");
     assert!(diags.iter().any(|d| d.code == "unknown-level"), "{diags:#?}");
     assert!(diags.len() >= 2, "the parse error is kept too: {diags:#?}");
@@ -27,7 +27,7 @@ fn errors_from_both_stages_are_returned_in_source_order() {
 #[test]
 fn group_size_options_reach_the_interval_analysis() {
     // With groups of one, RLOO's `group.count() - 1` can be 0.
-    let source = SourceFile::new("rloo.reward", shipped("rloo"));
+    let source = SourceFile::new("rloo.reward", sample("rloo"));
     let options = CheckOptions { group_size: crate::interval::Interval::new(1.0, 8.0), ..CheckOptions::default() };
     let (_, warnings) = compile_source(&source, &schema(), &options).expect("compiles");
     assert_eq!(warnings.iter().map(|w| w.code).collect::<Vec<_>>(), ["denominator-contains-zero"]);
@@ -36,35 +36,34 @@ fn group_size_options_reach_the_interval_analysis() {
     assert!(warnings.is_empty());
 }
 
-/// What a user reads: the v1 warning and the v3 counterexample, rendered.
+/// What a user reads: the scaling warning and the gated sample's counterexample, rendered.
 #[test]
 fn rendered_diagnostics_snapshot() {
     let schema = schema();
-    let v1 = SourceFile::new("rewards/codegrep_v1.reward", shipped("codegrep_v1"));
+    let v1 = SourceFile::new("scaled.reward", sample("scaled"));
     let (_, warnings) = compile_source(&v1, &schema, &CheckOptions::default()).expect("compiles");
     expect_test::expect![[r#"
-        rewards/codegrep_v1.reward:6:18: warning: `reward` is divided by a factor of the efficiency feature `c`, which varies within a group: it rescales the group's rewards and distorts GRPO's advantages
+        scaled.reward:3:18: warning: `reward` is divided by a factor of the efficiency feature `cost`, which varies within a group: it rescales the group's rewards and distorts GRPO's advantages
           |
-        6 | reward = score / max(1, c / 4)
-          |                  ^^^^^^^^^^^^^
-          = help: apply the discount at the advantage layer instead, e.g. `advantage = adv * ...`; a bool gate such as `mask(c > 0)` is fine in `reward`
-          = note: CodeGrep v1 (seed 000) scaled its reward by 1/max(1, c/4) this way: KL drift rose about 3.4x and downstream efficiency did not improve; v2 moved the discount to the advantage layer
+        3 | reward = score / max(1, cost / 4)
+          |                  ^^^^^^^^^^^^^^^^
+          = help: apply the discount at the advantage layer instead, e.g. `advantage = adv * ...`; a bool gate such as `mask(cost > 0)` is fine in `reward`
 
         warning: 1 warning emitted
     "#]].assert_eq(&crate::diag::render_all(&v1, &warnings));
 
-    let text = format!("{}check sign(advantage) == sign(adv)\n", shipped("codegrep_v3"));
-    let v3 = SourceFile::new("v3_sign.reward", text);
+    let text = format!("{}check sign(advantage) == sign(adv)\n", sample("gated"));
+    let v3 = SourceFile::new("gated_sign.reward", text);
     let (program, _) = compile_source(&v3, &schema, &CheckOptions::default()).expect("compiles");
     let outcomes = crate::check::verify(&program, &schema, &crate::check::VerifyOptions::default()).expect("runs");
     let crate::check::CheckOutcome::Failed { diagnostic } = &outcomes[3] else { panic!("{outcomes:?}") };
     expect_test::expect![[r#"
-        v3_sign.reward:9:1: error: check `sign(advantage) == sign(adv)` fails
+        gated_sign.reward:8:1: error: check `sign(advantage) == sign(adv)` fails
           |
-        9 | check sign(advantage) == sign(adv)
+        8 | check sign(advantage) == sign(adv)
           | ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
           = help: found by property testing after 5 generated cases; shrunk to a minimal counterexample
-          = note: counterexample: group of 2 rollouts: #0: Fb(file) = 1, c = 1; #1: Fb(file) = 0, c = 0
+          = note: counterexample: group of 2 rollouts: #0: grade(word) = 1, cost = 1; #1: grade(word) = 0, cost = 0
           = note: there: #0: reward = 1, adv = 0.9998, advantage = 0.4999; #1: reward = 0, adv = -0.9998, advantage = 0
     "#]]
     .assert_eq(&crate::diag::render(&v3, diagnostic));

@@ -235,8 +235,8 @@ fn assert_agree(what: &str, got: &Outputs, want: &Outputs, rel: f64) {
 const ALLOW: EvalOptions = EvalOptions { group_size: None, non_finite: NonFinite::Allow };
 
 #[test]
-fn shipped_files_in_double_equal_the_interpreter() {
-    for (name, text) in SHIPPED {
+fn sample_files_in_double_equal_the_interpreter() {
+    for (name, text) in SAMPLES {
         let p = compile(name, text);
         let ir = ir::lower(&p);
         for fusion in [Fusion::Fused, Fusion::Unfused] {
@@ -249,10 +249,10 @@ fn shipped_files_in_double_equal_the_interpreter() {
 }
 
 /// The GPU's arithmetic (f32 storage and math, f64 accumulation) meets the
-/// documented 1e-5 bound of `gpu::close` on every shipped file.
+/// documented 1e-5 bound of `gpu::close` on every sample file.
 #[test]
-fn shipped_files_in_float_are_within_the_gpu_tolerance() {
-    for (name, text) in SHIPPED {
+fn sample_files_in_float_are_within_the_gpu_tolerance() {
+    for (name, text) in SAMPLES {
         let p = compile(name, text);
         let ir = ir::lower(&p);
         let twin = build::<f32>(&ir, Fusion::Fused);

@@ -1,7 +1,7 @@
-//! Generated code: snapshots of the CUDA source for the shipped reward files,
+//! Generated code: snapshots of the CUDA source for the sample reward files,
 //! the CUDA source type-checked by the host C++ compiler against a shim of
 //! the CUDA built-ins, and the C twin compiled and run against the
-//! interpreter (shipped files and random programs).
+//! interpreter (sample files and random programs).
 
 mod c_twin;
 mod random;
@@ -13,52 +13,46 @@ use super::*;
 use crate::hir::Program;
 use crate::ir;
 
-pub(super) use crate::testing::SHIPPED;
+pub(super) use crate::testing::{SAMPLES, sample};
 
 pub(super) fn compile(name: &str, text: &str) -> Program {
     let source = crate::SourceFile::new(format!("{name}.reward"), text.to_string());
-    match crate::check::compile_source(
-        &source,
-        &crate::testing::retrieval_schema(),
-        &crate::check::CheckOptions::default(),
-    ) {
+    match crate::check::compile_source(&source, &crate::testing::schema(), &crate::check::CheckOptions::default()) {
         Ok((program, _warnings)) => program,
         Err(diags) => panic!("{name}.reward does not check: {diags:?}"),
     }
 }
 
 #[test]
-fn cuda_kernels_of_the_shipped_reward_files() {
-    for (name, text) in SHIPPED {
-        let ir = ir::lower(&compile(name, text));
-        let code = emit_cuda(&ir, Fusion::Fused);
-        expect_file![format!("snapshots/{name}.cu")].assert_eq(&code.kernels);
-        assert!(code.source.ends_with(&code.kernels), "the source is the prelude then the kernels");
-        assert_eq!(code.temps, 0);
-    }
+fn cuda_kernels_of_the_gated_sample() {
+    let ir = ir::lower(&compile("gated", sample("gated")));
+    let code = emit_cuda(&ir, Fusion::Fused);
+    expect_file!["snapshots/gated.cu"].assert_eq(&code.kernels);
+    assert!(code.source.ends_with(&code.kernels), "the source is the prelude then the kernels");
+    assert_eq!(code.temps, 0);
 }
 
 #[test]
-fn unfused_kernels_of_codegrep_v3() {
-    let ir = ir::lower(&compile("codegrep_v3", SHIPPED[2].1));
+fn unfused_kernels_of_the_gated_sample() {
+    let ir = ir::lower(&compile("gated", sample("gated")));
     let code = emit_cuda(&ir, Fusion::Unfused);
-    expect_file!["snapshots/codegrep_v3.unfused.cu"].assert_eq(&code.kernels);
+    expect_file!["snapshots/gated.unfused.cu"].assert_eq(&code.kernels);
     let fused = emit_cuda(&ir, Fusion::Fused);
     assert!(code.launches.len() > fused.launches.len());
 }
 
 #[test]
-fn c_twin_of_codegrep_v3() {
-    let ir = ir::lower(&compile("codegrep_v3", SHIPPED[2].1));
+fn c_twin_of_the_gated_sample() {
+    let ir = ir::lower(&compile("gated", sample("gated")));
     let c = emit_c(&ir, Fusion::Fused);
     let kernels = &c[c.find("\nstatic void s0").expect("a first stage")..];
-    expect_file!["snapshots/codegrep_v3.c"].assert_eq(kernels);
+    expect_file!["snapshots/gated.c"].assert_eq(kernels);
 }
 
 /// Every kernel body appears verbatim in both the CUDA and the C source.
 #[test]
 fn c_and_cuda_share_the_kernel_bodies() {
-    for (name, text) in SHIPPED {
+    for (name, text) in SAMPLES {
         let ir = ir::lower(&compile(name, text));
         for fusion in [Fusion::Fused, Fusion::Unfused] {
             let p = plan(&ir, fusion);
@@ -73,19 +67,19 @@ fn c_and_cuda_share_the_kernel_bodies() {
 
 #[test]
 fn source_hash_separates_programs() {
-    let a = emit_cuda(&ir::lower(&compile("grpo", SHIPPED[7].1)), Fusion::Fused).source;
-    let b = emit_cuda(&ir::lower(&compile("rloo", SHIPPED[8].1)), Fusion::Fused).source;
+    let a = emit_cuda(&ir::lower(&compile("grpo", sample("grpo"))), Fusion::Fused).source;
+    let b = emit_cuda(&ir::lower(&compile("rloo", sample("rloo"))), Fusion::Fused).source;
     assert_eq!(source_hash(&a), source_hash(&a.clone()));
     assert_ne!(source_hash(&a), source_hash(&b));
 }
 
-/// The device source of every shipped file (fused and unfused) and of random
+/// The device source of every sample file (fused and unfused) and of random
 /// programs is valid C++ once the CUDA built-ins are declared: catches
 /// syntax and type errors that NVRTC would report, without a GPU.
 #[test]
 fn cuda_source_type_checks_with_the_host_compiler() {
     let mut sources = Vec::new();
-    for (name, text) in SHIPPED {
+    for (name, text) in SAMPLES {
         let ir = ir::lower(&compile(name, text));
         sources.push((name.to_string(), emit_cuda(&ir, Fusion::Fused).source));
         sources.push((format!("{name}.unfused"), emit_cuda(&ir, Fusion::Unfused).source));

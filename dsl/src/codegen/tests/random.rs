@@ -11,7 +11,7 @@ use crate::ast::{BinOp, UnOp};
 use crate::hir::{Expr, Func, Program, ReduceOp, Scope};
 use crate::interp::testkit::*;
 
-const FEATURES: [(&str, f64, f64); 3] = [("Fb(file)", 0.0, 1.0), ("c", 0.0, 8.0), ("x", -4.0, 4.0)];
+const FEATURES: [(&str, f64, f64); 3] = [("grade(word)", 0.0, 1.0), ("cost", 0.0, 8.0), ("x", -4.0, 4.0)];
 
 struct Gen {
     rng: ChaCha8Rng,

@@ -12,8 +12,8 @@ use super::*;
 use crate::ast::UnOp;
 
 /// Number features with their ranges, and one bool feature.
-const NUMBERS: [(&str, f64, f64); 3] = [("Fb(file)", 0.0, 1.0), ("c", 0.0, 8.0), ("x", -5.0, 5.0)];
-const BOOL: &str = "valid";
+const NUMBERS: [(&str, f64, f64); 3] = [("grade(word)", 0.0, 1.0), ("cost", 0.0, 8.0), ("x", -5.0, 5.0)];
+const BOOL: &str = "ok";
 const CONSTS: [f64; 8] = [0.0, 1.0, 0.5, 2.0, -1.0, 4.0, 1e-4, 3.0];
 
 /// What an expression may refer to where it is generated.

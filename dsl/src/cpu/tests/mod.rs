@@ -22,12 +22,12 @@ fn big_table(rows_per_group: impl Fn(usize) -> usize, groups: usize) -> FeatureT
     let n: usize = sizes.iter().sum();
     let fb: Vec<f64> = (0..n).map(|i| ((i * 7919) % 13) as f64 / 12.0).collect();
     let c: Vec<f64> = (0..n).map(|i| ((i * 104_729) % 17) as f64 / 2.0).collect();
-    table(&sizes, &[("Fb(file)", &fb), ("c", &c)])
+    table(&sizes, &[("grade(word)", &fb), ("cost", &c)])
 }
 
 #[test]
-fn codegrep_v3_matches_the_interpreter_bit_for_bit() {
-    let p = codegrep_v3();
+fn the_gated_program_matches_the_interpreter_bit_for_bit() {
+    let p = gated_program();
     let t = big_table(|g| 1 + g % 11, 700);
     let want = interp::eval(&p, &t, &EvalOptions::default()).expect("finite");
     let got = CompiledProgram::new(&p).eval(&t, &EvalOptions::default()).expect("finite");
@@ -35,11 +35,11 @@ fn codegrep_v3_matches_the_interpreter_bit_for_bit() {
 }
 
 #[test]
-fn ir_of_codegrep_v3() {
-    let ir = CompiledProgram::new(&codegrep_v3()).ir().to_string();
+fn ir_of_the_gated_program() {
+    let ir = CompiledProgram::new(&gated_program()).ir().to_string();
     expect![[r#"
-        feature f0 = Fb(file)
-        feature f1 = c
+        feature f0 = grade(word)
+        feature f1 = cost
         stage 0: elementwise
           r0 = feature f0
           r1 = feature f1
@@ -75,8 +75,8 @@ fn ir_of_codegrep_v3() {
 /// `count`, an advantage-layer let, params and foldable constants.
 fn layered() -> crate::hir::Program {
     let mut b = Builder::default();
-    let fb = b.feature("Fb(file)");
-    let c = b.feature("c");
+    let fb = b.feature("grade(word)");
+    let c = b.feature("cost");
     let w = b.param("w", 0.5);
     let score =
         b.let_("score", Layer::Reward, bin(BinOp::Add, bin(BinOp::Mul, w, fb), bin(BinOp::Mul, num(2.0), num(0.25))));
@@ -119,12 +119,12 @@ fn set_param_takes_effect_without_recompiling() {
 
 #[test]
 fn errors_match_the_interpreter() {
-    let p = codegrep_v3();
+    let p = gated_program();
     let compiled = CompiledProgram::new(&p);
-    let missing = table(&[2], &[("c", &[1.0, 2.0])]);
+    let missing = table(&[2], &[("cost", &[1.0, 2.0])]);
     assert_eq!(
         compiled.eval(&missing, &EvalOptions::default()),
-        Err(EvalError::MissingFeature { key: "Fb(file)".into() })
+        Err(EvalError::MissingFeature { key: "grade(word)".into() })
     );
     let t = big_table(|g| 8 + (g == 3) as usize, 5);
     let options = EvalOptions { group_size: Some(8), ..EvalOptions::default() };
@@ -133,12 +133,12 @@ fn errors_match_the_interpreter() {
 
     // Without the epsilon, a group with no spread divides 0 by 0.
     let mut b = Builder::default();
-    let c = b.feature("c");
+    let c = b.feature("cost");
     let adv = |r: Expr| {
         bin(BinOp::Div, bin(BinOp::Sub, r.clone(), group(ReduceOp::Mean, r.clone())), group(ReduceOp::Std, r))
     };
     let p = b.finish(c, Some(&adv), None);
-    let t = table(&[3, 2, 2], &[("c", &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 6.0])]);
+    let t = table(&[3, 2, 2], &[("cost", &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 6.0])]);
     let got = CompiledProgram::new(&p).eval(&t, &EvalOptions::default());
     assert_eq!(format!("{got:?}"), format!("{:?}", interp::eval(&p, &t, &EvalOptions::default())));
     assert!(matches!(&got, Err(EvalError::NonFinite { def, row: 5, .. }) if def == "adv"), "{got:?}");
@@ -164,8 +164,8 @@ fn results_do_not_depend_on_the_thread_count() {
 fn empty_table_gives_empty_outputs() {
     let t = FeatureTable::new(Vec::<(String, usize)>::new()).expect("no groups");
     let mut t = t;
-    t.add_column("Fb(file)", vec![]).expect("empty column");
-    t.add_column("c", vec![]).expect("empty column");
+    t.add_column("grade(word)", vec![]).expect("empty column");
+    t.add_column("cost", vec![]).expect("empty column");
     let out = CompiledProgram::new(&layered()).eval(&t, &EvalOptions::default()).expect("nothing to fail");
     assert_eq!(out, Outputs::default());
 }
