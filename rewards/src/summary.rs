@@ -234,7 +234,7 @@ mod tests {
             target: Some(selection(&["a.py"])),
             turns: Some(vec![
                 (0..calls)
-                    .map(|_| crate::rollout::ToolCall {
+                    .map(|_| crate::rollout::LoggedCall {
                         tool: "grep".into(),
                         args: serde_json::Value::Null,
                         entities: Some(Vec::new()),

@@ -5,7 +5,7 @@ use std::{
     sync::{Arc, Barrier},
 };
 
-use rewardlab_sandbox::{Error, RepoStore, StoreOptions, TreeKind};
+use rewardlab_sandbox::{Error, RepoStore, RunTool, StoreOptions, TreeKind};
 
 use crate::sandbox::helpers::{Fixture, generated_repo, git};
 
