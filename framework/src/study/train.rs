@@ -207,10 +207,7 @@ where
     if failed.is_empty() {
         return Ok(());
     }
-    let failed = failed
-        .into_iter()
-        .map(|(i, error)| RunFailure { dir: runs[i].dir.clone(), error })
-        .collect();
+    let failed = failed.into_iter().map(|(i, error)| RunFailure { dir: runs[i].dir.clone(), error }).collect();
     Err(TrainError::RunsFailed { failed, total: runs.len() })
 }
 

@@ -54,7 +54,11 @@ const FILES: &[(&str, &str)] = &[
 
 /// The simulated tools.
 fn run(call: &ToolCall) -> ToolResult {
-    let ok = |output: String, entities: Vec<String>| ToolResult { output, entities: entities.iter().map(|e| rewardlab_sandbox::Entity::parse(e)).collect(), status: Status::Ok };
+    let ok = |output: String, entities: Vec<String>| ToolResult {
+        output,
+        entities: entities.iter().map(|e| rewardlab_sandbox::Entity::parse(e)).collect(),
+        status: Status::Ok,
+    };
     match call {
         ToolCall::Grep(args) => {
             let needle = args.pattern.replace('\\', "");
