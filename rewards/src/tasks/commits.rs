@@ -224,20 +224,20 @@ pub struct Mined {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CommitError {
-    #[error("opening git repository {path}: {source}")]
+    #[error("opening git repository {path}")]
     Open {
         path: PathBuf,
         #[source]
         source: gix::Error,
     },
-    #[error("{context} in {path}: {source}")]
+    #[error("{context} in {path}")]
     Git {
         path: PathBuf,
         context: String,
         #[source]
         source: gix::Error,
     },
-    #[error("mining {path}: {source}")]
+    #[error("mining {path}")]
     Glob {
         path: PathBuf,
         #[source]
@@ -247,7 +247,14 @@ pub enum CommitError {
         "no usable commits in {path} at `{rev}`: of {} commit(s) walked, {summary}; {hint}",
         stats.walked
     )]
-    NoUsableCommits { path: PathBuf, rev: String, stats: MineStats, summary: String, hint: String },
+    NoUsableCommits {
+        path: PathBuf,
+        rev: String,
+        /// What each filter removed (boxed: it is large and errors should stay small).
+        stats: Box<MineStats>,
+        summary: String,
+        hint: String,
+    },
     #[error("mining cache {path}: {message}")]
     Cache { path: PathBuf, message: String },
 }
@@ -433,7 +440,7 @@ pub(crate) fn mine_range(
         return Err(CommitError::NoUsableCommits {
             path: repo_path.to_path_buf(),
             rev: options.rev.clone(),
-            stats,
+            stats: Box::new(stats),
             summary,
             hint,
         });

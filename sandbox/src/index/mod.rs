@@ -217,7 +217,7 @@ impl ContentIndex {
                 self.finish(*id, entry);
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                 if let Some(progress) = progress
-                    && (n % report_every == 0 || n == total)
+                    && (n.is_multiple_of(report_every) || n == total)
                 {
                     progress(IndexProgress { done: n, total });
                 }
