@@ -326,7 +326,7 @@ const INDEX_GREPS: &[(&str, &str, bool)] = &[
 /// A ~15 KB Python file: 300 lines, a unique handler name per file and commit.
 fn big_python(rng: &mut Rng, file: usize, salt: usize) -> String {
     let mut s = format!("import {}\n\ndef handler_{file}_{salt}(request):\n    pass\n", WORDS[rng.below(WORDS.len())]);
-    if file % 97 == 0 {
+    if file.is_multiple_of(97) {
         s.push_str("RETRY_POLICY = None\n");
     }
     s.push_str(&python(rng, salt).repeat(5));

@@ -292,7 +292,7 @@ mod tests {
         let mut source = crate::synthetic::generate(&config, &repo).expect("generate");
         source.repo_path = repo.canonicalize().expect("absolute");
         let set = TaskSet::from_synthetic(&source, 0.15).expect("tasks");
-        let store = RepoStore::open(&dir.join("store")).expect("store");
+        let store = RepoStore::open(dir.join("store")).expect("store");
         let repo_dirs = set.tasks.iter().map(|t| (t.repo.clone(), source.repo_path.clone())).collect();
         (study, StudyTasks { tasks: Arc::new(set), store: Arc::new(store), repo_dirs })
     }

@@ -443,15 +443,15 @@ impl Policy for Faulty {
         if matches!(self.fault, Fault::Begin(at) if n >= at) {
             return Err(Injected("begin"));
         }
-        self.inner.begin(task, sampling, seed).or_else(|e| match e {})
+        self.inner.begin(task, sampling, seed).map_err(|e| match e {})
     }
 
     fn act(&self, episodes: &mut [&mut ToyEpisode], turn: TurnInfo) -> Result<Vec<TurnOutput>, Injected> {
-        self.inner.act(episodes, turn).or_else(|e| match e {})
+        self.inner.act(episodes, turn).map_err(|e| match e {})
     }
 
     fn observe(&self, episode: &mut ToyEpisode, results: &[ToolResult]) -> Result<(), Injected> {
-        self.inner.observe(episode, results).or_else(|e| match e {})
+        self.inner.observe(episode, results).map_err(|e| match e {})
     }
 
     fn completion_tokens(&self, episode: &ToyEpisode) -> usize {
@@ -467,33 +467,33 @@ impl Policy for Faulty {
     }
 
     fn logprobs(&self, episodes: &[&ToyEpisode]) -> Result<Vec<Vec<f64>>, Injected> {
-        self.inner.logprobs(episodes).or_else(|e| match e {})
+        self.inner.logprobs(episodes).map_err(|e| match e {})
     }
 
     fn reference_logprobs(&self, episodes: &[&ToyEpisode]) -> Result<Vec<Vec<f64>>, Injected> {
-        self.inner.reference_logprobs(episodes).or_else(|e| match e {})
+        self.inner.reference_logprobs(episodes).map_err(|e| match e {})
     }
 
     fn backward(&mut self, episodes: &[&ToyEpisode], coeffs: &[Vec<f64>]) -> Result<(), Injected> {
         if matches!(self.fault, Fault::Backward) {
             return Err(Injected("backward"));
         }
-        self.inner.backward(episodes, coeffs).or_else(|e| match e {})
+        self.inner.backward(episodes, coeffs).map_err(|e| match e {})
     }
 
     fn step(&mut self, optim: &OptimStep) -> Result<StepStats, Injected> {
-        self.inner.step(optim).or_else(|e| match e {})
+        self.inner.step(optim).map_err(|e| match e {})
     }
 
     fn state(&self) -> Result<Self::State, Injected> {
         if matches!(self.fault, Fault::State) {
             return Err(Injected("state"));
         }
-        self.inner.state().or_else(|e| match e {})
+        self.inner.state().map_err(|e| match e {})
     }
 
     fn restore(&mut self, state: Self::State) -> Result<(), Injected> {
-        self.inner.restore(state).or_else(|e| match e {})
+        self.inner.restore(state).map_err(|e| match e {})
     }
 }
 

@@ -77,8 +77,7 @@ pub fn mine_cached(repo_path: &Path, options: &CommitOptions, cache_dir: &Path) 
         let stats = MineStats { from_cache: true, ..entry.stats };
         return Ok(Mined { tasks: entry.tasks, stats, seconds: started.elapsed().as_secs_f64() });
     }
-    let repo = gix::open(repo_path)
-        .map_err(|source| CommitError::Open { path: repo_path.to_path_buf(), source: source.into() })?;
+    let repo = gix::open(repo_path).map_err(|source| CommitError::Open { path: repo_path.to_path_buf(), source })?;
     let mined = mine_range(repo, repo_path, options, &key.range)?;
     let entry = Entry { key, stats: mined.stats.clone(), tasks: mined.tasks.clone() };
     write_atomically(cache_dir, &file, &entry)?;

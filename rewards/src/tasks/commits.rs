@@ -294,8 +294,8 @@ fn resolve_in(repo: &gix::Repository, repo_path: &Path, rev: &str) -> Result<Res
 }
 
 fn open(repo_path: &Path) -> Result<gix::Repository, CommitError> {
-    let mut repo = gix::open(repo_path)
-        .map_err(|source| CommitError::Open { path: repo_path.to_path_buf(), source: source.into() })?;
+    let mut repo =
+        gix::open(repo_path).map_err(|source| CommitError::Open { path: repo_path.to_path_buf(), source })?;
     // The walk reads each commit once for its parents and again for its message.
     repo.object_cache_size_if_unset(8 << 20);
     Ok(repo)
@@ -354,11 +354,11 @@ pub(crate) fn mine_range(
         &options.exclude_paths,
     )
     .map_err(|source| CommitError::Glob { path: repo_path.to_path_buf(), source })?;
-    let id = |hex: &str| gix::ObjectId::from_hex(hex.as_bytes()).map_err(|e| git(format!("reading `{hex}`"))(e.into()));
+    let id = |hex: &str| gix::ObjectId::from_hex(hex.as_bytes()).map_err(|e| git(format!("reading `{hex}`"))(e));
     // Annotated tags name tag objects; the walk starts from their commits.
     let peel = |hex: &str| -> Result<gix::ObjectId, CommitError> {
-        let object = repo.find_object(id(hex)?).map_err(|e| git(format!("reading `{hex}`"))(e.into()))?;
-        Ok(object.peel_to_commit().map_err(|e| git(format!("peeling `{hex}` to a commit"))(e.into()))?.id)
+        let object = repo.find_object(id(hex)?).map_err(|e| git(format!("reading `{hex}`"))(e))?;
+        Ok(object.peel_to_commit().map_err(|e| git(format!("peeling `{hex}` to a commit"))(e))?.id)
     };
     let tip = peel(&range.tip)?;
     let hidden = range.hidden.iter().map(|h| peel(h)).collect::<Result<Vec<_>, _>>()?;
@@ -371,7 +371,7 @@ pub(crate) fn mine_range(
     if options.first_parent {
         platform = platform.first_parent_only();
     }
-    let walk = platform.all().map_err(|e| git("walking history".into())(e.into()))?;
+    let walk = platform.all().map_err(|e| git("walking history".into())(e))?;
     let threads = match options.threads {
         0 => std::thread::available_parallelism().map_or(1, usize::from),
         n => n,
@@ -385,13 +385,13 @@ pub(crate) fn mine_range(
     loop {
         let info = match walk.next() {
             Some(info) if stats.walked < options.max_commits => {
-                Some(info.map_err(|e| git("walking history".into())(e.into()))?)
+                Some(info.map_err(|e| git("walking history".into())(e))?)
             }
             _ => None,
         };
         if let Some(info) = info {
             stats.walked += 1;
-            let commit = info.object().map_err(|e| git(format!("reading commit {}", info.id))(e.into()))?;
+            let commit = info.object().map_err(|e| git(format!("reading commit {}", info.id))(e))?;
             if let Some(candidate) =
                 classify(&commit, options, &mut stats).map_err(git(format!("reading commit {}", info.id)))?
             {

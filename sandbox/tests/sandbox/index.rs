@@ -198,7 +198,7 @@ proptest! {
         };
         let pattern = SHAPES[shape].replace("{0}", &word(a)).replace("{1}", &word(b)).replace("{{", "{").replace("}}", "}");
         let limits = Limits::default();
-        compare(&pair, &limits, &pattern, path, case_sensitive);
+        compare(pair, &limits, &pattern, path, case_sensitive);
     }
 }
 
