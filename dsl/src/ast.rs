@@ -23,13 +23,33 @@ pub struct Item {
 #[derive(Clone, Debug, PartialEq)]
 pub enum ItemKind {
     /// `reward = EXPR`, `adv = EXPR`, `advantage = EXPR` (the checker rejects other names).
-    Def { name: Ident, value: Expr },
+    Def {
+        /// The output being defined (`reward`, `adv` or `advantage`).
+        name: Ident,
+        /// The formula it is defined as.
+        value: Expr,
+    },
     /// `let NAME = EXPR`.
-    Let { name: Ident, value: Expr },
+    Let {
+        /// The local name being bound.
+        name: Ident,
+        /// The expression the name stands for.
+        value: Expr,
+    },
     /// `param NAME = NUMBER` (a leading `-` is allowed).
-    Param { name: Ident, value: f64, value_span: Span },
+    Param {
+        /// The tunable parameter's name.
+        name: Ident,
+        /// Its default value, sign included.
+        value: f64,
+        /// Where the number (with its sign) sits in the source.
+        value_span: Span,
+    },
     /// `check BOOL_EXPR`.
-    Check { cond: Expr },
+    Check {
+        /// The boolean condition that must hold for every input.
+        cond: Expr,
+    },
 }
 
 /// A name as written, with its span.
@@ -187,6 +207,7 @@ impl File {
 }
 
 impl Item {
+    /// A copy with every span zeroed, so trees parsed from different text compare equal.
     pub fn without_spans(&self) -> Item {
         let kind = match &self.kind {
             ItemKind::Def { name, value } => ItemKind::Def { name: name.without_span(), value: value.without_spans() },
@@ -201,12 +222,14 @@ impl Item {
 }
 
 impl Ident {
+    /// A copy with the span zeroed, for comparing trees by content alone.
     pub fn without_span(&self) -> Ident {
         Ident { name: self.name.clone(), span: Span::default() }
     }
 }
 
 impl Expr {
+    /// A copy of the whole expression tree with every span zeroed.
     pub fn without_spans(&self) -> Expr {
         let b = |e: &Expr| Box::new(e.without_spans());
         let kind = match &self.kind {

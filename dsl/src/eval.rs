@@ -16,6 +16,7 @@ impl Default for EvalOptions {
     }
 }
 
+/// What evaluation does when a definition produces NaN or an infinity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NonFinite {
     /// Fail naming the group, rollout, definition and feature values (the default).
@@ -29,14 +30,22 @@ pub enum NonFinite {
 #[non_exhaustive]
 pub enum EvalError {
     #[error("the program reads feature `{key}`, which the input does not provide")]
-    MissingFeature { key: String },
+    /// The input table lacks a column the program reads.
+    MissingFeature {
+        /// The missing feature key.
+        key: String,
+    },
     #[error(
         "`{def}` is {value} for rollout {index_in_group} of group `{group}` (row {row}); features: {}",
         format_features(features)
     )]
+    /// A definition evaluated to NaN or an infinity under [`NonFinite::Error`].
     NonFinite {
+        /// The definition (or `let`) that produced the value.
         def: String,
+        /// The non-finite value itself.
         value: f64,
+        /// The rollout's group name.
         group: String,
         /// Position within its group, 0-based.
         index_in_group: usize,
@@ -46,7 +55,15 @@ pub enum EvalError {
         features: Vec<(String, f64)>,
     },
     #[error("group `{group}` has {got} rollouts, {want} were declared")]
-    GroupSize { group: String, got: usize, want: usize },
+    /// A group's size differs from [`EvalOptions::group_size`].
+    GroupSize {
+        /// The group's name.
+        group: String,
+        /// Rollouts the group actually has.
+        got: usize,
+        /// Rollouts per group that were declared.
+        want: usize,
+    },
 }
 
 fn format_features(features: &[(String, f64)]) -> String {

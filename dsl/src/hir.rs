@@ -14,6 +14,7 @@ pub type ParamId = usize;
 /// Index into [`Program::features`].
 pub type FeatureId = usize;
 
+/// A checked, resolved reward program: params, features read, definitions in dependency order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Program {
     /// `param` declarations with their current values (a study may override them).
@@ -182,8 +183,11 @@ pub enum ReduceOp {
     Mean,
     /// Population standard deviation.
     Std,
+    /// The sum of the values.
     Sum,
+    /// The largest value.
     Max,
+    /// The smallest value.
     Min,
     /// Takes no argument.
     Count,
@@ -192,6 +196,7 @@ pub enum ReduceOp {
 }
 
 impl ReduceOp {
+    /// The method name as written in the language (`group.mean(x)` gives `mean`).
     pub fn name(self) -> &'static str {
         match self {
             ReduceOp::Mean => "mean",
@@ -208,13 +213,21 @@ impl ReduceOp {
 /// A resolved, typed expression. Bools are computed as 1.0/0.0 by the backends.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
+    /// A numeric literal.
     Number(f64),
+    /// `true` or `false`.
     Bool(bool),
+    /// A per-rollout feature value.
     Feature(FeatureId),
+    /// A `param`'s current value.
     Param(ParamId),
+    /// The value of an earlier definition or `let`.
     Def(DefId),
+    /// A prefix operator applied to an operand.
     Unary(UnOp, Box<Expr>),
+    /// An infix operator applied to two operands.
     Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// A built-in function call with its arguments.
     Call(Func, Vec<Expr>),
     /// `x in [lo, hi]`.
     In(Box<Expr>, Box<Expr>, Box<Expr>),
@@ -223,10 +236,12 @@ pub enum Expr {
 }
 
 impl Program {
+    /// The definition with the given id.
     pub fn def(&self, id: DefId) -> &Def {
         &self.defs[id]
     }
 
+    /// The id of the `param` with this name, if the program declares one.
     pub fn param_id(&self, name: &str) -> Option<ParamId> {
         self.params.iter().position(|p| p.name == name)
     }

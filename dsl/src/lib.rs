@@ -11,6 +11,8 @@
 //!
 //! This crate is a leaf: it knows nothing about retrieval, GRPO or models.
 
+#![warn(missing_docs)]
+
 pub mod ast;
 pub mod check;
 pub mod codegen;

@@ -17,11 +17,27 @@ pub struct FeatureTable {
 #[non_exhaustive]
 pub enum TableError {
     #[error("column `{key}` has {got} values, the table has {want} rows")]
-    Length { key: String, got: usize, want: usize },
+    /// A column's length differs from the table's row count.
+    Length {
+        /// The column's key.
+        key: String,
+        /// Values in the column.
+        got: usize,
+        /// Rows in the table.
+        want: usize,
+    },
     #[error("column `{key}` is given twice")]
-    Duplicate { key: String },
+    /// The same column key is supplied twice.
+    Duplicate {
+        /// The repeated key.
+        key: String,
+    },
     #[error("group sizes must be at least 1 (group `{group}` is empty)")]
-    EmptyGroup { group: String },
+    /// A group has no rows.
+    EmptyGroup {
+        /// The empty group's name.
+        group: String,
+    },
 }
 
 impl FeatureTable {

@@ -129,24 +129,33 @@ pub enum Grid {
 /// A generated kernel.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Kernel {
+    /// The `extern "C"` function name in the generated source.
     pub name: String,
+    /// The kernel's parameters, in declaration order.
     pub args: Vec<Arg>,
+    /// How the kernel is launched (thread per row or warp per group).
     pub grid: Grid,
 }
 
 /// One step of a program on the device, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Launch {
+    /// Launch one generated kernel.
     Kernel(Kernel),
     /// Run by the prelude's `rl_batch_partial` and `rl_batch_final`.
     BatchReduce {
+        /// The reduction to compute.
         op: ReduceOp,
+        /// Where the reduction reads its argument.
         arg: Source,
+        /// Index of the batch value slot it writes.
         out: usize,
     },
     /// Ranked on the host (see the module docs).
     BatchRank {
+        /// The values to rank.
         arg: Source,
+        /// The column receiving the ranks (1 = lowest).
         out: ColumnId,
     },
 }
@@ -154,11 +163,13 @@ pub enum Launch {
 /// A program's device code: the source and the launches that run it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CudaProgram {
+    /// Whether the stages were fused into few kernels or emitted one per stage.
     pub fusion: Fusion,
     /// The complete translation unit (prelude and kernels), for NVRTC.
     pub source: String,
     /// The kernels alone, without the prelude (what the snapshots show).
     pub kernels: String,
+    /// The device steps, in execution order.
     pub launches: Vec<Launch>,
     /// Full-length temporaries the unfused launches need (0 when fused).
     pub temps: usize,

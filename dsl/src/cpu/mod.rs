@@ -63,6 +63,7 @@ pub struct CompiledProgram {
 }
 
 impl CompiledProgram {
+    /// Lowers a checked program to the stage IR and plans its fused passes.
     pub fn new(program: &Program) -> CompiledProgram {
         let ir = ir::lower(program);
         let plans = ir
@@ -83,6 +84,7 @@ impl CompiledProgram {
         &self.ir
     }
 
+    /// The checked program this was compiled from.
     pub fn program(&self) -> &Program {
         &self.program
     }

@@ -52,40 +52,86 @@ impl CsvFeatures {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CsvError {
+    /// A failure inside a named file, wrapping the error that caused it.
     #[error("{}: {source}", path.display())]
     File {
+        /// The CSV file being read or written.
         path: PathBuf,
+        /// The underlying error.
         #[source]
         source: Box<CsvError>,
     },
+    /// The file could not be opened or created.
     #[error("{}: {source}", path.display())]
     Open {
+        /// The path that failed to open.
         path: PathBuf,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
+    /// The CSV reader rejected a record (bad quoting, invalid UTF-8, ...).
     #[error("line {line}: {source}")]
     Csv {
+        /// 1-based line of the bad record.
         line: u64,
+        /// The reader's error.
         #[source]
         source: csv::Error,
     },
+    /// The header has no `group` column naming each row's group.
     #[error("line 1: no `group` column (the header names features as a reward file does: `group,x,f(level),...`)")]
     NoGroupColumn,
+    /// A header names the same column twice.
     #[error("line 1: column `{column}` appears twice")]
-    DuplicateColumn { column: String },
+    DuplicateColumn {
+        /// The repeated column name.
+        column: String,
+    },
+    /// The program reads a feature the header does not provide.
     #[error("line 1: no column `{column}`")]
-    MissingColumn { column: String },
+    MissingColumn {
+        /// The missing feature key.
+        column: String,
+    },
     #[error("line {line}: {got} fields, the header has {expected}")]
-    FieldCount { line: u64, expected: usize, got: usize },
+    /// A record has a different number of fields than the header.
+    FieldCount {
+        /// 1-based line of the record.
+        line: u64,
+        /// Number of header columns.
+        expected: usize,
+        /// Number of fields on the line.
+        got: usize,
+    },
     #[error("line {line}: `{column}` is {value:?}, not a number")]
-    BadNumber { line: u64, column: String, value: String },
+    /// A feature field does not parse as a number.
+    BadNumber {
+        /// 1-based line of the record.
+        line: u64,
+        /// The column the field is in.
+        column: String,
+        /// The field's text as written.
+        value: String,
+    },
     #[error("line {line}: the group name is empty")]
-    EmptyGroup { line: u64 },
+    /// A record's `group` field is empty.
+    EmptyGroup {
+        /// 1-based line of the record.
+        line: u64,
+    },
     #[error("{got} output rows for a table of {want} rows")]
-    OutputLength { got: usize, want: usize },
+    /// The outputs to write do not have one row per table row.
+    OutputLength {
+        /// Number of output rows given.
+        got: usize,
+        /// Number of rows in the table.
+        want: usize,
+    },
+    /// Writing the output CSV failed.
     #[error("writing the output: {0}")]
     Write(#[from] std::io::Error),
+    /// The parsed columns did not form a valid feature table.
     #[error(transparent)]
     Table(#[from] TableError),
 }

@@ -56,18 +56,34 @@ pub const TOLERANCE: f64 = 1e-5;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum GpuError {
+    /// The crate was built without the `cuda` feature.
     #[error("this build has no CUDA support; rebuild with `--features cuda` (or use `--device cpu`)")]
     NotCompiled,
+    /// libcuda could not be loaded.
     #[error(
         "no CUDA driver: libcuda could not be loaded, so this machine has no usable NVIDIA GPU or driver (use `--device cpu`)"
     )]
     NoDriver,
+    /// libnvrtc could not be loaded.
     #[error("NVRTC (libnvrtc of the CUDA 13 toolkit) could not be loaded; install it or use `--device cpu`")]
     NoNvrtc,
     #[error("CUDA driver error while {during}: {message}")]
-    Driver { during: String, message: String },
+    /// A CUDA driver call failed.
+    Driver {
+        /// What the backend was doing (e.g. a copy or a launch).
+        during: String,
+        /// The driver's error text.
+        message: String,
+    },
     #[error("NVRTC could not compile the reward kernels for {arch}: {log}")]
-    Compile { arch: String, log: String },
+    /// NVRTC rejected the generated source.
+    Compile {
+        /// The target architecture, e.g. `sm_90`.
+        arch: String,
+        /// NVRTC's compile log.
+        log: String,
+    },
+    /// An evaluation error (missing feature, non-finite value, group size).
     #[error(transparent)]
     Eval(#[from] EvalError),
 }
@@ -86,11 +102,17 @@ pub struct GpuProgram {
 /// already on the device).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BenchReport {
+    /// The GPU's name as the driver reports it.
     pub device: String,
+    /// Rows (rollouts) in the benchmarked table.
     pub rows: usize,
+    /// Milliseconds per evaluation with fused kernels.
     pub fused_ms: f64,
+    /// Device launches per evaluation with fused kernels.
     pub fused_launches: usize,
+    /// Milliseconds per evaluation with one kernel per stage.
     pub unfused_ms: f64,
+    /// Device launches per evaluation with one kernel per stage.
     pub unfused_launches: usize,
     /// A device-to-device copy of [`BenchReport::bytes`] (half read, half written).
     pub copy_ms: f64,
@@ -105,10 +127,12 @@ impl BenchReport {
         gbps(self.bytes, self.fused_ms)
     }
 
+    /// Achieved bandwidth of the unfused kernels, GB/s.
     pub fn unfused_gbps(&self) -> f64 {
         gbps(self.bytes, self.unfused_ms)
     }
 
+    /// Bandwidth of the reference device-to-device copy, GB/s.
     pub fn copy_gbps(&self) -> f64 {
         gbps(self.bytes, self.copy_ms)
     }
@@ -183,9 +207,13 @@ pub fn close(got: f64, want: f64) -> bool {
 /// Where two evaluations disagree beyond [`close`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Mismatch {
+    /// Which output disagrees (`reward`, `adv` or `advantage`).
     pub output: &'static str,
+    /// 0-based table row of the disagreement.
     pub row: usize,
+    /// The value under test.
     pub got: f64,
+    /// The reference value.
     pub want: f64,
 }
 

@@ -69,11 +69,13 @@ pub fn sign(x: f64) -> f64 {
     }
 }
 
+/// The logistic function `1 / (1 + e^-x)`, in (0, 1).
 #[inline]
 pub fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }
 
+/// Applies a prefix operator; `!` treats nonzero as true and returns 1.0/0.0.
 #[inline]
 pub fn unary(op: UnOp, x: f64) -> f64 {
     match op {
@@ -82,6 +84,7 @@ pub fn unary(op: UnOp, x: f64) -> f64 {
     }
 }
 
+/// Applies an infix operator; comparisons and logic return 1.0/0.0.
 #[inline]
 pub fn binary(op: BinOp, a: f64, b: f64) -> f64 {
     match op {

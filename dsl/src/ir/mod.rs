@@ -59,36 +59,75 @@ pub struct IrProgram {
     /// Names of the materialised columns (a definition's name where a column
     /// holds one, `t<N>` otherwise).
     pub columns: Vec<String>,
+    /// Number of per-group value slots (one value per group each).
     pub group_values: usize,
+    /// Number of whole-batch scalar slots.
     pub batch_values: usize,
+    /// The passes to run, in dependency order.
     pub stages: Vec<Stage>,
     /// The columns holding `reward`, `adv` and `advantage` (two may coincide).
     pub outputs: Outputs,
 }
 
+/// The columns that hold a program's three outputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Outputs {
+    /// Column of `reward`.
     pub reward: ColumnId,
+    /// Column of `adv`.
     pub adv: ColumnId,
+    /// Column of `advantage`.
     pub advantage: ColumnId,
 }
 
 /// Where a reduction reads its argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Source {
+    /// An input feature column.
     Feature(FeatureId),
+    /// A column materialised by an earlier stage.
     Column(ColumnId),
     /// `count()`, which reads nothing.
     None,
 }
 
+/// One pass of a lowered program.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Stage {
+    /// A fused row-by-row pass.
     Elementwise(Elementwise),
-    GroupReduce { op: ReduceOp, arg: Source, out: GroupValueId },
-    GroupRank { arg: Source, out: ColumnId },
-    BatchReduce { op: ReduceOp, arg: Source, out: BatchValueId },
-    BatchRank { arg: Source, out: ColumnId },
+    /// A reduction within each group, one value per group.
+    GroupReduce {
+        /// The reduction to compute.
+        op: ReduceOp,
+        /// Where it reads its argument.
+        arg: Source,
+        /// The group value slot it writes.
+        out: GroupValueId,
+    },
+    /// Ranks within each group (1 = lowest, ties averaged).
+    GroupRank {
+        /// The values to rank.
+        arg: Source,
+        /// The column receiving the ranks.
+        out: ColumnId,
+    },
+    /// A reduction over the whole batch, one scalar.
+    BatchReduce {
+        /// The reduction to compute.
+        op: ReduceOp,
+        /// Where it reads its argument.
+        arg: Source,
+        /// The batch value slot it writes.
+        out: BatchValueId,
+    },
+    /// Ranks over the whole batch (1 = lowest, ties averaged).
+    BatchRank {
+        /// The values to rank.
+        arg: Source,
+        /// The column receiving the ranks.
+        out: ColumnId,
+    },
 }
 
 /// One fused pass over the rows.
@@ -103,16 +142,25 @@ pub struct Elementwise {
 /// An elementwise op. The register it writes is its index in [`Elementwise::ops`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Op {
+    /// A literal constant.
     Const(f64),
+    /// Load a `param`'s current value.
     Param(ParamId),
+    /// Load the row's feature value.
     Feature(FeatureId),
+    /// Load the row's value of a materialised column.
     Column(ColumnId),
+    /// Load the row's group value from a group reduction.
     Group(GroupValueId),
+    /// Load a batch scalar from a batch reduction.
     Batch(BatchValueId),
+    /// A prefix operator on a register.
     Unary(UnOp, Reg),
+    /// An infix operator on two registers.
     Binary(BinOp, Reg, Reg),
     /// NaN-propagating binary min / max (`ops::min`, `ops::max`).
     Min(Reg, Reg),
+    /// NaN-propagating binary max (see [`Op::Min`]).
     Max(Reg, Reg),
     /// A one-argument built-in: sqrt, exp, log, abs, sign, sigmoid, tanh, mask.
     Func(Func, Reg),

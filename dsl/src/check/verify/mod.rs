@@ -53,19 +53,31 @@ pub enum CheckOutcome {
     /// Interval analysis shows the condition holds for every input in the declared ranges.
     Proved,
     /// The condition held on every generated case.
-    Passed { cases: usize },
+    Passed {
+        /// How many generated cases were evaluated.
+        cases: usize,
+    },
     /// An error at the check with the minimal counterexample in its notes.
-    Failed { diagnostic: Diagnostic },
+    Failed {
+        /// The error diagnostic, pointing at the `check`.
+        diagnostic: Diagnostic,
+    },
 }
 
 /// Why verification could not run (not a failed check: those are [`CheckOutcome::Failed`]).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum VerifyError {
+    /// The program reads a feature the schema has no declaration (and so no range) for.
     #[error("the program reads feature `{key}`, which the schema does not declare")]
-    UnknownFeature { key: String },
+    UnknownFeature {
+        /// The feature's column key.
+        key: String,
+    },
+    /// The generated cases did not form a valid feature table.
     #[error("could not build a feature table for verification: {0}")]
     Table(#[from] TableError),
+    /// Evaluating the program on the generated cases failed.
     #[error("evaluation failed during verification: {0}")]
     Eval(#[from] EvalError),
 }
