@@ -46,30 +46,60 @@ pub struct Answer {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum AnswerError {
+    /// The reply has no `<answer>` opening tag.
     #[error("no `<answer>` block")]
     MissingOpenTag,
+    /// An `<answer>` tag is opened but no `</answer>` follows it.
     #[error("`<answer>` is never closed by `</answer>`")]
     MissingCloseTag,
+    /// The reply holds this many `<answer>` blocks (more than one).
     #[error("{0} `<answer>` blocks; exactly one is allowed")]
     ManyBlocks(usize),
+    /// The block body is not JSON; carries the parser's message.
     #[error("answer body is not valid JSON: {0}")]
     Json(String),
+    /// The block body is JSON but not an object.
     #[error("answer body must be a JSON object")]
     NotObject,
+    /// A required key (`files` or `line_ranges`) is absent.
     #[error("answer has no `{0}` key")]
     MissingKey(&'static str),
+    /// The object has a key outside `files`, `line_ranges`, `functions`.
     #[error("unknown key `{0}` in the answer (allowed: files, line_ranges, functions)")]
     UnknownKey(String),
+    /// An array item is not a string.
     #[error("`{key}` must be an array of strings (item {index} is {found})")]
-    WrongType { key: &'static str, index: usize, found: &'static str },
+    WrongType {
+        /// The key whose array holds the item.
+        key: &'static str,
+        /// The item's 0-based position in the array.
+        index: usize,
+        /// The JSON type found instead of a string (`number`, `null`, ...).
+        found: &'static str,
+    },
+    /// A key's value is not a JSON array.
     #[error("`{0}` must be an array")]
     NotArray(&'static str),
+    /// An array names the same item twice after normalisation.
     #[error("`{key}` lists `{item}` twice")]
-    Duplicate { key: &'static str, item: String },
+    Duplicate {
+        /// The key whose array repeats the item.
+        key: &'static str,
+        /// The repeated item, normalised.
+        item: String,
+    },
+    /// A `files` entry is not a valid repository-relative path.
     #[error("file `{text}`: {source}")]
-    Path { text: String, source: paths::PathError },
+    Path {
+        /// The entry as written in the answer.
+        text: String,
+        /// Why it is not a valid path.
+        source: paths::PathError,
+    },
+    /// A `line_ranges` entry does not parse as `path:start-end`.
     #[error(transparent)]
     LineRange(#[from] crate::LineRangeError),
+    /// A `functions` entry is not of the form `path::name`.
     #[error("function `{0}` is not `path::name`")]
     Function(String),
 }

@@ -14,6 +14,8 @@
 //! rewards score answers, the models produce both. Wire forms (tool results, rollout records)
 //! are fixed here, so every crate reads and writes the same JSON.
 
+#![warn(missing_docs)]
+
 pub mod answer;
 pub mod line_range;
 pub mod paths;

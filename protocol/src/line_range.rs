@@ -22,14 +22,23 @@ pub struct LineRange {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LineRangeError {
+    /// The text is not of the form `path:start-end` or `path:n`.
     #[error("line range `{0}` is not `path:start-end`")]
     Shape(String),
+    /// The start line is 0; lines are numbered from 1.
     #[error("line range `{0}`: lines are 1-based, start must be at least 1")]
     ZeroStart(String),
+    /// The end line is smaller than the start line.
     #[error("line range `{0}`: end is before start")]
     Reversed(String),
+    /// The path part is not a valid repository-relative path.
     #[error("line range `{text}`: {source}")]
-    Path { text: String, source: crate::paths::PathError },
+    Path {
+        /// The range as written.
+        text: String,
+        /// Why its path part is not a valid path.
+        source: crate::paths::PathError,
+    },
 }
 
 impl LineRange {

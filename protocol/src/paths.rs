@@ -6,12 +6,16 @@
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum PathError {
+    /// The path is empty, or has only `.` and empty components.
     #[error("path is empty")]
     Empty,
+    /// The path starts at `/` instead of the repository root.
     #[error("absolute path `{0}`: paths must be relative to the repository root")]
     Absolute(String),
+    /// The path has a `..` component.
     #[error("path `{0}` leaves or climbs within the repository with `..`")]
     ParentDir(String),
+    /// The path ends in `/`, so it names a directory.
     #[error("path `{0}` names a directory, not a file")]
     Directory(String),
 }

@@ -88,6 +88,8 @@
 //! on both kinds. `grep` searches regular files only and `glob` lists tracked paths only, so
 //! neither ever descends through a symlinked directory.
 
+#![warn(missing_docs)]
+
 mod blob_cache;
 mod deadline;
 mod error;
