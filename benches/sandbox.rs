@@ -99,18 +99,50 @@ fn path_of(i: usize) -> String {
 
 /// Generates (once) a bare repository with `git fast-import` and a checkout for the baselines.
 fn fixture() -> Fixture {
-    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/rewardlab-bench").join(VERSION);
+    let fx = generated_fixture(&Generated {
+        version: VERSION,
+        name: "bench__repo",
+        seed: 0x5eed_1234_5678_9abc,
+        commits: COMMITS,
+        files: FILES,
+        touched_per_commit: 25,
+        body: &|rng, _, c| python(rng, c),
+        readme: true,
+    });
+    assert_eq!(fx.commits.len(), COMMITS);
+    fx
+}
+
+/// What [`generated_fixture`] writes: `files` files in the first commit, then `commits - 1`
+/// commits that each rewrite `touched_per_commit` files drawn at random.
+struct Generated<'a> {
+    version: &'a str,
+    name: &'a str,
+    seed: u64,
+    commits: usize,
+    files: usize,
+    touched_per_commit: usize,
+    /// The body of file `i` at commit `c`.
+    body: &'a dyn Fn(&mut Rng, usize, usize) -> String,
+    /// Adds a `README.md` in the first commit.
+    readme: bool,
+}
+
+/// Generates (once) the repository `spec` describes under `target/rewardlab-bench/<version>`, with
+/// a checkout for the `git grep` baselines.
+fn generated_fixture(spec: &Generated<'_>) -> Fixture {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/rewardlab-bench").join(spec.version);
     let store_dir = base.join("store");
-    let bare = store_dir.join("bench__repo.git");
+    let bare = store_dir.join(format!("{}.git", spec.name));
     let checkout = base.join("checkout");
     let scratch = base.join("scratch");
     if !base.join("ready").exists() {
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(&bare).expect("mkdir");
         git(&bare, &["init", "-q", "--bare"]);
-        let mut rng = Rng(0x5eed_1234_5678_9abc);
+        let mut rng = Rng(spec.seed);
         let mut stream = Vec::new();
-        for c in 1..=COMMITS {
+        for c in 1..=spec.commits {
             let msg = format!("commit {c}");
             stream.extend_from_slice(
                 format!(
@@ -123,15 +155,18 @@ fn fixture() -> Fixture {
             if c > 1 {
                 stream.extend_from_slice(format!("from :{}\n", c - 1).as_bytes());
             }
-            let touched: Vec<usize> =
-                if c == 1 { (0..FILES).collect() } else { (0..25).map(|_| rng.below(FILES)).collect() };
+            let touched: Vec<usize> = if c == 1 {
+                (0..spec.files).collect()
+            } else {
+                (0..spec.touched_per_commit).map(|_| rng.below(spec.files)).collect()
+            };
             for i in touched {
-                let body = python(&mut rng, c);
+                let body = (spec.body)(&mut rng, i, c);
                 stream.extend_from_slice(format!("M 100644 inline {}\ndata {}\n", path_of(i), body.len()).as_bytes());
                 stream.extend_from_slice(body.as_bytes());
                 stream.push(b'\n');
             }
-            if c == 1 {
+            if c == 1 && spec.readme {
                 let readme = "# bench repo\n";
                 stream.extend_from_slice(
                     format!("M 100644 inline README.md\ndata {}\n{readme}\n", readme.len()).as_bytes(),
@@ -148,7 +183,6 @@ fn fixture() -> Fixture {
     }
     std::fs::create_dir_all(&scratch).expect("scratch");
     let commits = git(&bare, &["rev-list", "--reverse", "main"]).lines().map(str::to_owned).collect::<Vec<_>>();
-    assert_eq!(commits.len(), COMMITS);
     Fixture { store_dir, bare, checkout, scratch, commits }
 }
 
@@ -335,50 +369,16 @@ fn big_python(rng: &mut Rng, file: usize, salt: usize) -> String {
 
 /// Generates (once) the sympy-sized repository and a checkout for `git grep`.
 fn big_fixture() -> Fixture {
-    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/rewardlab-bench").join(BIG_VERSION);
-    let store_dir = base.join("store");
-    let bare = store_dir.join("bench__big.git");
-    let checkout = base.join("checkout");
-    let scratch = base.join("scratch");
-    if !base.join("ready").exists() {
-        let _ = std::fs::remove_dir_all(&base);
-        std::fs::create_dir_all(&bare).expect("mkdir");
-        git(&bare, &["init", "-q", "--bare"]);
-        let mut rng = Rng(0xb16_5eed_0000_0001);
-        let mut stream = Vec::new();
-        for c in 1..=BIG_COMMITS {
-            let msg = format!("commit {c}");
-            stream.extend_from_slice(
-                format!(
-                    "commit refs/heads/main\nmark :{c}\ncommitter B <b@x> {} +0000\ndata {}\n{msg}\n",
-                    1_700_000_000 + c,
-                    msg.len()
-                )
-                .as_bytes(),
-            );
-            if c > 1 {
-                stream.extend_from_slice(format!("from :{}\n", c - 1).as_bytes());
-            }
-            let touched: Vec<usize> =
-                if c == 1 { (0..BIG_FILES).collect() } else { (0..20).map(|_| rng.below(BIG_FILES)).collect() };
-            for i in touched {
-                let body = big_python(&mut rng, i, c);
-                stream.extend_from_slice(format!("M 100644 inline {}\ndata {}\n", path_of(i), body.len()).as_bytes());
-                stream.extend_from_slice(body.as_bytes());
-                stream.push(b'\n');
-            }
-        }
-        let mut child =
-            git_cmd(&bare).args(["fast-import", "--quiet"]).stdin(Stdio::piped()).spawn().expect("fast-import");
-        child.stdin.take().expect("stdin").write_all(&stream).expect("stream");
-        assert!(child.wait().expect("fast-import").success());
-        git(&bare, &["symbolic-ref", "HEAD", "refs/heads/main"]);
-        git(&bare, &["worktree", "add", "-q", "--detach", checkout.to_str().expect("utf-8"), "main"]);
-        std::fs::write(base.join("ready"), "").expect("marker");
-    }
-    std::fs::create_dir_all(&scratch).expect("scratch");
-    let commits = git(&bare, &["rev-list", "--reverse", "main"]).lines().map(str::to_owned).collect::<Vec<_>>();
-    Fixture { store_dir, bare, checkout, scratch, commits }
+    generated_fixture(&Generated {
+        version: BIG_VERSION,
+        name: "bench__big",
+        seed: 0xb16_5eed_0000_0001,
+        commits: BIG_COMMITS,
+        files: BIG_FILES,
+        touched_per_commit: 20,
+        body: &big_python,
+        readme: false,
+    })
 }
 
 /// A real mirror from `REWARDLAB_MIRRORS`, shared-cloned (objects through alternates) into a
