@@ -7,6 +7,7 @@ mod rewards {
     pub mod catm;
     pub mod codegen;
     pub mod commits;
+    pub mod leakage;
     pub mod mining;
     pub mod props;
     pub mod reward_files;

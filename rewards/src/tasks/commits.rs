@@ -702,7 +702,7 @@ fn explain_empty(stats: &MineStats, options: &CommitOptions) -> (String, String)
 /// annotated tag stays the tag: the walk peels it), so a cache hit needs only
 /// the references. gix's full rev-parse needs its `revision` feature, which
 /// the workspace does not enable; these three forms are what a miner needs.
-fn resolve_rev(repo: &gix::Repository, rev: &str) -> Result<gix::ObjectId, gix::Error> {
+pub(crate) fn resolve_rev(repo: &gix::Repository, rev: &str) -> Result<gix::ObjectId, gix::Error> {
     if rev.len() == 40
         && let Ok(id) = gix::ObjectId::from_hex(rev.as_bytes())
     {

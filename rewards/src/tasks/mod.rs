@@ -12,6 +12,7 @@ use crate::rollout::Selection;
 pub mod cache;
 pub mod commits;
 pub mod filters;
+pub mod leakage;
 pub mod swebench;
 
 pub use cache::{CacheKey, mine_cached};
@@ -19,6 +20,7 @@ pub use commits::{
     CommitError, CommitOptions, MineStats, Mined, MinedTask, TaskKind, TaskKinds, mine, mine_commits, resolve_range,
 };
 pub use filters::parse_time;
+pub use leakage::{EvalCommit, LeakageError, TrainChange, find_leaks};
 pub use swebench::{SwebenchInstance, load_swebench};
 
 /// One retrieval task.
