@@ -122,8 +122,15 @@ fn study_swebench_source_checks_and_trains_from_a_repos_directory() {
     let file = write(dir, "bench.toml", &study_file(tasks));
     let file = file.to_str().expect("utf-8");
     check_and_train(dir, file, "bench");
-    // The repository store is the repos directory itself: nothing was cloned elsewhere.
-    assert!(!dir.join("results/bench/store").exists());
+    // Nothing was cloned: the study's store links the clone of the repos directory.
+    let link = dir.join("results/bench/store/acme__widgets.git");
+    assert_eq!(fs::read_link(&link).expect("a link"), dir.join("repos/acme__widgets.git").canonicalize().expect("abs"));
+    let entries: Vec<_> = fs::read_dir(dir.join("results/bench/store"))
+        .expect("store")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|name| name != ".trees")
+        .collect();
+    assert_eq!(entries, ["acme__widgets.git"], "nothing else in the store");
 
     // An instance naming a repository without a clone is refused up front, by name.
     let missing = lines[0].replace("acme/widgets", "acme/gadgets");

@@ -19,7 +19,7 @@ use rewardlab_dsl::diag::render_all;
 use rewardlab_dsl::{Diagnostic, Interval, SourceFile, Span};
 use toml::Spanned;
 
-use super::spec::{GridSpec, PolicySpec, StudyFile, SummarySpec, TaskSpec, VariantSpec};
+use super::spec::{CommitsSpec, GridSpec, PolicySpec, StudyFile, SummarySpec, TaskSpec, VariantSpec};
 use super::synth::{Synth, string_content_start};
 use crate::engine::EngineConfig;
 
@@ -29,8 +29,10 @@ pub struct Study {
     pub name: String,
     pub path: PathBuf,
     pub description: String,
-    /// Paths resolved against the study file's directory.
-    pub tasks: TaskSpec,
+    /// The training sources, paths resolved against the study file's directory.
+    pub tasks: Vec<TaskSpec>,
+    /// The evaluation source (every task held out), paths resolved likewise.
+    pub eval: Option<TaskSpec>,
     pub policy: PolicySpec,
     /// The engine's settings; `seed` is replaced per run.
     pub training: EngineConfig,
@@ -316,15 +318,9 @@ impl Checker<'_> {
         if variants.is_empty() && !self.has_errors() {
             self.error(0..0, "the study declares no variant: add `[[variants]]` or a `[grid]`");
         }
-        let tasks = resolve_tasks(spec.tasks, self.base);
-        let held_out_fraction = match &tasks {
-            TaskSpec::Synthetic { held_out_fraction, .. }
-            | TaskSpec::Swebench { held_out_fraction, .. }
-            | TaskSpec::Commits { held_out_fraction, .. } => *held_out_fraction,
-        };
-        if !(0.0..=1.0).contains(&held_out_fraction) {
-            self.error(0..0, format!("tasks.held_out_fraction must be in [0, 1], got {held_out_fraction}"));
-        }
+        let tasks: Vec<TaskSpec> = spec.tasks.into_iter().map(|t| resolve_tasks(t, self.base)).collect();
+        let eval = spec.eval.map(|t| resolve_tasks(t, self.base));
+        self.check_sources(&tasks, eval.as_ref());
         let policy = match spec.policy {
             PolicySpec::Qwen3(mut q) => {
                 q.model = self.base.join(&q.model);
@@ -337,6 +333,7 @@ impl Checker<'_> {
             path: path.to_owned(),
             description: spec.description,
             tasks,
+            eval,
             policy,
             training,
             summary,
@@ -345,6 +342,42 @@ impl Checker<'_> {
             variants,
             warnings: StudyDiagnostics::default(),
         })
+    }
+
+    /// The task sources' own rules: fractions in [0, 1], no split beside an
+    /// evaluation source, readable dates, at most one synthetic source.
+    fn check_sources(&mut self, tasks: &[TaskSpec], eval: Option<&TaskSpec>) {
+        if tasks.is_empty() {
+            self.error(0..0, "the study declares no training source: add a `[tasks]` table or `[[tasks]]` tables");
+        }
+        let named = tasks.iter().enumerate().map(|(i, t)| {
+            let name = if tasks.len() == 1 { "tasks".to_owned() } else { format!("tasks[{i}]") };
+            (name, t)
+        });
+        let mut synthetic = 0;
+        for (name, source) in named.chain(eval.map(|e| ("eval".to_owned(), e))) {
+            if let Some(fraction) = source.held_out_setting() {
+                if !(0.0..=1.0).contains(&fraction) {
+                    self.error(0..0, format!("{name}.held_out_fraction must be in [0, 1], got {fraction}"));
+                } else if eval.is_some() {
+                    let why = if name == "eval" {
+                        "every task of the evaluation source is held out"
+                    } else {
+                        "with an `[eval]` source every training task trains"
+                    };
+                    self.error(0..0, format!("{name}.held_out_fraction has no effect: {why}; remove it"));
+                }
+            }
+            if let TaskSpec::Commits(c) = source
+                && let Err(message) = c.options()
+            {
+                self.error(0..0, format!("{name}.{message}"));
+            }
+            synthetic += usize::from(matches!(source, TaskSpec::Synthetic { .. }));
+        }
+        if synthetic > 1 {
+            self.error(0..0, "a study may have one synthetic source (its repository is `<study>/data/repo.git`)");
+        }
     }
 
     fn add(
@@ -563,9 +596,7 @@ fn resolve_tasks(tasks: TaskSpec, base: &Path) -> TaskSpec {
         TaskSpec::Swebench { path, repos, seed, held_out_fraction } => {
             TaskSpec::Swebench { path: base.join(path), repos: base.join(repos), seed, held_out_fraction }
         }
-        TaskSpec::Commits { repo, rev, max_tasks, seed, held_out_fraction } => {
-            TaskSpec::Commits { repo: base.join(repo), rev, max_tasks, seed, held_out_fraction }
-        }
+        TaskSpec::Commits(c) => TaskSpec::Commits(CommitsSpec { repo: base.join(&c.repo), ..c }),
         t => t,
     }
 }

@@ -19,12 +19,13 @@ pub mod runs;
 pub mod slurm;
 pub mod spec;
 mod synth;
+pub mod tasks;
 pub mod train;
 
 pub use load::{
     FileDiagnostics, ReadFile, RunSpec, Study, StudyDiagnostics, StudyError, Variant, parse_study, run_dir,
 };
-pub use spec::{GridSpec, PolicySpec, Qwen3Spec, StudyFile, SummarySpec, TaskSpec, VariantSpec};
+pub use spec::{CommitsSpec, GridSpec, PolicySpec, Qwen3Spec, StudyFile, SummarySpec, TaskSpec, VariantSpec};
 pub mod plots;
 pub mod replay;
 pub mod stats;
@@ -35,6 +36,7 @@ pub use plots::write_plots;
 pub use replay::{ReplayRow, replay, replay_markdown};
 pub use runs::{DONE_FILE, RunStatus, Start, run_finished};
 pub use summary::{Manifest, Summary, SummaryError, summarize, write_tables};
+pub use tasks::{PreparedTasks, SourceReport, TaskError, TaskReport, prepare_tasks};
 pub use train::{PolicyContext, Progress, RunError, RunProgress, StudyTasks, TrainError, train_runs};
 
 /// An error and its causes, `: `-separated, each once (the library's error

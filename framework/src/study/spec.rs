@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use rewardlab_models::proxy::ProxyConfig;
+use rewardlab_rewards::tasks::{CommitOptions, TaskKinds, parse_time};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -25,7 +26,12 @@ pub struct StudyFile {
     /// Run seeds are `base_seed + seed_index`: never a function of the variant.
     #[serde(default)]
     pub base_seed: u64,
-    pub tasks: TaskSpec,
+    /// The training sources: one `[tasks]` table or several `[[tasks]]`.
+    #[serde(deserialize_with = "one_or_many")]
+    pub tasks: Vec<TaskSpec>,
+    /// The evaluation source: every one of its tasks is held out, and the
+    /// training sources hold out none.
+    pub eval: Option<TaskSpec>,
     pub policy: PolicySpec,
     /// The engine's settings, passed through (its own defaults fill the gaps).
     /// `seed` is set per run from the seed index and may not appear here.
@@ -65,47 +71,136 @@ impl StudyFile {
 pub enum TaskSpec {
     /// A generated repository (`framework::synthetic`).
     Synthetic {
+        /// Seeds the generator (the repository, the tasks and their split).
         #[serde(default)]
         seed: u64,
+        /// Source files of the generated repository.
         #[serde(default = "default_files")]
         files: usize,
+        /// Commits of its history.
         #[serde(default = "default_commits")]
         commits: usize,
+        /// Tasks generated.
         #[serde(default = "default_tasks")]
         tasks: usize,
-        #[serde(default = "default_held_out")]
-        held_out_fraction: f64,
+        /// Share of the tasks held out (default 0.2; not allowed beside `[eval]`).
+        held_out_fraction: Option<f64>,
     },
     /// SWE-bench-style JSONL (`rewardlab_rewards::tasks::swebench`).
     Swebench {
         /// The JSONL file, relative to the study file.
         path: PathBuf,
         /// A directory of bare clones named `owner__name.git`, one per `repo`
-        /// the instances name (relative to the study file). It becomes the
-        /// study's repository store as is: nothing is cloned or copied.
+        /// the instances name (relative to the study file). Its clones are
+        /// used where they are: nothing is cloned or copied.
         repos: PathBuf,
         /// Seeds the train/held-out shuffle.
         #[serde(default)]
         seed: u64,
-        #[serde(default = "default_held_out")]
-        held_out_fraction: f64,
+        /// Share of the instances held out (default 0.2; not allowed beside `[eval]`).
+        held_out_fraction: Option<f64>,
     },
-    /// Tasks mined from a git repository's commits
-    /// (`rewardlab_rewards::tasks::commits`, default filters).
-    Commits {
-        /// The repository (bare or not), relative to the study file.
-        repo: PathBuf,
-        /// Where the history walk starts: `HEAD`, a branch or tag name, or a full commit id.
-        #[serde(default = "default_rev")]
-        rev: String,
-        /// Keep at most this many tasks (newest first).
-        max_tasks: Option<usize>,
-        /// Seeds the train/held-out shuffle.
-        #[serde(default)]
-        seed: u64,
-        #[serde(default = "default_held_out")]
-        held_out_fraction: f64,
-    },
+    /// Tasks mined from a git repository's commits and merged pull requests
+    /// (`rewardlab_rewards::tasks::commits`).
+    Commits(CommitsSpec),
+}
+
+/// A `source = "commits"` table: the repository, the walk and the filters.
+/// Unset filters keep [`CommitOptions`]' defaults (one to five changed source
+/// files, messages of at least four words, tests/docs/vendored paths excluded).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommitsSpec {
+    /// The repository (bare or not), relative to the study file.
+    pub repo: PathBuf,
+    /// Where the history walk starts: `HEAD`, a branch or tag name, a full
+    /// commit id, or a range `A..B`.
+    #[serde(default = "default_rev")]
+    pub rev: String,
+    /// Keep at most this many tasks (newest first).
+    pub max_tasks: Option<usize>,
+    /// Look at no more than this many commits of the walk.
+    pub max_commits: Option<usize>,
+    /// `commits`, `pull_requests` or `both` (default `commits`).
+    pub kinds: Option<TaskKinds>,
+    /// Follow first parents only (`git log --first-parent`).
+    #[serde(default)]
+    pub first_parent: bool,
+    /// Only commits at or after this date (`YYYY-MM-DD`, RFC 3339, or Unix seconds).
+    pub since: Option<String>,
+    /// Only commits at or before this date.
+    pub until: Option<String>,
+    /// A target file must match one of these globs (when any are given).
+    #[serde(default)]
+    pub include: Vec<String>,
+    /// Files matching one of these globs are never targets (`**/tests/**`, `doc/**`).
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// Fewest target files a task may have.
+    pub min_files: Option<usize>,
+    /// Most target files a task may have.
+    pub max_files: Option<usize>,
+    /// Skip commits that change more paths than this (any file counts).
+    pub max_changed_paths: Option<usize>,
+    /// Skip messages with fewer words.
+    pub min_message_words: Option<usize>,
+    /// Skip messages (pull request texts) with fewer characters.
+    pub min_message_chars: Option<usize>,
+    /// Seeds the train/held-out shuffle.
+    #[serde(default)]
+    pub seed: u64,
+    /// Share of the tasks held out (default 0.2; not allowed beside `[eval]`).
+    pub held_out_fraction: Option<f64>,
+}
+
+impl CommitsSpec {
+    /// The mining options this table asks for, or what is wrong with a date.
+    pub fn options(&self) -> Result<CommitOptions, String> {
+        let defaults = CommitOptions::default();
+        let date = |key: &str, text: &Option<String>| -> Result<Option<i64>, String> {
+            text.as_deref()
+                .map(|t| {
+                    parse_time(t)
+                        .ok_or_else(|| format!("{key} = {t:?} is not a date (`YYYY-MM-DD`, RFC 3339 or Unix seconds)"))
+                })
+                .transpose()
+        };
+        Ok(CommitOptions {
+            rev: self.rev.clone(),
+            max_tasks: self.max_tasks.unwrap_or(defaults.max_tasks),
+            max_commits: self.max_commits.unwrap_or(defaults.max_commits),
+            first_parent: self.first_parent,
+            since: date("since", &self.since)?,
+            until: date("until", &self.until)?,
+            min_files: self.min_files.unwrap_or(defaults.min_files),
+            max_files: self.max_files.unwrap_or(defaults.max_files),
+            max_changed_paths: self.max_changed_paths.unwrap_or(defaults.max_changed_paths),
+            min_message_words: self.min_message_words.unwrap_or(defaults.min_message_words),
+            min_message_chars: self.min_message_chars.unwrap_or(defaults.min_message_chars),
+            include_paths: self.include.clone(),
+            exclude_paths: self.exclude.clone(),
+            kinds: self.kinds.unwrap_or(defaults.kinds),
+            ..defaults
+        })
+    }
+}
+
+/// `tasks` is one table (`[tasks]`) or several (`[[tasks]]`).
+fn one_or_many<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<TaskSpec>, D::Error> {
+    struct Visit;
+    impl<'de> serde::de::Visitor<'de> for Visit {
+        type Value = Vec<TaskSpec>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a `[tasks]` table or an array of `[[tasks]]` tables")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            TaskSpec::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(|t| vec![t])
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+            Vec::<TaskSpec>::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
+        }
+    }
+    deserializer.deserialize_any(Visit)
 }
 
 fn default_files() -> usize {
@@ -281,9 +376,35 @@ impl TaskSpec {
     pub fn synthetic_config(&self) -> Option<crate::synthetic::SyntheticConfig> {
         match *self {
             TaskSpec::Synthetic { seed, files, commits, tasks, held_out_fraction } => {
+                let held_out_fraction = held_out_fraction.unwrap_or_else(default_held_out);
                 Some(crate::synthetic::SyntheticConfig { seed, files, commits, tasks, held_out_fraction })
             }
             _ => None,
+        }
+    }
+
+    /// `held_out_fraction` as the file sets it (`None` when absent).
+    pub fn held_out_setting(&self) -> Option<f64> {
+        match self {
+            TaskSpec::Synthetic { held_out_fraction, .. } | TaskSpec::Swebench { held_out_fraction, .. } => {
+                *held_out_fraction
+            }
+            TaskSpec::Commits(c) => c.held_out_fraction,
+        }
+    }
+
+    /// The share of this source's tasks held out when the study has no
+    /// evaluation source (0.2 unless set).
+    pub fn held_out_fraction(&self) -> f64 {
+        self.held_out_setting().unwrap_or_else(default_held_out)
+    }
+
+    /// `synthetic`, `swebench` or `commits`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TaskSpec::Synthetic { .. } => "synthetic",
+            TaskSpec::Swebench { .. } => "swebench",
+            TaskSpec::Commits(_) => "commits",
         }
     }
 }

@@ -51,7 +51,7 @@ fn study_shipped_studies_check() {
         let runs = study.runs();
         assert_eq!(runs.len(), 3 * study.seeds);
         assert!(matches!(study.policy, PolicySpec::Proxy(_)));
-        let synthetic = study.tasks.synthetic_config().expect("synthetic source");
+        let synthetic = study.tasks[0].synthetic_config().expect("synthetic source");
         assert_eq!((synthetic.files, synthetic.tasks), (120, 48));
         // The default study must stay small enough for a few minutes on 2 cores.
         let t = &study.training;
@@ -295,10 +295,12 @@ fn study_real_task_sources_resolve_against_the_study_file() {
     let variant = "[policy]\nkind = \"proxy\"\n[[variants]]\nname = \"a\"\nreward = 'Fb(file)'\n";
     let text =
         format!("seeds = 1\n[tasks]\nsource = \"swebench\"\npath = \"lite.jsonl\"\nrepos = \"mirrors\"\n{variant}");
-    match parse(&text).expect("valid").tasks {
+    let study = parse(&text).expect("valid");
+    assert_eq!(study.tasks[0].held_out_fraction(), 0.2);
+    match study.tasks.into_iter().next().expect("one source") {
         TaskSpec::Swebench { path, repos, seed, held_out_fraction } => {
             assert_eq!((path, repos), (studies_dir().join("lite.jsonl"), studies_dir().join("mirrors")));
-            assert_eq!((seed, held_out_fraction), (0, 0.2));
+            assert_eq!((seed, held_out_fraction), (0, None));
         }
         other => panic!("{other:?}"),
     }
@@ -306,8 +308,8 @@ fn study_real_task_sources_resolve_against_the_study_file() {
     let no_repos = format!("seeds = 1\n[tasks]\nsource = \"swebench\"\npath = \"lite.jsonl\"\n{variant}");
     assert!(invalid(&no_repos).contains("missing field `repos`"), "{}", invalid(&no_repos));
     let text = format!("seeds = 1\n[tasks]\nsource = \"commits\"\nrepo = \"..\"\nmax_tasks = 5\n{variant}");
-    match parse(&text).expect("valid").tasks {
-        TaskSpec::Commits { repo, rev, max_tasks, .. } => {
+    match parse(&text).expect("valid").tasks.into_iter().next().expect("one source") {
+        TaskSpec::Commits(CommitsSpec { repo, rev, max_tasks, .. }) => {
             assert_eq!((repo, rev.as_str(), max_tasks), (studies_dir().join(".."), "HEAD", Some(5)));
         }
         other => panic!("{other:?}"),

@@ -287,7 +287,7 @@ mod tests {
              [[variants]]\nname = \"recall\"\nreward = 'R(file)'\n"
         );
         let study = parse_study(&dir.join("t.toml"), &text, &|p: &Path| fs::read_to_string(p)).expect("a valid study");
-        let config = study.tasks.synthetic_config().expect("synthetic");
+        let config = study.tasks[0].synthetic_config().expect("synthetic");
         let repo = dir.join("data/repo.git");
         let mut source = crate::synthetic::generate(&config, &repo).expect("generate");
         source.repo_path = repo.canonicalize().expect("absolute");

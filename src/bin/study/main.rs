@@ -47,11 +47,19 @@ struct RunArgs {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Check a study file (TOML, every variant's reward program) and list its runs; exit 1 on errors.
+    /// Check a study file (TOML, every variant's reward program), prepare its tasks (mining and
+    /// caching commits, opening every repository and commit, applying the leakage rule) and
+    /// report them, and list its runs; exit 1 on errors.
     Check {
         /// The study file.
         #[arg(default_value = "studies/codegrep.toml")]
         study: PathBuf,
+        /// Where `<study>/` goes (the task sources' caches and generated repositories live there).
+        #[arg(long, default_value = "results")]
+        results: PathBuf,
+        /// Check the file only: do not prepare the tasks.
+        #[arg(long)]
+        no_tasks: bool,
     },
     /// Evaluate every variant's reward and advantage on the same logged rollouts
     /// and compare each with the first: Kendall τ-b of within-group rankings,
@@ -88,7 +96,7 @@ fn main() -> ExitCode {
     unsafe { rewardlab_models::threads::set_thread_count_env() };
     let cli = Cli::parse();
     let result = match cli.command {
-        Some(Command::Check { study }) => check(&study),
+        Some(Command::Check { study, results, no_tasks }) => check(&study, (!no_tasks).then_some(results.as_path())),
         Some(Command::Replay { study, rollouts, csv }) => replay(&study, &rollouts, csv.as_deref()),
         Some(Command::Summarize { dir }) => summarize(&dir).map(|()| 0),
         Some(Command::Slurm(args)) => slurm::slurm(&args),
@@ -122,8 +130,13 @@ fn load(path: &Path) -> Result<Option<Study>> {
     }
 }
 
-fn check(path: &Path) -> Result<u8> {
+/// `study check`; `results` is where the study's directory goes when its tasks are prepared.
+fn check(path: &Path, results: Option<&Path>) -> Result<u8> {
     let Some(s) = load(path)? else { return Ok(1) };
+    if let Some(results) = results {
+        let prepared = study::prepare_tasks(&s, &results.join(&s.name))?;
+        print!("{}", prepared.report.render());
+    }
     let runs = s.runs();
     println!("{}: {} variants × {} seeds = {} runs", s.name, s.variants.len(), s.seeds, runs.len());
     for r in &runs {

@@ -7,7 +7,6 @@ use anyhow::{Result, bail};
 use rewardlab_framework::study::{self, Manifest, PolicySpec, RunSpec, Study};
 
 mod qwen3;
-mod tasks;
 mod train;
 
 /// `study [STUDY.toml]`. Without `--jobs`, proxy-policy runs train one per

@@ -1,4 +1,4 @@
-//! Training a study's runs: the task set is prepared here (`super::tasks`),
+//! Training a study's runs: the task set is prepared here (`study::prepare_tasks`),
 //! then the framework's runner (`study::train_runs`: worker pool, done markers,
 //! resume from checkpoints, the BM25 baseline) trains them while this module
 //! draws its progress bars.
@@ -10,11 +10,9 @@ use anyhow::Result;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use rewardlab_framework::engine::{Engine, StepReport};
 use rewardlab_framework::study::train::{Progress, RunProgress};
-use rewardlab_framework::study::{PolicyContext, PolicySpec, RunError, RunSpec, Study, StudyTasks, error_chain};
+use rewardlab_framework::study::{PolicyContext, PolicySpec, RunError, RunSpec, Study, error_chain};
 use rewardlab_models::agent::Policy;
 use rewardlab_models::proxy::ProxyPolicy;
-
-use super::tasks;
 
 /// Trains every run (see `super::run_study`) with the study's policy.
 pub fn train(study: &Study, runs: &[RunSpec], jobs: usize, study_dir: &Path) -> Result<()> {
@@ -37,9 +35,8 @@ pub fn train_with<P: Policy>(
     make_policy: impl Fn(&RunSpec, &PolicyContext<'_>) -> Result<P> + Sync,
     after_run: impl Fn(&RunSpec, &Engine<P>, &Path) -> Result<()> + Sync,
 ) -> Result<()> {
-    let prepared = tasks::prepare(study, study_dir)?;
-    let tasks =
-        StudyTasks { tasks: std::sync::Arc::new(prepared.tasks), store: prepared.store, repo_dirs: prepared.repo_dirs };
+    let prepared = rewardlab_framework::study::prepare_tasks(study, study_dir)?;
+    let tasks = prepared.tasks;
     let bars = Bars::new(&study.name, runs.len());
     let result =
         rewardlab_framework::study::train_runs(study, &tasks, runs, jobs, study_dir, make_policy, after_run, &bars);
