@@ -175,3 +175,121 @@ fn study_a_failing_run_does_not_stop_the_others_and_finished_runs_are_skipped() 
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(fs::metadata(&metrics).and_then(|m| m.modified()).expect("mtime"), before);
 }
+
+/// A study of `sources` (training tables and an `[eval]` table) without a split of its own.
+fn eval_study(sources: &str) -> String {
+    study_file(sources).replace("held_out_fraction = 0.5\n", "")
+}
+
+/// The widgets repository, its bare clone in `repos/`, and one SWE-bench
+/// line per fix (instance `acme__widgets-<i>` at the fix's parent).
+fn widgets_instances(dir: &Path) -> Vec<String> {
+    let fixes = widgets_repo(dir);
+    fs::create_dir(dir.join("repos")).expect("mkdir");
+    git(dir, &["clone", "-q", "--bare", "widgets", "repos/acme__widgets.git"]);
+    fixes
+        .iter()
+        .enumerate()
+        .map(|(i, (parent, commit))| {
+            serde_json::json!({
+                "instance_id": format!("acme__widgets-{i}"),
+                "repo": "acme/widgets",
+                "base_commit": parent,
+                "problem_statement": format!("Issue {i}: the widget output is off by ten."),
+                "patch": git(&dir.join("widgets"), &["diff", parent, commit]),
+            })
+            .to_string()
+        })
+        .collect()
+}
+
+const MINED: &str = "[[tasks]]\nsource = \"commits\"\nrepo = \"repos/acme__widgets.git\"\n";
+const EVAL: &str = "[eval]\nsource = \"swebench\"\npath = \"eval.jsonl\"\nrepos = \"repos\"\n";
+
+#[test]
+fn study_an_eval_source_is_held_out_and_leaking_training_tasks_are_dropped() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let instances = widgets_instances(dir);
+    // Instance 0 asks for `src/parser.py` at the root commit: the mined fix of the parser is
+    // its own fix, after its base, so training on it would leak the answer. The second fix
+    // (render and config) changes other files and stays.
+    write(dir, "eval.jsonl", &format!("{}\n", instances[0]));
+    let synthetic = "[[tasks]]\nsource = \"synthetic\"\nseed = 1\nfiles = 40\ncommits = 2\ntasks = 6\n";
+    let file = write(dir, "mix.toml", &eval_study(&format!("{MINED}{synthetic}{EVAL}")));
+    let file = file.to_str().expect("utf-8");
+    let out = study(dir, &["check", file, "--results", "results"]);
+    assert_ok(&out, "study check");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("tasks[0]") && report.contains("2 task(s)  commits of"), "{report}");
+    assert!(report.contains("tasks[1]") && report.contains("6 task(s)  synthetic"), "{report}");
+    assert!(report.contains("eval           1 task(s)  swebench"), "{report}");
+    assert!(report.contains("leakage: 1 training task(s) dropped for 1 evaluation instance(s)"), "{report}");
+    assert!(report.contains("acme__widgets-0: 1 (acme__widgets@"), "{report}");
+    // Every synthetic task trains (no split beside `[eval]`), the held-out task is the instance.
+    assert!(report.contains("7 training task(s), 1 held out"), "{report}");
+    // Mined once: the rerun reads the cache.
+    let again = study(dir, &["check", file, "--results", "results"]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("(from the cache)"), "{}", stdout_of(&again));
+
+    assert_ok(&study(dir, &[file, "--results", "results"]), "study");
+    let metrics = fs::read_to_string(dir.join("results/mix/runs/fb/seed-000/metrics.csv")).expect("metrics");
+    assert_eq!(steps(&dir.join("results/mix/runs/fb/seed-000/metrics.csv")), [1, 2], "{metrics}");
+    let baseline = fs::read_to_string(dir.join("results/mix/baseline_bm25.csv")).expect("baseline");
+    // The baselines score the evaluation source: one task.
+    assert!(baseline.lines().nth(1).is_some_and(|row| row.ends_with(",1")), "{baseline}");
+}
+
+fn stdout_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn study_bad_sources_stop_before_training_naming_the_repository_the_commit_and_the_fix() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let instances = widgets_instances(dir);
+    // Exit 2 for a source that fails when prepared, 1 for a study file that does not check.
+    let refused_with = |code: i32, name: &str, text: &str| -> String {
+        let file = write(dir, &format!("{name}.toml"), text);
+        let out = study(dir, &[file.to_str().expect("utf-8"), "--results", "results"]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(code), "{name}: {err}");
+        assert!(!dir.join("results").join(name).join("runs").exists(), "{name}: nothing trained");
+        err
+    };
+    let refused = |name: &str, text: &str| refused_with(2, name, text);
+
+    // Every mined task leaks one of the two instances: nothing is left to train on.
+    write(dir, "eval.jsonl", &(instances.join("\n") + "\n"));
+    let err = refused("leaky", &eval_study(&format!("{MINED}{EVAL}")));
+    assert!(err.contains("no training task is left: the leakage rule dropped all 2 training task(s)"), "{err}");
+    assert!(err.contains("until = "), "the fix is named: {err}");
+
+    // An instance whose base commit the clone lacks.
+    let missing = "0123456789abcdef0123456789abcdef01234567";
+    let parent = serde_json::from_str::<serde_json::Value>(&instances[1]).expect("json")["base_commit"]
+        .as_str()
+        .expect("base")
+        .to_owned();
+    write(dir, "eval.jsonl", &format!("{}\n", instances[1].replace(&parent, missing)));
+    let synthetic = "[[tasks]]\nsource = \"synthetic\"\nseed = 1\nfiles = 40\ncommits = 2\ntasks = 6\n";
+    let err = refused("nocommit", &eval_study(&format!("{synthetic}{EVAL}")));
+    assert!(err.contains(missing) && err.contains("acme__widgets-1") && err.contains("fetch"), "{err}");
+
+    // An evaluation repository that is not there.
+    write(dir, "eval.jsonl", &format!("{}\n", instances[0].replace("acme/widgets", "acme/gadgets")));
+    let err = refused("norepo", &eval_study(&format!("{synthetic}{EVAL}")));
+    assert!(err.contains("eval: 1 repositor(ies)") && err.contains("acme__gadgets.git"), "{err}");
+    assert!(err.contains("git clone --bare https://github.com/acme/gadgets"), "{err}");
+
+    // A mined range with no usable commit names the repository, the range and the filter.
+    let late = format!("{MINED}since = \"2100-01-01\"\n");
+    let err = refused("empty", &eval_study(&late).replace("[[tasks]]", "[tasks]"));
+    assert!(err.contains("tasks: mining") && err.contains("no usable commits") && err.contains("HEAD"), "{err}");
+
+    // A split beside `[eval]` is refused when the file is checked.
+    write(dir, "eval.jsonl", &format!("{}\n", instances[0]));
+    let err = refused_with(1, "split", &eval_study(&format!("{MINED}held_out_fraction = 0.3\n{EVAL}")));
+    assert!(err.contains("held_out_fraction has no effect"), "{err}");
+}

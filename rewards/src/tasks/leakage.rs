@@ -65,7 +65,10 @@ pub enum LeakageError {
         source: gix::Error,
     },
     /// A commit does not resolve or cannot be read.
-    #[error("{what} `{commit}` ({owner}) is not a readable commit of {path}")]
+    #[error(
+        "{what} `{commit}` ({owner}) is not a readable commit of {path}; fetch it into that clone \
+         (`git -C {path} fetch origin {commit}`) or leave {owner} out"
+    )]
     Commit {
         /// The repository's path.
         path: PathBuf,
