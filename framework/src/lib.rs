@@ -1,5 +1,7 @@
 //! rewardlab-framework.
 
+#![warn(missing_docs)]
+
 pub mod bm25;
 pub mod engine;
 pub mod study;
