@@ -40,7 +40,9 @@ impl Default for Bm25Params {
 /// A ranked file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hit {
+    /// The file's path as indexed (repository-relative for [`Bm25Index::from_commit`]).
     pub path: String,
+    /// Its BM25 score for the query, ≥ 0.
     pub score: f64,
 }
 
@@ -60,11 +62,35 @@ pub struct Bm25Index {
 #[non_exhaustive]
 pub enum Bm25Error {
     #[error("cannot open repository {path}: {detail}")]
-    Open { path: PathBuf, detail: String },
+    /// The path is not a git repository gix can open.
+    Open {
+        /// The repository path.
+        path: PathBuf,
+        /// gix's message.
+        detail: String,
+    },
     #[error("cannot read revision `{rev}` of {path}: {detail}")]
-    Revision { path: PathBuf, rev: String, detail: String },
+    /// The revision does not name a commit, or its tree cannot be walked.
+    Revision {
+        /// The repository path.
+        path: PathBuf,
+        /// The revision asked for.
+        rev: String,
+        /// gix's message.
+        detail: String,
+    },
     #[error("cannot read `{file}` at `{rev}` of {path}: {detail}")]
-    Blob { path: PathBuf, rev: String, file: String, detail: String },
+    /// A file of the commit's tree cannot be read.
+    Blob {
+        /// The repository path.
+        path: PathBuf,
+        /// The revision being indexed.
+        rev: String,
+        /// The file's path in the tree.
+        file: String,
+        /// gix's message.
+        detail: String,
+    },
 }
 
 impl Bm25Index {

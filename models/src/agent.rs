@@ -33,7 +33,10 @@ pub struct TaskPrompt {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Sampling {
     /// Training: draw from the policy at this temperature.
-    Sample { temperature: f64 },
+    Sample {
+        /// Softmax temperature, > 0; 1 samples the model's own distribution.
+        temperature: f64,
+    },
     /// Evaluation: take the most likely choice everywhere.
     Greedy,
 }
@@ -43,7 +46,9 @@ pub enum Sampling {
 pub struct TurnInfo {
     /// 0-based turn index.
     pub index: usize,
+    /// Turns the rollout may take, the answer turn included.
     pub max_turns: usize,
+    /// Tool calls one turn may make.
     pub max_calls_per_turn: usize,
     /// The last turn: the policy must answer now.
     pub must_answer: bool,
@@ -55,7 +60,12 @@ pub struct TurnInfo {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Answer {
     /// A policy that decides files directly (the proxy policy): files and `path:start-end` ranges.
-    Structured { files: Vec<String>, line_ranges: Vec<String> },
+    Structured {
+        /// Predicted repository-relative file paths.
+        files: Vec<String>,
+        /// Predicted line ranges as `path:start-end` text, 1-based and inclusive.
+        line_ranges: Vec<String>,
+    },
     /// Generated text that should hold `<answer>{...}</answer>`; the engine parses it strictly.
     Text(String),
 }
@@ -82,10 +92,15 @@ pub struct StepStats {
 /// AdamW settings for one [`Policy::step`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct OptimStep {
+    /// The learning rate of this step (after any schedule).
     pub lr: f64,
+    /// Decay rate of the first-moment estimate, in [0, 1).
     pub beta1: f64,
+    /// Decay rate of the second-moment estimate, in [0, 1).
     pub beta2: f64,
+    /// Added to the second moment's square root to keep the update finite.
     pub eps: f64,
+    /// Decoupled weight decay, applied as `θ -= lr · weight_decay · θ`.
     pub weight_decay: f64,
     /// Clip the global gradient norm to this (no clipping when `None`).
     pub max_grad_norm: Option<f64>,

@@ -20,8 +20,10 @@ pub const SINGLE_FILE: &str = "model.safetensors";
 /// `model.safetensors.index.json`: which shard holds each tensor.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ShardIndex {
+    /// Free-form metadata such as `total_size`; kept as written, read by nothing here.
     #[serde(default)]
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Tensor name → the shard's file name, relative to the checkpoint directory.
     pub weight_map: BTreeMap<String, String>,
 }
 

@@ -11,16 +11,36 @@ pub enum Error {
     Candle(#[from] candle_core::Error),
     /// A file could not be read or written.
     #[error("cannot access {path}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
     /// A JSON file (config, index, adapter config, tokenizer) did not parse.
     #[error("invalid JSON in {path}")]
-    Json { path: PathBuf, source: serde_json::Error },
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// The parse error, with its line and column.
+        source: serde_json::Error,
+    },
     /// A safetensors file is malformed.
     #[error("safetensors file {path}")]
-    Safetensors { path: PathBuf, source: safetensors::SafeTensorError },
+    Safetensors {
+        /// The file.
+        path: PathBuf,
+        /// What the safetensors reader found wrong.
+        source: safetensors::SafeTensorError,
+    },
     /// A checkpoint is inconsistent (missing tensor, shard, unexpected shape).
     #[error("checkpoint {path}: {message}")]
-    Checkpoint { path: PathBuf, message: String },
+    Checkpoint {
+        /// The checkpoint directory or file.
+        path: PathBuf,
+        /// What is inconsistent.
+        message: String,
+    },
     /// The model config asks for something this implementation does not support.
     #[error("unsupported model config: {0}")]
     Config(String),
@@ -29,7 +49,12 @@ pub enum Error {
     Tokenizer(String),
     /// A LoRA adapter is inconsistent with the model or its own config.
     #[error("adapter {path}: {message}")]
-    Adapter { path: PathBuf, message: String },
+    Adapter {
+        /// The adapter directory or file.
+        path: PathBuf,
+        /// What does not fit.
+        message: String,
+    },
     /// A caller passed arguments that cannot work together (empty batch, mismatched lengths).
     #[error("invalid argument: {0}")]
     Invalid(String),

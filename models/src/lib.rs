@@ -20,6 +20,8 @@
 //! files ([`peft`]), SFT warm start ([`sft`]) and tiny test checkpoints ([`tiny`]). Nothing
 //! here knows about studies or rewards.
 
+#![warn(missing_docs)]
+
 pub mod agent;
 pub mod agent_qwen3;
 pub mod checkpoint;

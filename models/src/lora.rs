@@ -21,12 +21,19 @@ use crate::qwen3::Pass;
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum TargetModule {
+    /// Attention's query projection, `q_proj`.
     QProj,
+    /// Attention's key projection, `k_proj`.
     KProj,
+    /// Attention's value projection, `v_proj`.
     VProj,
+    /// Attention's output projection, `o_proj`.
     OProj,
+    /// The MLP's gate projection, `gate_proj`.
     GateProj,
+    /// The MLP's up projection, `up_proj`.
     UpProj,
+    /// The MLP's down projection, `down_proj`.
     DownProj,
 }
 
@@ -64,8 +71,11 @@ impl TargetModule {
 /// Adapter shape and placement. Defaults follow the seeds: r = 32, α = 64, all projections.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoraConfig {
+    /// The adapters' rank.
     pub r: usize,
+    /// The scale numerator: adapters add `(alpha / r) · B A x`.
     pub alpha: f64,
+    /// The projections of every layer that get an adapter.
     pub targets: Vec<TargetModule>,
     /// Seeds A's initialisation (B starts at zero, so the initial model equals the base).
     pub seed: u64,
@@ -87,8 +97,11 @@ impl LoraConfig {
 /// The trainable pair of one projection: A `(r, in)`, B `(out, r)`, both f32 `Var`s.
 #[derive(Debug, Clone)]
 pub struct LoraAdapter {
+    /// The down-projection `A`, `(r, in)`, randomly initialised.
     pub a: Var,
+    /// The up-projection `B`, `(out, r)`, zero at initialisation.
     pub b: Var,
+    /// The factor on `B A x`, `alpha / r`.
     pub scale: f64,
 }
 
@@ -126,6 +139,7 @@ impl LoraLinear {
         &self.weight
     }
 
+    /// The trainable adapter, `None` for a projection without one.
     pub fn adapter(&self) -> Option<&LoraAdapter> {
         self.adapter.as_ref()
     }

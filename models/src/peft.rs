@@ -14,32 +14,47 @@ use crate::lora::{LoraConfig, TargetModule};
 use crate::qwen3::Qwen3Model;
 use crate::{Error, Result};
 
+/// The file name of an adapter's PEFT config inside its directory.
 pub const ADAPTER_CONFIG: &str = "adapter_config.json";
+/// The file name of an adapter's weights inside its directory.
 pub const ADAPTER_WEIGHTS: &str = "adapter_model.safetensors";
 const KEY_PREFIX: &str = "base_model.model.";
 
 /// The fields of PEFT's `adapter_config.json` for a plain LoRA.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AdapterConfig {
+    /// The adapter method; only `LORA` loads.
     pub peft_type: String,
+    /// PEFT's task type; written `CAUSAL_LM`, not checked on load.
     pub task_type: String,
+    /// The adapters' rank.
     pub r: usize,
+    /// LoRA's `α`; adapters add `(lora_alpha / r) · B A x`.
     pub lora_alpha: f64,
+    /// Dropout on the adapter input while training; written 0 and ignored on load.
     #[serde(default)]
     pub lora_dropout: f64,
+    /// Checkpoint names of the adapted projections (`q_proj`, ...).
     pub target_modules: Vec<String>,
+    /// The base model the adapter was trained on, when recorded.
     #[serde(default)]
     pub base_model_name_or_path: Option<String>,
+    /// Which biases were trained; only `none` loads.
     #[serde(default = "none")]
     pub bias: String,
+    /// Whether the base weights are stored `(in, out)`; only `false` loads.
     #[serde(default)]
     pub fan_in_fan_out: bool,
+    /// PEFT's inference-only flag; written `true`, not checked on load.
     #[serde(default)]
     pub inference_mode: bool,
+    /// Rank-stabilised LoRA (scale `α / √r`); only `false` loads.
     #[serde(default)]
     pub use_rslora: bool,
+    /// DoRA's weight decomposition; only `false` loads.
     #[serde(default)]
     pub use_dora: bool,
+    /// Extra fully trained modules saved with the adapter; written `None`, not read.
     #[serde(default)]
     pub modules_to_save: Option<Vec<String>>,
 }

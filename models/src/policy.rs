@@ -19,8 +19,11 @@ pub use crate::sampling::Generation;
 /// How to load a [`Qwen3Policy`].
 #[derive(Debug, Clone)]
 pub struct PolicyOptions {
+    /// The dtype the base weights are loaded in (adapters are always f32).
     pub dtype: DType,
+    /// Where the model runs.
     pub device: Device,
+    /// The adapters to create on load.
     pub lora: LoraConfig,
     /// Stop tokens are filled in from the tokenizer (`<|im_end|>`, `<|endoftext|>`) when empty.
     pub sampling: SamplingParams,
@@ -65,14 +68,17 @@ impl Qwen3Policy {
         Self { model, tokenizer, sampling, rng: ChaCha8Rng::seed_from_u64(seed) }
     }
 
+    /// The model, adapters included.
     pub fn model(&self) -> &Qwen3Model {
         &self.model
     }
 
+    /// The tokenizer prompts are encoded with.
     pub fn tokenizer(&self) -> &QwenTokenizer {
         &self.tokenizer
     }
 
+    /// The sampling settings, stop tokens filled in.
     pub fn sampling(&self) -> &SamplingParams {
         &self.sampling
     }

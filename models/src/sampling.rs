@@ -22,6 +22,7 @@ pub struct SamplingParams {
     pub top_p: f32,
     /// Most likely tokens kept (0 = off).
     pub top_k: usize,
+    /// The most tokens one continuation may generate, the stop token included.
     pub max_new_tokens: usize,
     /// Tokens that end a turn (they are kept as the last generated token).
     pub stop_tokens: Vec<u32>,
@@ -45,11 +46,13 @@ pub enum FinishReason {
 /// One sampled continuation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Generation {
+    /// The generated tokens, prompt excluded; ends with the stop token when `finish` is `Stop`.
     pub tokens: Vec<u32>,
     /// `log π(token | prefix)` under the temperature-scaled distribution before top-k/top-p
     /// truncation (at T = 1 this is the model's own log-prob, comparable to
     /// [`token_logprobs`](crate::policy::token_logprobs)).
     pub logprobs: Vec<f32>,
+    /// Why generation ended.
     pub finish: FinishReason,
 }
 

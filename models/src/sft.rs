@@ -10,7 +10,9 @@ use crate::{Error, Result};
 /// Optimiser settings for SFT.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SftOptions {
+    /// AdamW's learning rate, constant over the run.
     pub learning_rate: f64,
+    /// AdamW's decoupled weight decay on the adapters.
     pub weight_decay: f64,
 }
 
@@ -81,6 +83,8 @@ pub struct SftTrainer {
 }
 
 impl SftTrainer {
+    /// A trainer over `model`'s LoRA adapters, with gradient checkpointing off; fails when
+    /// the model has no adapters.
     pub fn new(model: &Qwen3Model, options: &SftOptions) -> Result<Self> {
         let vars = model.lora_vars();
         if vars.is_empty() {

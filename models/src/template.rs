@@ -27,17 +27,33 @@ pub const GENERATION_PROMPT: &str = "<|im_start|>assistant\n";
 #[non_exhaustive]
 pub enum ToolCallError {
     #[error("tool call is not closed with </tool_call>")]
+    /// A `<tool_call>` has no `</tool_call>` after it.
     Unterminated,
     #[error("tool call is not valid JSON: {0}")]
+    /// The block (or its string-encoded arguments) is not JSON; holds the parser's message.
     Json(String),
     #[error("tool call must be an object with \"name\" and \"arguments\"")]
+    /// The JSON has no string `name`, or its `arguments` are not an object.
     Shape,
     #[error("unknown tool {0:?}; the tools are grep, glob and read")]
+    /// The named tool (given) is not grep, glob or read.
     UnknownTool(String),
     #[error("invalid arguments for {tool}: {message}")]
-    Arguments { tool: String, message: String },
+    /// The arguments do not fit the tool's schema.
+    Arguments {
+        /// The tool called.
+        tool: String,
+        /// What is wrong with its arguments.
+        message: String,
+    },
     #[error("too many tool calls: {found} in one turn, at most {limit} are run")]
-    TooMany { found: usize, limit: usize },
+    /// The turn holds more calls than are run; the first `limit` are kept.
+    TooMany {
+        /// `<tool_call>` blocks in the turn.
+        found: usize,
+        /// Calls run per turn ([`MAX_CALLS_PER_TURN`]).
+        limit: usize,
+    },
 }
 
 /// The JSON schemas of grep, glob and read in the function-calling format Qwen3 was tuned on.
@@ -238,6 +254,7 @@ impl Rollout {
         self.push_context(tok, &render_tool_responses(responses))
     }
 
+    /// Every token of the rollout so far, prompt and tool responses included.
     pub fn tokens(&self) -> &[u32] {
         &self.tokens
     }

@@ -20,14 +20,23 @@ pub const SPECIAL_TOKENS: [&str; 9] = [
 /// Ids of the tokens the template and the sampler act on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SpecialIds {
+    /// `<|endoftext|>`, a stop token.
     pub endoftext: u32,
+    /// `<|im_start|>`, which opens a turn.
     pub im_start: u32,
+    /// `<|im_end|>`, which closes a turn and stops generation.
     pub im_end: u32,
+    /// `<tool_call>`.
     pub tool_call: u32,
+    /// `</tool_call>`.
     pub tool_call_end: u32,
+    /// `<tool_response>`.
     pub tool_response: u32,
+    /// `</tool_response>`.
     pub tool_response_end: u32,
+    /// `<think>`.
     pub think: u32,
+    /// `</think>`.
     pub think_end: u32,
 }
 
@@ -67,6 +76,7 @@ impl QwenTokenizer {
         Ok(Self { inner, special })
     }
 
+    /// The ids of [`SPECIAL_TOKENS`].
     pub fn special(&self) -> &SpecialIds {
         &self.special
     }
@@ -90,6 +100,7 @@ impl QwenTokenizer {
         self.inner.get_vocab_size(true)
     }
 
+    /// The wrapped `tokenizers` tokenizer, for what this type does not expose.
     pub fn inner(&self) -> &tokenizers::Tokenizer {
         &self.inner
     }

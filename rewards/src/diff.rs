@@ -24,10 +24,15 @@ use crate::metrics::LineRange;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ChangeKind {
+    /// The file's content or mode changed in place.
     Modified,
+    /// The file is new (`new file mode`, or a pre-image of `/dev/null`).
     Added,
+    /// The file was removed (`deleted file mode`, or a post-image of `/dev/null`).
     Deleted,
+    /// The file moved, with or without content changes.
     Renamed,
+    /// The file was copied from `old_path`, with or without content changes.
     Copied,
 }
 
@@ -38,17 +43,26 @@ pub struct FilePatch {
     pub old_path: Option<String>,
     /// Post-image path, `None` for a deleted file.
     pub new_path: Option<String>,
+    /// What happened to the file.
     pub kind: ChangeKind,
+    /// The patch marks the file binary; it then has no hunks.
     pub binary: bool,
+    /// The text hunks in patch order; empty for a binary, mode-only or pure rename change.
     pub hunks: Vec<Hunk>,
 }
 
 /// One `@@ -a,b +c,d @@` hunk.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hunk {
+    /// `a`: the first pre-image line, 1-based; when `old_len` is 0, the line the hunk follows
+    /// (0 at the top of the file).
     pub old_start: u32,
+    /// `b`: pre-image lines the hunk spans (1 when the header omits it).
     pub old_len: u32,
+    /// `c`: the first post-image line, 1-based; when `new_len` is 0, the line the hunk follows
+    /// (0 at the top of the file).
     pub new_start: u32,
+    /// `d`: post-image lines the hunk spans (1 when the header omits it).
     pub new_len: u32,
     /// The kind of each body line, in order (`\ No newline` markers excluded).
     pub lines: Vec<LineKind>,
@@ -57,8 +71,11 @@ pub struct Hunk {
 /// A hunk body line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LineKind {
+    /// A line both images share (` `).
     Context,
+    /// A pre-image line the patch removes (`-`).
     Removed,
+    /// A post-image line the patch adds (`+`).
     Added,
 }
 
@@ -68,6 +85,7 @@ pub enum LineKind {
 pub struct DiffError {
     /// 1-based line of the patch text.
     pub line: usize,
+    /// What is wrong there.
     pub message: String,
 }
 
@@ -76,6 +94,7 @@ pub struct DiffError {
 pub struct PatchTargets {
     /// Distinct, in patch order.
     pub files: Vec<String>,
+    /// Each file's changed pre-image ranges, in patch and hunk order.
     pub line_ranges: Vec<LineRange>,
 }
 

@@ -39,8 +39,9 @@ pub fn calls_per_turn(turns: &[Vec<LoggedCall>]) -> f64 {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("tool call {call} of turn {turn} has no `entities`")]
 pub struct MissingEntities {
-    /// 1-based turn and call indices.
+    /// The turn, 1-based.
     pub turn: usize,
+    /// The call within its turn, 1-based.
     pub call: usize,
 }
 

@@ -36,6 +36,7 @@ impl Default for FeatureOptions {
 /// A feature table and the order of its rows.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GroupedTable {
+    /// The feature columns, rows grouped by `group`.
     pub table: FeatureTable,
     /// `order[row]` is the input index of the rollout in table row `row`;
     /// write outputs back in input order with `out[order[row]] = value[row]`.
@@ -47,32 +48,79 @@ pub struct GroupedTable {
 #[non_exhaustive]
 pub enum FeatureError {
     #[error("unknown feature `{key}`: rewardlab-rewards does not compute it")]
-    Unknown { key: String },
+    /// The requested feature is not one this crate computes.
+    Unknown {
+        /// The feature's key as written (`foo(file)`).
+        key: String,
+    },
     #[error("feature `{key}`: unknown level `{level}` (expected file, lr or func)")]
-    BadLevel { key: String, level: String },
+    /// A leveled feature names a level other than `file`, `lr` or `func`.
+    BadLevel {
+        /// The feature's key as written.
+        key: String,
+        /// The level that is not known.
+        level: String,
+    },
     #[error("feature `{key}`: beta must be a finite number >= 0")]
-    BadBeta { key: String },
+    /// `Fb`'s β is negative, NaN or infinite.
+    BadBeta {
+        /// The feature's key as written.
+        key: String,
+    },
     #[error(
         "feature `{feature}` is not provided by {data_source}: rollout {rollout} (group `{group}`) has no {missing}"
     )]
-    Unavailable { feature: String, data_source: String, rollout: usize, group: String, missing: String },
+    /// A rollout lacks a key the feature needs (the source did not record it).
+    Unavailable {
+        /// The feature's key.
+        feature: String,
+        /// The data source, from [`FeatureOptions::source`].
+        data_source: String,
+        /// The rollout's input index, 0-based.
+        rollout: usize,
+        /// The rollout's group.
+        group: String,
+        /// What is missing, as the record spells it (`` `target.functions` ``).
+        missing: String,
+    },
     #[error(
         "feature `{feature}` of rollout {rollout} (group `{group}`) in {data_source} is {value}, outside its declared range [{lo}, {hi}]"
     )]
-    OutOfRange { feature: String, data_source: String, rollout: usize, group: String, value: f64, lo: f64, hi: f64 },
+    /// A computed value lies outside the range the schema declares for the feature.
+    OutOfRange {
+        /// The feature's key.
+        feature: String,
+        /// The data source, from [`FeatureOptions::source`].
+        data_source: String,
+        /// The rollout's input index, 0-based.
+        rollout: usize,
+        /// The rollout's group.
+        group: String,
+        /// The value computed.
+        value: f64,
+        /// The declared range's lower bound.
+        lo: f64,
+        /// The declared range's upper bound.
+        hi: f64,
+    },
     #[error(transparent)]
+    /// The feature table refused its groups or a column.
     Table(#[from] TableError),
 }
 
 /// The retrieval level of `Fb`, `P`, `R`, `F1`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Level {
+    /// Files (`file`): sets of repository-relative paths.
     File,
+    /// Line ranges (`lr`): `path:start-end`, matched by a [`LineMatch`] rule.
     LineRange,
+    /// Functions (`func`): sets of `path::name` strings.
     Function,
 }
 
 impl Level {
+    /// The level a DSL level identifier names (`file`, `lr`, `func`), or `None`.
     pub fn parse(level: &str) -> Option<Level> {
         match level {
             "file" => Some(Level::File),

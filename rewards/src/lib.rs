@@ -57,6 +57,8 @@
 //! line before it); deleted files cover the whole file; added and binary files
 //! have no range. SWE-bench `expected_spans` become `path::span` verbatim.
 
+#![warn(missing_docs)]
+
 pub mod catm;
 pub mod diff;
 pub mod efficiency;

@@ -46,6 +46,7 @@ impl Counts {
         Counts { tp, predicted: p.len(), target: t.len() }
     }
 
+    /// `tp / predicted`, in [0, 1]; 1 when both sides are empty, 0 when exactly one is.
     pub fn precision(self) -> f64 {
         match (self.predicted, self.target) {
             (0, 0) => 1.0,
@@ -54,6 +55,7 @@ impl Counts {
         }
     }
 
+    /// `tp / target`, in [0, 1]; 1 when both sides are empty, 0 when exactly one is.
     pub fn recall(self) -> f64 {
         match (self.predicted, self.target) {
             (0, 0) => 1.0,
@@ -80,6 +82,7 @@ impl Counts {
         num / (num + b2 * false_neg + false_pos)
     }
 
+    /// F-beta with β = 1, the harmonic mean of precision and recall.
     pub fn f1(self) -> f64 {
         self.f_beta(1.0)
     }

@@ -23,18 +23,24 @@ use crate::metrics::LineRange;
 /// calls per turn, and the generation's bookkeeping.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Rollout {
+    /// The group (prompt) the rollout belongs to; never empty once loaded.
     pub group: String,
+    /// What the answer named; absent when not logged (or when an invalid answer predicted nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted: Option<Selection>,
+    /// The ground truth the prediction is scored against.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<Selection>,
     /// The tool calls of each turn; the answer turn has none (`[]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turns: Option<Vec<Vec<LoggedCall>>>,
+    /// Tokens the policy generated, tool responses excluded (the `len` feature).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_tokens: Option<u64>,
+    /// Whether the final answer parsed (the `valid` feature).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub valid: Option<bool>,
+    /// Whether the rollout ran out of turns or tokens without an answer (the `truncated` feature).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<bool>,
 }
@@ -43,8 +49,10 @@ pub struct Rollout {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Selection {
+    /// Repository-relative file paths, normalised on load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub files: Option<Vec<String>>,
+    /// `path:start-end` ranges, 1-based and inclusive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line_ranges: Option<Vec<LineRange>>,
     /// `path::Class.method` names.
@@ -93,6 +101,7 @@ impl LoggedCall {
 pub struct RecordError {
     /// 1-based line number in the file.
     pub line: usize,
+    /// Why the line is not a good record.
     pub message: String,
 }
 
@@ -101,6 +110,7 @@ pub struct RecordError {
 pub struct Loaded<T> {
     /// Good records with their 1-based line numbers, in file order.
     pub records: Vec<(usize, T)>,
+    /// One error per bad line, in file order; empty when every line parsed.
     pub errors: Vec<RecordError>,
 }
 
@@ -108,8 +118,11 @@ pub struct Loaded<T> {
 #[derive(Debug, thiserror::Error)]
 #[error("reading {what} at line {line}")]
 pub struct ReadError {
+    /// What was being read (`rollouts`, `trajectories`, ...), for the message.
     pub what: String,
+    /// The 1-based line being read when reading failed.
     pub line: usize,
+    /// The I/O error.
     #[source]
     pub source: std::io::Error,
 }

@@ -80,15 +80,45 @@ impl SummaryMetric {
 #[non_exhaustive]
 pub enum SummaryError {
     #[error("summary metric {metric:?} reads feature `{feature}`, which the schema does not declare")]
-    Missing { metric: SummaryMetric, feature: &'static str },
+    /// The schema does not declare the feature a metric reads.
+    Missing {
+        /// The metric.
+        metric: SummaryMetric,
+        /// The feature it reads.
+        feature: &'static str,
+    },
     #[error("summary metric {metric:?} reads `{feature}({level})`, but the schema declares no level `{level}` for it")]
-    Level { metric: SummaryMetric, feature: &'static str, level: &'static str },
+    /// The feature is declared, but without the level the metric reads.
+    Level {
+        /// The metric.
+        metric: SummaryMetric,
+        /// The feature it reads.
+        feature: &'static str,
+        /// The level it reads the feature at.
+        level: &'static str,
+    },
     #[error("summary metric {metric:?} reads `{feature}` as a plain feature, but the schema declares it with levels")]
-    Leveled { metric: SummaryMetric, feature: &'static str },
+    /// The metric reads a plain feature that the schema declares with levels.
+    Leveled {
+        /// The metric.
+        metric: SummaryMetric,
+        /// The feature it reads.
+        feature: &'static str,
+    },
     #[error(
         "summary metric {metric:?} reads `{feature}` as a {expected:?} feature; the schema declares it {declared:?}"
     )]
-    Role { metric: SummaryMetric, feature: &'static str, expected: Role, declared: Role },
+    /// The schema gives the feature a different role from the one the metric expects.
+    Role {
+        /// The metric.
+        metric: SummaryMetric,
+        /// The feature it reads.
+        feature: &'static str,
+        /// The role the metric needs.
+        expected: Role,
+        /// The role the schema declares.
+        declared: Role,
+    },
 }
 
 /// The resolved feature column of every [`SummaryMetric`].
@@ -100,15 +130,25 @@ pub struct SummaryFeatures {
 /// Summary columns of a batch of rollouts, each in input (rollout) order.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SummaryColumns {
+    /// `Fb(file)` at the schema's default β, in [0, 1].
     pub fb: Vec<f64>,
+    /// `P(file)`, in [0, 1].
     pub precision: Vec<f64>,
+    /// `R(file)`, in [0, 1].
     pub recall: Vec<f64>,
+    /// `c`, calls per turn.
     pub c: Vec<f64>,
+    /// `C`, tool calls of the rollout.
     pub calls: Vec<f64>,
+    /// `T`, turns of the rollout (the answer turn included).
     pub turns: Vec<f64>,
+    /// `e`, tool efficiency, in [0, 1].
     pub e: Vec<f64>,
+    /// `len`, completion tokens.
     pub len: Vec<f64>,
+    /// `valid`: 1 when the answer parsed, else 0.
     pub valid: Vec<f64>,
+    /// `truncated`: 1 when the rollout ran out of turns or tokens, else 0.
     pub truncated: Vec<f64>,
 }
 

@@ -27,7 +27,9 @@ pub struct EngineConfig {
     pub max_calls_per_turn: usize,
     /// Sampling temperature of training rollouts.
     pub temperature: f64,
+    /// The GRPO objective: advantage scaling, clipping and the KL penalty.
     pub loss: LossConfig,
+    /// AdamW and its learning-rate schedule.
     pub optim: OptimConfig,
     /// Optimiser steps per engine step: the step's groups are split into this
     /// many contiguous mini-batches (whole groups each), each one backward + step.
@@ -62,10 +64,15 @@ pub struct EngineConfig {
 pub struct OptimConfig {
     /// Peak learning rate.
     pub lr: f64,
+    /// How the learning rate moves from step to step relative to `lr`.
     pub schedule: LrSchedule,
+    /// Decay rate of AdamW's first-moment estimate, in [0, 1).
     pub beta1: f64,
+    /// Decay rate of AdamW's second-moment estimate, in [0, 1).
     pub beta2: f64,
+    /// Added to the second moment's square root to keep the update finite.
     pub eps: f64,
+    /// Decoupled weight decay.
     pub weight_decay: f64,
     /// Global gradient-norm clip; `None` disables it.
     pub max_grad_norm: Option<f64>,
@@ -75,12 +82,15 @@ pub struct OptimConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase", tag = "kind")]
 pub enum LrSchedule {
+    /// `lr` at every step.
     Constant,
     /// Linear warmup from `lr / warmup_steps` to `lr` over the first
     /// `ceil(warmup_fraction · total_steps)` steps, then a half cosine down to
     /// `min_lr_ratio · lr` at the last step.
     Cosine {
+        /// The share of the run spent warming up, in [0, 1].
         warmup_fraction: f64,
+        /// The final learning rate as a share of the peak, in [0, 1].
         min_lr_ratio: f64,
     },
 }
@@ -92,7 +102,10 @@ pub enum EvalSampling {
     /// The most likely choice everywhere.
     Greedy,
     /// Sampling at a (low) temperature, seeded like training rollouts.
-    Temperature { temperature: f64 },
+    Temperature {
+        /// The softmax temperature, > 0.
+        temperature: f64,
+    },
 }
 
 /// Where the reward program runs each step.
@@ -149,6 +162,7 @@ impl Default for OptimConfig {
 }
 
 impl EvalSampling {
+    /// The policy-level [`Sampling`] this setting asks for.
     pub fn sampling(self) -> Sampling {
         match self {
             EvalSampling::Greedy => Sampling::Greedy,

@@ -60,7 +60,10 @@ pub enum Aggregation {
     /// `norm = None` the constant is the most units of any sequence in the
     /// batch (what a padded batch's width gives). Sequences with no units count
     /// in the outer mean (their sum is 0).
-    SeqMeanTokenSumNorm { norm: Option<f64> },
+    SeqMeanTokenSumNorm {
+        /// The constant divisor (typically the generation budget); `None`: the batch's longest sequence in units.
+        norm: Option<f64>,
+    },
 }
 
 /// The loss settings.
@@ -72,7 +75,9 @@ pub struct LossConfig {
     pub clip_eps_high: Option<f64>,
     /// KL coefficient β (0 disables the penalty; the reference log-probs are then unused).
     pub kl_beta: f64,
+    /// How the KL to the reference is estimated per unit.
     pub kl_estimator: KlEstimator,
+    /// How per-unit objectives are averaged into the loss.
     pub aggregation: Aggregation,
 }
 
@@ -92,6 +97,7 @@ impl Default for LossConfig {
 /// One sequence's inputs: its advantage and, per unit, the three log-probs.
 #[derive(Clone, Copy, Debug)]
 pub struct SequenceInput<'a> {
+    /// The sequence's advantage `A_i`, shared by all its units; must be finite.
     pub advantage: f64,
     /// Current log-probs.
     pub logp: &'a [f64],
@@ -104,6 +110,7 @@ pub struct SequenceInput<'a> {
 /// The loss, its gradient with respect to every unit's log-prob, and diagnostics.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LossOutput {
+    /// The batch's loss, `− Σ_u w_u · obj_u`.
     pub loss: f64,
     /// `coeffs[i][u] = ∂loss/∂logp` of unit `u` of sequence `i`.
     pub coeffs: Vec<Vec<f64>>,
@@ -121,10 +128,31 @@ pub struct LossOutput {
 #[non_exhaustive]
 pub enum LossError {
     #[error("sequence {sequence}: {what} has {got} log-probs, the current policy has {want} units")]
-    Length { sequence: usize, what: &'static str, got: usize, want: usize },
+    /// A sequence's old or reference log-probs differ in length from its current ones.
+    Length {
+        /// The sequence's index in the batch, 0-based.
+        sequence: usize,
+        /// Which log-probs are off (`the sampling (old) policy`, ...).
+        what: &'static str,
+        /// Log-probs given.
+        got: usize,
+        /// Units of the sequence under the current policy.
+        want: usize,
+    },
     #[error("sequence {sequence}, unit {unit}: {what} is {value}, not a finite number")]
-    NonFinite { sequence: usize, unit: usize, what: &'static str, value: f64 },
+    /// A log-prob or an advantage is NaN or infinite.
+    NonFinite {
+        /// The sequence's index in the batch, 0-based.
+        sequence: usize,
+        /// The unit's index in the sequence, 0-based (0 for the advantage).
+        unit: usize,
+        /// Which input is not finite (`the current log-prob`, `the advantage`, ...).
+        what: &'static str,
+        /// The value found.
+        value: f64,
+    },
     #[error("invalid loss settings: {0}")]
+    /// [`LossConfig::validate`] refused the settings; holds its message.
     Config(String),
 }
 

@@ -18,12 +18,17 @@ use super::error::EngineError;
 pub struct MetricsRow {
     /// 1-based: the number of optimiser updates of the policy after this row.
     pub step: usize,
+    /// The scheduled learning rate of the step.
     pub lr: f64,
+    /// The loss, mean over the step's optimiser updates.
     pub loss: f64,
+    /// Mean of the reward program's `reward` output.
     pub reward_mean: f64,
+    /// Population standard deviation of `reward` over the step's rollouts.
     pub reward_std: f64,
     /// The `advantage` output (what the loss uses).
     pub advantage_mean: f64,
+    /// Population standard deviation of `advantage` over the step's rollouts.
     pub advantage_std: f64,
     /// Share of groups whose rewards are all equal (no learning signal under GRPO).
     pub zero_std_groups: f64,
@@ -45,11 +50,15 @@ pub struct MetricsRow {
     pub calls: f64,
     /// Feature `len`.
     pub completion_len: f64,
+    /// Share of rollouts whose answer parsed (feature `valid`).
     pub valid_rate: f64,
+    /// Share of rollouts that ran out of turns or tokens (feature `truncated`).
     pub truncated_rate: f64,
-    /// `Fb(file)` with β = 0.5, `P(file)`, `R(file)`.
+    /// Feature `Fb(file)` at the schema's default β (0.5).
     pub fb_file: f64,
+    /// Feature `P(file)`, file-level precision.
     pub precision_file: f64,
+    /// Feature `R(file)`, file-level recall.
     pub recall_file: f64,
     /// Feature `e` (tool efficiency).
     pub e: f64,
@@ -60,18 +69,24 @@ pub struct MetricsRow {
     // Held-out evaluation after the step's update (empty on other steps). The
     // columns are inline rather than a flattened struct: the csv crate cannot
     // serialise serde's flattened maps.
+    /// Mean `Fb(file)` over the held-out rollouts.
     pub eval_fb_mean: Option<f64>,
+    /// Median `Fb(file)` over the held-out rollouts (the mean of the middle two for an even count).
     pub eval_fb_median: Option<f64>,
+    /// Mean `P(file)` over the held-out rollouts.
     pub eval_precision: Option<f64>,
+    /// Mean `R(file)` over the held-out rollouts.
     pub eval_recall: Option<f64>,
     /// Share of held-out rollouts with `Fb(file) ≥ 0.8`.
     pub eval_fb_ge_0_8: Option<f64>,
+    /// Mean turns of the held-out rollouts.
     pub eval_turns: Option<f64>,
 }
 
 /// Wall-clock seconds of one step's phases (`timings.csv`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Timings {
+    /// The step, 1-based, as in `metrics.csv`.
     pub step: usize,
     /// Policy time during rollouts (begin, act, observe), tools excluded.
     pub rollout_s: f64,

@@ -93,7 +93,9 @@ use record::Logs;
 
 /// Files of a run directory.
 pub const METRICS_FILE: &str = "metrics.csv";
+/// The per-step wall-clock file of a run directory ([`Timings`] rows).
 pub const TIMINGS_FILE: &str = "timings.csv";
+/// The training-rollout log of a run directory, written when `log_rollouts` is set.
 pub const ROLLOUTS_FILE: &str = "rollouts.jsonl";
 
 /// A GRPO run over one policy, one task source and one reward variant.
@@ -122,7 +124,9 @@ pub struct Engine<P: Policy> {
 /// What one step produced.
 #[derive(Clone, Debug)]
 pub struct StepOutcome {
+    /// The step's `metrics.csv` row.
     pub metrics: MetricsRow,
+    /// The step's `timings.csv` row.
     pub timings: Timings,
     /// The step's rollouts with their rewards (empty unless `log_rollouts`).
     pub rollouts: Vec<LoggedRollout>,
@@ -131,11 +135,16 @@ pub struct StepOutcome {
 /// A training rollout as logged to `rollouts.jsonl`: the contract's record plus the step and its outputs.
 #[derive(Clone, Debug, Serialize)]
 pub struct LoggedRollout {
+    /// The engine step that sampled the rollout, 1-based.
     pub step: usize,
+    /// The contract's rollout record, flattened into the same JSON object.
     #[serde(flatten)]
     pub rollout: Rollout,
+    /// The reward program's `reward` for the rollout.
     pub reward: f64,
+    /// The base advantage estimate `adv`.
     pub adv: f64,
+    /// The final `advantage` the loss used (defaults to `adv`).
     pub advantage: f64,
 }
 
@@ -144,8 +153,11 @@ pub struct LoggedRollout {
 pub struct StepReport<'a> {
     /// Steps completed (1-based index of this step).
     pub step: usize,
+    /// Steps of the full run.
     pub total_steps: usize,
+    /// The step's `metrics.csv` row.
     pub metrics: &'a MetricsRow,
+    /// The step's `timings.csv` row.
     pub timings: &'a Timings,
     /// The checkpoint written after this step, if one was.
     pub checkpoint: Option<&'a Path>,
@@ -158,6 +170,7 @@ pub struct RunSummary {
     pub steps_run: usize,
     /// Steps completed in total.
     pub steps_done: usize,
+    /// The metrics row of the last step this call ran; `None` when it ran none.
     pub last: Option<MetricsRow>,
 }
 
@@ -257,10 +270,12 @@ impl<P: Policy> Engine<P> {
         Ok(engine)
     }
 
+    /// The run's settings.
     pub fn config(&self) -> &EngineConfig {
         &self.config
     }
 
+    /// The policy being trained, in its current state.
     pub fn policy(&self) -> &P {
         &self.policy
     }

@@ -32,6 +32,7 @@ pub struct EngineTask {
 
 /// A set of tasks and its split.
 pub trait TaskSource: Send + Sync {
+    /// Every task, in a fixed order the splits index into.
     fn tasks(&self) -> &[EngineTask];
     /// Indices into [`TaskSource::tasks`] used for training.
     fn train(&self) -> &[usize];
@@ -42,8 +43,11 @@ pub trait TaskSource: Send + Sync {
 /// Tasks with a train/held-out split.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TaskSet {
+    /// Every task of both splits.
     pub tasks: Vec<EngineTask>,
+    /// Indices into `tasks` of the training split.
     pub train: Vec<usize>,
+    /// Indices into `tasks` of the held-out split.
     pub held_out: Vec<usize>,
 }
 
@@ -52,10 +56,27 @@ pub struct TaskSet {
 #[non_exhaustive]
 pub enum TaskSetError {
     #[error("task `{task}`: line range {text:?} is malformed: {reason}")]
-    LineRange { task: String, text: String, reason: String },
+    /// A task's target line range does not parse.
+    LineRange {
+        /// The task's id.
+        task: String,
+        /// The range as written.
+        text: String,
+        /// Why it does not parse.
+        reason: String,
+    },
     #[error("task index {index} of the {split} split is out of range ({len} tasks)")]
-    Index { index: usize, split: &'static str, len: usize },
+    /// A split names a task index past the end of the task list.
+    Index {
+        /// The index.
+        index: usize,
+        /// `train` or `held-out`.
+        split: &'static str,
+        /// Tasks in the list.
+        len: usize,
+    },
     #[error("held_out_fraction must be in [0, 1], got {0}")]
+    /// The held-out fraction (given) is outside [0, 1].
     Fraction(f64),
 }
 

@@ -21,6 +21,7 @@ pub struct RewardVariant {
     errors.iter().find(|d| d.is_error()).map_or("", |d| d.message.as_str())
 )]
 pub struct VariantError {
+    /// The variant's name.
     pub name: String,
     /// Every diagnostic, errors and warnings, as the checker sorted them.
     pub errors: Vec<Diagnostic>,
@@ -67,10 +68,12 @@ impl RewardVariant {
         }
     }
 
+    /// The variant's name, as the study or the caller gave it.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// The reward file's text.
     pub fn source(&self) -> &str {
         &self.source
     }
@@ -80,6 +83,7 @@ impl RewardVariant {
         &self.warnings
     }
 
+    /// The CPU plan, with the params' values set.
     pub fn compiled(&self) -> &CompiledProgram {
         &self.program
     }

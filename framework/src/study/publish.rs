@@ -27,7 +27,9 @@ pub enum PublishError {
     /// A file-system operation, described by `what` (`renaming a to b`).
     #[error("{what}")]
     Io {
+        /// The operation, for the message.
         what: String,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
@@ -36,7 +38,10 @@ pub enum PublishError {
     Write(BoxError),
     /// The destination changed under us in every round.
     #[error("{} keeps changing under concurrent writers; is another study with the same name running?", dest.display())]
-    Contended { dest: PathBuf },
+    Contended {
+        /// The destination being published to.
+        dest: PathBuf,
+    },
 }
 
 fn io_err(what: impl FnOnce() -> String) -> impl FnOnce(std::io::Error) -> PublishError {

@@ -20,6 +20,7 @@ use super::stats::kendall_tau_b;
 /// One variant's replay statistics against the reference (the first variant).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ReplayRow {
+    /// The variant's name.
     pub variant: String,
     /// Mean τ-b over groups where both rankings have spread; `None` if none has.
     pub kendall_tau: Option<f64>,
@@ -29,6 +30,7 @@ pub struct ReplayRow {
     pub sign_flips: f64,
     /// Share of groups whose advantages are all equal (no learning signal).
     pub zero_variance_groups: f64,
+    /// Mean `|advantage|` over the rollouts.
     pub mean_abs_advantage: f64,
 }
 
@@ -36,10 +38,23 @@ pub struct ReplayRow {
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
     #[error("variant `{variant}` does not compile for these rollouts:\n{rendered}")]
-    Compile { variant: String, rendered: String },
+    /// A variant's reward file does not check (the group size is the rollouts').
+    Compile {
+        /// The variant's name.
+        variant: String,
+        /// The checker's diagnostics, rendered with source snippets.
+        rendered: String,
+    },
     #[error("variant `{variant}`: {message}")]
-    Eval { variant: String, message: String },
+    /// A variant compiled but could not be evaluated: an unknown param, a missing feature, a run-time fault.
+    Eval {
+        /// The variant's name.
+        variant: String,
+        /// What went wrong.
+        message: String,
+    },
     #[error("no rollouts to replay")]
+    /// The rollout list is empty.
     Empty,
 }
 

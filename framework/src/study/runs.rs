@@ -61,13 +61,17 @@ pub fn mark_done(run_dir: &Path, steps: usize) -> std::io::Result<()> {
 /// Where a run stands, read from its directory.
 #[derive(Clone, Debug, PartialEq)]
 pub enum RunStatus {
+    /// The run has its done marker and `metrics.csv` holds its last step.
     Finished,
     /// No `metrics.csv`: never started, or failed before its first step.
     NotStarted,
     /// Some steps done; `checkpoint`: whether it would resume from one.
     Stopped {
+        /// The last step in `metrics.csv`.
         steps: usize,
+        /// The steps the run is configured for.
         total: usize,
+        /// Whether a checkpoint exists to resume from (otherwise the run restarts).
         checkpoint: bool,
     },
     /// `metrics.csv` cannot be read (the error and its causes).

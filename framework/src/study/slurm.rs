@@ -20,23 +20,49 @@ pub const RUN_MANIFEST_SUFFIX: &str = ".runs.json";
 pub enum SlurmError {
     /// sbatch splits `#SBATCH` lines at blanks and has no quoting that survives every version.
     #[error("`{directive}` contains white space, which an #SBATCH line cannot hold; use paths and values without it")]
-    WhiteSpace { directive: String },
+    WhiteSpace {
+        /// The directive, without `#SBATCH`.
+        directive: String,
+    },
     #[error("`{part}` in `{text}` is not a run index")]
-    NotAnIndex { part: String, text: String },
+    /// Part of an index list is not a number.
+    NotAnIndex {
+        /// The offending part.
+        part: String,
+        /// The whole list.
+        text: String,
+    },
     #[error("`{part}` in `{text}` is an empty range")]
-    EmptyRange { part: String, text: String },
+    /// A range `a-b` of an index list has `a > b`.
+    EmptyRange {
+        /// The offending range.
+        part: String,
+        /// The whole list.
+        text: String,
+    },
     #[error("run index {index} is out of range: the study has {runs} runs (0-{})", runs.saturating_sub(1))]
-    OutOfRange { index: usize, runs: usize },
+    /// An index list names a run the study does not have.
+    OutOfRange {
+        /// The offending index (a range's upper end).
+        index: usize,
+        /// Runs of the study.
+        runs: usize,
+    },
     #[error("the run manifest (paths must be UTF-8)")]
+    /// The run manifest could not be serialised (a path that is not UTF-8).
     Manifest(#[source] serde_json::Error),
 }
 
 /// Resource and scheduling options, each written as an `#SBATCH` line when set.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SbatchOptions {
+    /// `--partition`.
     pub partition: Option<String>,
+    /// `--time`, in any format Slurm accepts (`4:00:00`, `1-0`).
     pub time: Option<String>,
+    /// `--gpus-per-task`.
     pub gpus_per_task: Option<u32>,
+    /// `--cpus-per-task`.
     pub cpus_per_task: Option<u32>,
     /// Further options verbatim (`--account=lab`, `--mem=16G`).
     pub extra: Vec<String>,
@@ -49,17 +75,25 @@ pub struct SbatchOptions {
 /// Everything the script names.
 #[derive(Clone, Debug)]
 pub struct Script<'a> {
+    /// The study's name, used in the job name and log file names.
     pub study_name: &'a str,
     /// Runs of the expanded grid (array indices `0..runs`).
     pub runs: usize,
+    /// Reward variants of the study, for the script's header comment.
     pub variants: usize,
+    /// Seeds per variant, for the script's header comment.
     pub seeds: usize,
     /// Absolute paths.
     pub study_bin: &'a Path,
+    /// The study file, absolute.
     pub study_file: &'a Path,
+    /// The results root passed as `--results`, absolute (the study's directory is below it).
     pub results: &'a Path,
+    /// Where the script itself is written, absolute.
     pub script: &'a Path,
+    /// The directory of the tasks' log files, absolute.
     pub log_dir: &'a Path,
+    /// The `#SBATCH` options.
     pub options: &'a SbatchOptions,
 }
 
@@ -127,9 +161,13 @@ impl Script<'_> {
 /// One line of the run manifest.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ArrayRun {
+    /// The array index, 0-based.
     pub index: usize,
+    /// The reward variant's name.
     pub variant: String,
+    /// The seed's position in the study's seed list, 0-based.
     pub seed_index: usize,
+    /// The engine seed of the run.
     pub seed: u64,
     /// Relative to `results`.
     pub dir: PathBuf,
@@ -138,12 +176,17 @@ pub struct ArrayRun {
 /// `<study>.runs.json`: the array job's index → run map, with the paths the tasks use.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ArrayManifest {
+    /// The study's name.
     pub study: String,
+    /// The study file, absolute.
     pub study_file: PathBuf,
+    /// The `study` binary the script runs, absolute.
     pub study_bin: PathBuf,
     /// The study's results directory (`<results>/<study>`).
     pub results: PathBuf,
+    /// The sbatch script.
     pub script: PathBuf,
+    /// Every run, array index `i` at position `i`.
     pub runs: Vec<ArrayRun>,
 }
 

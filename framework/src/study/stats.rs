@@ -4,8 +4,11 @@
 /// A mean over seeds with its 95% CI half-width (`None` with one seed).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MeanCi {
+    /// The sample mean.
     pub mean: f64,
+    /// `t(0.975, n−1) · s / √n`, with `s` the sample standard deviation; `None` when `n` is 1.
     pub half_width: Option<f64>,
+    /// Values averaged, ≥ 1.
     pub n: usize,
 }
 

@@ -24,7 +24,9 @@ use crate::engine::{Engine, EngineError, RewardVariant, StepReport, TaskSource, 
 /// A study's tasks and the repository store their rollouts search.
 #[derive(Clone)]
 pub struct StudyTasks {
+    /// The tasks and their train/held-out split, shared by every run.
     pub tasks: Arc<dyn TaskSource>,
+    /// The store holding the tasks' repositories.
     pub store: Arc<RepoStore>,
     /// Each task `repo` → its bare clone in the store (what BM25 indexes).
     pub repo_dirs: BTreeMap<String, PathBuf>,
@@ -46,8 +48,11 @@ impl std::fmt::Debug for StudyTasks {
 /// so preparing it would be wasted).
 #[allow(missing_debug_implementations)]
 pub struct PolicyContext<'a> {
+    /// The study's tasks.
     pub tasks: &'a dyn TaskSource,
+    /// A sandbox over the study's repositories.
     pub sandbox: &'a Sandbox,
+    /// The run resumes from a checkpoint, which will overwrite the policy's state.
     pub resuming: bool,
 }
 
@@ -86,33 +91,47 @@ impl RunProgress for Quiet {
 #[non_exhaustive]
 pub enum RunError {
     #[error("making the policy of {}", run.display())]
+    /// The caller's `make_policy` failed.
     MakePolicy {
+        /// The run's directory relative to the study's.
         run: PathBuf,
+        /// The caller's error.
         #[source]
         source: BoxError,
     },
     #[error("starting run {}", run.display())]
+    /// The engine could not be built or resumed for the run.
     Start {
+        /// The run's directory relative to the study's.
         run: PathBuf,
+        /// The engine's error.
         #[source]
         source: EngineError,
     },
     #[error("training {}", run.display())]
+    /// A training step failed.
     Train {
+        /// The run's directory relative to the study's.
         run: PathBuf,
+        /// The engine's error.
         #[source]
         source: EngineError,
     },
     /// The caller's `after_run` hook failed.
     #[error("finishing {}", run.display())]
     Finish {
+        /// The run's directory relative to the study's.
         run: PathBuf,
+        /// The caller's error.
         #[source]
         source: BoxError,
     },
     #[error("writing {}", path.display())]
+    /// The run's done marker could not be written.
     Done {
+        /// The marker file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
@@ -123,6 +142,7 @@ pub enum RunError {
 pub struct RunFailure {
     /// The run's directory relative to the study's.
     pub dir: PathBuf,
+    /// Why it failed.
     pub error: RunError,
 }
 
@@ -131,22 +151,34 @@ pub struct RunFailure {
 #[non_exhaustive]
 pub enum TrainError {
     #[error("at least one worker is needed")]
+    /// `jobs` was 0.
     NoWorkers,
     #[error("BM25 baseline")]
+    /// The BM25 baseline could not be computed.
     Baseline(#[source] Bm25Error),
     #[error(transparent)]
+    /// Publishing a shared file of the results directory failed.
     Publish(#[from] PublishError),
     #[error("variant `{name}` ({origin})")]
+    /// A reward variant does not compile.
     Variant {
+        /// The variant's name.
         name: String,
+        /// Where its source came from: the reward file's path, or `STUDY.toml#name`.
         origin: String,
+        /// The checker's diagnostics.
         #[source]
         source: VariantError,
     },
     /// Some runs failed; the others trained. Each failure is listed with its
     /// causes (an aggregate has no single `source`).
     #[error("{} of {total} runs failed:\n  {}", failed.len(), failed.iter().map(|f| format!("{}: {}", f.dir.display(), error_chain(&f.error))).collect::<Vec<_>>().join("\n  "))]
-    RunsFailed { failed: Vec<RunFailure>, total: usize },
+    RunsFailed {
+        /// Every failed run with its error.
+        failed: Vec<RunFailure>,
+        /// Runs asked for.
+        total: usize,
+    },
 }
 
 /// Trains every run of `runs` (at most `jobs` at once), each into

@@ -71,6 +71,7 @@ pub struct SyntheticSource {
     pub repo_path: PathBuf,
     /// Commits, oldest first.
     pub commits: Vec<CommitInfo>,
+    /// Every task, in generation order.
     pub tasks: Vec<Task>,
     /// Indices into `tasks` for training, ascending.
     pub train: Vec<usize>,
@@ -107,6 +108,7 @@ pub struct Task {
     /// Files a solver must read besides the patch, with weights in
     /// [[`MIN_WEIGHT`], [`MAX_WEIGHT`]].
     pub aux: Vec<AuxFile>,
+    /// How much the issue text gives away.
     pub difficulty: Difficulty,
     /// Strings quoted verbatim in the prompt that occur in a target file at
     /// the base commit (error messages or fragments of them).
@@ -141,8 +143,11 @@ pub struct Targets {
 /// An auxiliary relevant file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AuxFile {
+    /// Repository-relative path.
     pub path: String,
+    /// Why a solver reads it.
     pub role: AuxRole,
+    /// Its CATM-style weight, in [[`MIN_WEIGHT`], [`MAX_WEIGHT`]].
     pub weight: f64,
 }
 
@@ -181,14 +186,34 @@ pub enum Difficulty {
 #[non_exhaustive]
 pub enum Error {
     #[error("invalid synthetic config: {0}")]
+    /// The config (its message says which field) is out of range.
     InvalidConfig(String),
     #[error("cannot access {path}")]
-    Io { path: PathBuf, source: std::io::Error },
+    /// The output directory could not be created.
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
     #[error("cannot run `{command}`")]
-    Spawn { command: String, source: std::io::Error },
+    /// `git` could not be started or fed its input.
+    Spawn {
+        /// The command line.
+        command: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
     #[error("`{command}` failed: {detail}")]
-    Git { command: String, detail: String },
+    /// `git` ran and failed, or its output was not what was expected.
+    Git {
+        /// The command line.
+        command: String,
+        /// Its stderr, or what was wrong with its output.
+        detail: String,
+    },
     #[error("output directory {0} exists and is not empty")]
+    /// The output directory (given) already holds files.
     NotEmpty(PathBuf),
 }
 

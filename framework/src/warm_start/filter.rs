@@ -25,7 +25,9 @@ pub struct TrajectoryScore {
 /// Thresholds ρ_F and ρ_e.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct JointFilter {
+    /// ρ_F: the least `F1(file)` a kept trajectory has, in [0, 1].
     pub rho_f: f64,
+    /// ρ_e: the least tool efficiency `e` a kept trajectory has, in [0, 1].
     pub rho_e: f64,
 }
 

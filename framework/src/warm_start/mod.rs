@@ -39,22 +39,62 @@ pub use spec::{WarmStartKind, WarmStartSpec};
 #[non_exhaustive]
 pub enum WarmStartError {
     #[error("invalid warm start settings: {0}")]
+    /// The warm start spec is out of range; the message names the field.
     Invalid(String),
     #[error("no tasks to warm start on")]
+    /// The task list passed in is empty.
     NoTasks,
     #[error("task `{task}`: cannot open {repo} at {commit}")]
-    Tree { task: String, repo: String, commit: String, source: Box<rewardlab_sandbox::Error> },
+    /// The sandbox cannot check out a task's repository at its commit.
+    Tree {
+        /// The task's id.
+        task: String,
+        /// The task's repository.
+        repo: String,
+        /// The commit asked for.
+        commit: String,
+        /// The sandbox's error.
+        source: Box<rewardlab_sandbox::Error>,
+    },
     #[error("scripted searcher: {0}")]
+    /// The scripted searcher made a call the chat template cannot render or parse back.
     Render(String),
     #[error("task `{task}`: scoring the trajectory")]
-    Feature { task: String, source: Box<rewardlab_rewards::FeatureError> },
+    /// A trajectory's `F1(file)` or `e` could not be computed.
+    Feature {
+        /// The task's id.
+        task: String,
+        /// The feature error.
+        source: Box<rewardlab_rewards::FeatureError>,
+    },
     #[error("the joint filter (F1 >= {rho_f}, e >= {rho_e}) kept none of {total} trajectories")]
-    NothingKept { total: usize, rho_f: f64, rho_e: f64 },
+    /// No trajectory passed the joint filter.
+    NothingKept {
+        /// Trajectories scored.
+        total: usize,
+        /// The filter's ρ_F.
+        rho_f: f64,
+        /// The filter's ρ_e.
+        rho_e: f64,
+    },
     #[error("all {kept} kept trajectories are longer than {max_tokens} tokens")]
-    AllTooLong { kept: usize, max_tokens: usize },
+    /// Every kept trajectory is too long to train on.
+    AllTooLong {
+        /// Trajectories the filter kept.
+        kept: usize,
+        /// The token limit ([`WarmStartSpec::max_tokens`]).
+        max_tokens: usize,
+    },
     #[error("task `{task}`: rendering the trajectory")]
-    Template { task: String, source: rewardlab_models::Error },
+    /// A trajectory could not be rendered into tokens with the chat template.
+    Template {
+        /// The task's id.
+        task: String,
+        /// The model crate's error (usually the tokenizer's).
+        source: rewardlab_models::Error,
+    },
     #[error("SFT")]
+    /// Supervised fine-tuning itself failed.
     Model(#[from] rewardlab_models::Error),
 }
 
@@ -63,7 +103,9 @@ pub enum WarmStartError {
 pub struct Candidate {
     /// Index into the tasks passed in.
     pub task: usize,
+    /// The scripted searcher's trajectory.
     pub trajectory: Trajectory,
+    /// What the joint filter sees of it.
     pub score: TrajectoryScore,
 }
 
@@ -81,19 +123,24 @@ pub struct EpochReport {
 pub struct SftReport {
     /// Trajectories drawn, and how many the joint filter kept.
     pub total: usize,
+    /// Trajectories the joint filter kept.
     pub kept: usize,
     /// Kept trajectories dropped for length (see [`WarmStartSpec::max_tokens`]); the rest
     /// (`kept - too_long`) were trained on.
     pub too_long: usize,
     /// Mean `F1(file)` and `e` over all trajectories and over the kept ones.
     pub mean_f1_all: f64,
+    /// Mean `e` over all trajectories.
     pub mean_e_all: f64,
+    /// Mean `F1(file)` over the kept trajectories.
     pub mean_f1_kept: f64,
+    /// Mean `e` over the kept trajectories.
     pub mean_e_kept: f64,
     /// Assistant tokens trained on, per epoch.
     pub trained_tokens: usize,
     /// Mean masked-token loss over the kept set before training.
     pub loss_before: f64,
+    /// One report per epoch, in order.
     pub epochs: Vec<EpochReport>,
 }
 

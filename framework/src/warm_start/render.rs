@@ -39,7 +39,9 @@ impl Default for Conversation {
 /// One training sequence: tokens and the mask of the assistant-generated ones.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SftExample {
+    /// The whole conversation's tokens.
     pub tokens: Vec<u32>,
+    /// `true` exactly at assistant-generated tokens, one entry per token.
     pub mask: Vec<bool>,
 }
 

@@ -68,8 +68,11 @@ impl Default for SearcherOptions {
 /// holds, and what the sandbox returned for each.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SearchTurn {
+    /// The assistant's text, `<tool_call>` blocks included.
     pub text: String,
+    /// The calls the text holds, in order.
     pub calls: Vec<ToolCall>,
+    /// The sandbox's result of each call, in call order.
     pub results: Vec<ToolResult>,
 }
 
@@ -108,10 +111,12 @@ impl Trajectory {
 /// The scripted searcher.
 #[derive(Clone, Debug, Default)]
 pub struct ScriptedSearcher {
+    /// How the searcher explores and answers.
     pub options: SearcherOptions,
 }
 
 impl ScriptedSearcher {
+    /// A searcher with these options.
     pub fn new(options: SearcherOptions) -> Self {
         ScriptedSearcher { options }
     }
@@ -320,14 +325,18 @@ impl serde_json::ser::Formatter for QwenFormatter {
 /// specific it is (an error message says more than an identifier).
 #[derive(Clone, Debug, PartialEq)]
 pub struct IssuePattern {
+    /// A regex that matches the literal's text (escaped, word-bounded for identifiers).
     pub regex: String,
+    /// The literal's weight: higher is more specific.
     pub weight: f64,
 }
 
 /// A literal string worth searching for in an issue, before it becomes a regex.
 #[derive(Clone, Debug, PartialEq)]
 pub struct IssueLiteral {
+    /// The text as the issue writes it.
     pub text: String,
+    /// How specific it is: 4 for an error message, 3 for a quoted phrase, 1 for an identifier.
     pub weight: f64,
     /// Match whole words only (identifiers).
     pub whole_word: bool,

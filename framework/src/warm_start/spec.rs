@@ -25,6 +25,7 @@ pub enum WarmStartKind {
 /// 0.5 for both, and 4 trajectories per task (the seed's ~24K candidates for ~6K queries).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct WarmStartSpec {
+    /// Which warm start to run; SFT is the only one.
     pub kind: WarmStartKind,
     /// ρ_F: keep a trajectory only when its file-level F1 is at least this.
     pub rho_f: f64,

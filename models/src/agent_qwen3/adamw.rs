@@ -25,11 +25,15 @@ pub(crate) struct AdamW {
 pub struct VarState {
     /// `model.layers.0.self_attn.q_proj.lora_A` and so on.
     pub name: String,
+    /// The tensor's dimensions (`[r, in]` for `lora_A`, `[out, r]` for `lora_B`).
     pub shape: Vec<usize>,
+    /// The variable's values, row-major.
     #[serde(with = "bits32")]
     pub value: Vec<f32>,
+    /// AdamW's first moment, laid out like `value`.
     #[serde(with = "bits32")]
     pub m: Vec<f32>,
+    /// AdamW's second moment, laid out like `value`.
     #[serde(with = "bits32")]
     pub v: Vec<f32>,
 }

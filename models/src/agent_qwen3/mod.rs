@@ -137,10 +137,13 @@ pub struct Qwen3Agent {
 /// Base weights are not included (they never change and come from the model directory).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Qwen3AgentState {
+    /// The adapters' rank `r`; restoring into adapters of another rank is an error.
     pub lora_rank: usize,
+    /// The adapters' `α`; restoring into adapters of another `α` is an error.
     pub lora_alpha: f64,
     /// AdamW steps taken.
     pub step: u64,
+    /// Every adapter variable with its moments, in the model's projection order.
     pub vars: Vec<VarState>,
 }
 
@@ -192,14 +195,17 @@ impl Qwen3Agent {
         Self::new(model, tokenizer, options)
     }
 
+    /// The model, adapters included.
     pub fn model(&self) -> &Qwen3Model {
         &self.model
     }
 
+    /// The tokenizer the agent encodes and decodes with.
     pub fn tokenizer(&self) -> &QwenTokenizer {
         &self.tokenizer
     }
 
+    /// The options the agent was built with.
     pub fn options(&self) -> &AgentOptions {
         &self.options
     }

@@ -13,38 +13,55 @@ use crate::{Error, Result};
 pub struct Qwen3Config {
     /// Must be `"qwen3"`.
     pub model_type: String,
+    /// Rows of the embedding and of the LM head.
     pub vocab_size: usize,
+    /// The residual stream's width.
     pub hidden_size: usize,
+    /// The MLP's inner width (of `gate_proj` and `up_proj`).
     pub intermediate_size: usize,
+    /// Decoder layers.
     pub num_hidden_layers: usize,
+    /// Query heads per layer; a positive multiple of `num_key_value_heads`.
     pub num_attention_heads: usize,
+    /// Key/value heads per layer (grouped-query attention), ≥ 1.
     pub num_key_value_heads: usize,
     /// Qwen3 states it explicitly (128 for every released size); older configs derive it.
     #[serde(default)]
     pub head_dim: Option<usize>,
+    /// The ε added to the mean square in every RMSNorm.
     pub rms_norm_eps: f64,
+    /// RoPE's base frequency.
     pub rope_theta: f64,
+    /// The LM head reuses the embedding matrix (small Qwen3 sizes) instead of its own weight.
     #[serde(default)]
     pub tie_word_embeddings: bool,
+    /// The longest sequence, in tokens, the model accepts.
     pub max_position_embeddings: usize,
+    /// The q/k/v/o projections carry biases.
     #[serde(default)]
     pub attention_bias: bool,
+    /// The MLP's activation; only `silu` (the default) is implemented.
     #[serde(default = "default_act")]
     pub hidden_act: String,
     /// Sliding-window attention is off in every released Qwen3; refused when on.
     #[serde(default)]
     pub use_sliding_window: bool,
+    /// The sliding window's width; kept for round trips, unused since the window is off.
     #[serde(default)]
     pub sliding_window: Option<usize>,
+    /// Layers that would use the sliding window; kept for round trips, unused.
     #[serde(default)]
     pub max_window_layers: usize,
     /// RoPE scaling (YaRN) is not implemented; refused when present.
     #[serde(default)]
     pub rope_scaling: Option<serde_json::Value>,
+    /// The dtype the checkpoint was saved in (`bfloat16`); informational, the loader's dtype wins.
     #[serde(default)]
     pub torch_dtype: Option<String>,
+    /// The beginning-of-sequence token id; informational (the tokenizer's special tokens are used).
     #[serde(default)]
     pub bos_token_id: Option<u32>,
+    /// The end-of-sequence token id; informational (the tokenizer's special tokens are used).
     #[serde(default)]
     pub eos_token_id: Option<u32>,
 }

@@ -27,6 +27,7 @@ pub enum Mode {
 /// Per-call switches of a forward pass; passed down so the layers hold no mutable state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pass {
+    /// Which kernels the pass uses: differentiable or fused.
     pub mode: Mode,
     /// Whether LoRA adapters contribute. Off gives the frozen base model (the GRPO reference).
     pub lora: bool,

@@ -72,14 +72,17 @@ impl Qwen3Model {
         Self::new(&cfg, vb, lora)
     }
 
+    /// The config the model was built from.
     pub fn config(&self) -> &Qwen3Config {
         &self.cfg
     }
 
+    /// The device holding the weights.
     pub fn device(&self) -> &Device {
         &self.device
     }
 
+    /// The dtype of the base weights and activations (adapters are f32).
     pub fn dtype(&self) -> DType {
         self.dtype
     }

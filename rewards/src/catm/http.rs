@@ -20,9 +20,11 @@ use super::judge::{Judge, JudgeError, JudgeRequest, Verdict, conservative_verdic
 pub struct HttpJudgeConfig {
     /// Base URL such as `http://127.0.0.1:8000/v1`; requests go to `{url}/chat/completions`.
     pub url: String,
+    /// The model name sent in each request's `model` field.
     pub model: String,
     /// Sent as `Authorization: Bearer ...` when set.
     pub api_key: Option<String>,
+    /// The limit on connecting, and on each read and write of one attempt.
     pub timeout: Duration,
     /// Attempts after the first.
     pub retries: usize,
@@ -31,6 +33,8 @@ pub struct HttpJudgeConfig {
 }
 
 impl HttpJudgeConfig {
+    /// A config for `model` at `url` with no API key, a 60 s timeout, 3 retries and a
+    /// 500 ms first backoff.
     pub fn new(url: &str, model: &str) -> HttpJudgeConfig {
         HttpJudgeConfig {
             url: url.to_string(),
@@ -48,8 +52,10 @@ impl HttpJudgeConfig {
 #[non_exhaustive]
 pub enum UrlError {
     #[error("judge URL `{0}` uses https; this client speaks http only (run a local TLS proxy and point the URL at it)")]
+    /// The URL (given) uses `https://`, which this client does not speak.
     Https(String),
     #[error("judge URL `{0}` is not `http://host[:port][/path]`")]
+    /// The URL (given) is not of the form `http://host[:port][/path]`.
     Shape(String),
 }
 
@@ -68,6 +74,7 @@ reasoning the agent wrote right after reading it, decide whether the file was re
 the issue. Reply with exactly one word: RELEVANT or NOT_RELEVANT.";
 
 impl HttpJudge {
+    /// A client for `config`; it checks the URL's shape but connects only when asked to judge.
     pub fn new(config: HttpJudgeConfig) -> Result<HttpJudge, UrlError> {
         let url = config.url.trim_end_matches('/');
         if url.starts_with("https://") {

@@ -14,9 +14,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// What the judge is asked about one file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JudgeRequest {
+    /// The SWE-bench instance the file was read for.
     pub instance_id: String,
     /// The issue text, when the instance file provides it.
     pub issue: Option<String>,
+    /// The file, relative to the repository root.
     pub path: String,
     /// The agent's post-reasoning after reading the file.
     pub reasoning: String,
@@ -25,7 +27,9 @@ pub struct JudgeRequest {
 /// The judge's classification.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Verdict {
+    /// The file helped, or the judge did not clearly say it did not.
     Relevant,
+    /// The judge clearly said the file did not help.
     NotRelevant,
 }
 
@@ -33,12 +37,16 @@ pub enum Verdict {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("judge failed after {attempts} attempt(s): {message}")]
 pub struct JudgeError {
+    /// Attempts made, the first included.
     pub attempts: usize,
+    /// The last attempt's failure, for humans.
     pub message: String,
 }
 
 /// Classifies one file. Implementations must be shareable across worker threads.
 pub trait Judge: Sync {
+    /// Classifies `request`'s file; an error means the judge gave no usable answer, which
+    /// the pipeline counts as RELEVANT.
     fn judge(&self, request: &JudgeRequest) -> Result<Verdict, JudgeError>;
 }
 

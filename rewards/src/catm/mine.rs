@@ -47,7 +47,9 @@ use serde_json::Value;
 /// One trajectory record.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct Trajectory {
+    /// The SWE-bench instance the agent worked on.
     pub instance_id: String,
+    /// The conversation in order; also read from `history` or `trajectory`.
     #[serde(alias = "history", alias = "trajectory")]
     pub messages: Vec<Message>,
 }
@@ -55,13 +57,18 @@ pub struct Trajectory {
 /// One chat message.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct Message {
+    /// `user`, `assistant`, `tool` or `system`; only `assistant` messages are mined.
     pub role: String,
+    /// A string or a list of `{"type": "text", "text": ...}` parts; `null` when absent.
     #[serde(default)]
     pub content: Value,
+    /// A reasoning model's separate thinking text, counted as reasoning.
     #[serde(default)]
     pub reasoning_content: Option<String>,
+    /// The tool calls an assistant message makes; empty for other roles.
     #[serde(default)]
     pub tool_calls: Vec<ToolCallMsg>,
+    /// On a `tool` message, the id of the call it answers.
     #[serde(default)]
     pub tool_call_id: Option<String>,
 }
@@ -69,13 +76,17 @@ pub struct Message {
 /// An OpenAI-style tool call.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct ToolCallMsg {
+    /// The call's id, matched by the answering tool message's `tool_call_id`.
     #[serde(default)]
     pub id: Option<String>,
+    /// The function called and its arguments.
     pub function: FunctionCall,
 }
 
+/// The function part of a tool call.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct FunctionCall {
+    /// The tool's name; only `str_replace_editor` calls can be reads.
     pub name: String,
     /// A JSON-encoded string (OpenAI) or an object.
     #[serde(default)]
@@ -98,25 +109,33 @@ impl Default for MineOptions {
 /// A file read and the reasoning after it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MinedRead {
+    /// The file, repository-relative and normalised.
     pub path: String,
     /// `l(f)`: proxy tokens of the post-reasoning.
     pub tokens: usize,
+    /// The assistant text after the read; empty when no assistant message follows.
     pub reasoning: String,
 }
 
 /// What stage 1 saw and dropped.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MineStats {
+    /// `str_replace_editor view` calls seen.
     pub view_calls: usize,
+    /// Views of an absolute path under no known root, or of a path with `..`.
     pub dropped_outside_repo: usize,
+    /// Views of a directory.
     pub dropped_directory: usize,
+    /// Views of a documentation file (`.md`, `README*`, ...).
     pub dropped_doc: usize,
+    /// Views of a file without an extension.
     pub dropped_extensionless: usize,
     /// Distinct files kept (per trajectory).
     pub files: usize,
 }
 
 impl MineStats {
+    /// Adds `o`'s counts to these, field by field.
     pub fn add(&mut self, o: &MineStats) {
         self.view_calls += o.view_calls;
         self.dropped_outside_repo += o.dropped_outside_repo;

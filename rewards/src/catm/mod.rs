@@ -32,8 +32,11 @@ use crate::tasks::SwebenchInstance;
 /// Pipeline settings (seed defaults).
 #[derive(Clone, Debug)]
 pub struct CatmOptions {
+    /// Stage-1 options (the roots stripped from absolute paths).
     pub mine: MineOptions,
+    /// Files whose post-reasoning has fewer proxy tokens than this are not judged (30).
     pub min_tokens: usize,
+    /// The weight a RELEVANT file needs to join an instance's label `G` (0.15).
     pub min_weight: f64,
 }
 
@@ -46,6 +49,7 @@ impl Default for CatmOptions {
 /// One instance's label, a line of `labels.jsonl`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Label {
+    /// The SWE-bench instance labelled.
     pub instance_id: String,
     /// `G_patch`: the gold patch's files.
     pub patch_files: Vec<String>,
@@ -55,10 +59,14 @@ pub struct Label {
     pub files: Vec<String>,
 }
 
+/// One RELEVANT mined file of a [`Label`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LabelFile {
+    /// The file, repository-relative.
     pub path: String,
+    /// `l(f)`: proxy tokens of its longest post-reasoning.
     pub tokens: usize,
+    /// Its CATM weight; weights have mean 1 over all RELEVANT files of the run.
     pub weight: f64,
 }
 
@@ -79,31 +87,39 @@ impl Label {
 /// What each stage kept.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Summary {
+    /// Trajectory records read.
     pub trajectories: usize,
     /// Trajectories whose instance is not in the instance file (skipped).
     pub unknown_instance: usize,
     /// Instances with at least one trajectory.
     pub instances: usize,
+    /// Stage 1's counts, summed over trajectories.
     pub mine: MineStats,
     /// Distinct (instance, file) pairs after stage 1.
     pub files_mined: usize,
+    /// Mined files dropped for reasoning shorter than `min_tokens`.
     pub too_short: usize,
+    /// Files sent to the judge.
     pub judged: usize,
+    /// Files the judge classified NOT_RELEVANT.
     pub not_relevant: usize,
     /// Requests that failed after retries (counted RELEVANT).
     pub judge_errors: usize,
     /// Files with `w >= min_weight`.
     pub kept: usize,
+    /// Instances with at least one kept file.
     pub instances_with_catm: usize,
     /// The first judge error, to show the user.
     pub first_error: Option<String>,
 }
 
 impl Summary {
+    /// Files kept / files mined, in [0, 1]; 0 when nothing was mined.
     pub fn file_retention(&self) -> f64 {
         ratio(self.kept, self.files_mined)
     }
 
+    /// Instances with a kept file / instances mined, in [0, 1]; 0 when none was mined.
     pub fn instance_retention(&self) -> f64 {
         ratio(self.instances_with_catm, self.instances)
     }
@@ -161,7 +177,13 @@ pub struct Prepared {
 #[non_exhaustive]
 pub enum CatmError {
     #[error("instance `{id}`: its patch does not parse: {message}")]
-    Patch { id: String, message: String },
+    /// An instance's gold patch is not a unified diff [`crate::diff::patch_targets`] can read.
+    Patch {
+        /// The instance's id.
+        id: String,
+        /// Why the patch did not parse.
+        message: String,
+    },
 }
 
 /// Stage 1 and the length filter: mines the trajectories and builds the judge requests.
