@@ -293,3 +293,57 @@ fn study_bad_sources_stop_before_training_naming_the_repository_the_commit_and_t
     let err = refused_with(1, "split", &eval_study(&format!("{MINED}held_out_fraction = 0.3\n{EVAL}")));
     assert!(err.contains("held_out_fraction has no effect"), "{err}");
 }
+
+#[test]
+fn locate_runs_a_trained_run_over_instances_and_scores_it_beside_bm25() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let instances = widgets_instances(dir);
+    // Issue texts that name the functions the fixes change: BM25 top-2 finds every gold file.
+    let texts =
+        ["parser_5 returns x - 5 where x + 5 is expected", "render_5 and config_5 return x - 5 instead of x + 5"];
+    let lines: Vec<String> = instances
+        .iter()
+        .zip(texts)
+        .map(|(line, text)| {
+            let mut value: serde_json::Value = serde_json::from_str(line).expect("json");
+            value["problem_statement"] = text.into();
+            value.to_string()
+        })
+        .collect();
+    write(dir, "eval.jsonl", &(lines.join("\n") + "\n"));
+    let synthetic = "[[tasks]]\nsource = \"synthetic\"\nseed = 1\nfiles = 40\ncommits = 2\ntasks = 6\n";
+    let file = write(dir, "loc.toml", &eval_study(&format!("{synthetic}{EVAL}")));
+    assert_ok(&study(dir, &[file.to_str().expect("utf-8"), "--results", "results"]), "study");
+
+    let run = dir.join("results/loc/runs/fb/seed-000");
+    let out = Command::new(env!("CARGO_BIN_EXE_rewardlab"))
+        .args(["locate", "--run", run.to_str().expect("utf-8"), "--instances", "eval.jsonl", "--repos", "repos"])
+        .args(["--out", "predictions.jsonl"])
+        .current_dir(dir)
+        .output()
+        .expect("rewardlab runs");
+    assert_ok(&out, "rewardlab locate");
+    let table = stdout_of(&out);
+    // BM25 ranks only files that share a term with the text: it names exactly the gold files.
+    assert!(table.contains("| all | BM25 top-2 | 2 | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 | 0.00 |"), "{table}");
+    assert!(table.contains("| all | policy | 2 |"), "{table}");
+
+    // One prediction per instance, with its files, turns and scores.
+    let predictions: Vec<serde_json::Value> = fs::read_to_string(dir.join("predictions.jsonl"))
+        .expect("predictions")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(predictions.len(), 2);
+    assert_eq!(predictions[0]["instance_id"], "acme__widgets-0");
+    assert!(predictions.iter().all(|p| p["files"].is_array() && p["turns"].as_u64().is_some_and(|t| t >= 1)));
+    // The same greedy episodes as the study's last evaluation: the same held-out F_β.
+    let metrics = fs::read_to_string(run.join("metrics.csv")).expect("metrics");
+    let header: Vec<&str> = metrics.lines().next().expect("header").split(',').collect();
+    let last: Vec<&str> = metrics.lines().last().expect("row").split(',').collect();
+    let column = header.iter().position(|h| *h == "eval_fb_mean").expect("eval_fb_mean");
+    let study_fb: f64 = last[column].parse().expect("a number");
+    let locate_fb = predictions.iter().map(|p| p["fb"].as_f64().expect("fb")).sum::<f64>() / 2.0;
+    assert!((study_fb - locate_fb).abs() < 1e-12, "study {study_fb} vs locate {locate_fb}");
+}

@@ -113,6 +113,17 @@ pub(crate) fn write(
     fs::rename(&tmp, final_dir).map_err(|e| EngineError::io(final_dir, e))
 }
 
+/// The engine settings a checkpoint was written under (its `engine.json`).
+pub fn checkpoint_config(dir: &Path) -> Result<EngineConfig, EngineError> {
+    Ok(read_engine(dir)?.config)
+}
+
+/// The policy state a checkpoint holds (its `policy.json`), as the policy's
+/// [`Policy::State`](rewardlab_models::agent::Policy::State) type reads it.
+pub fn read_policy_state<T: serde::de::DeserializeOwned>(dir: &Path) -> Result<T, EngineError> {
+    read_json(&dir.join("policy.json"))
+}
+
 /// Reads `engine.json` and checks its version.
 pub(crate) fn read_engine(dir: &Path) -> Result<EngineState, EngineError> {
     let state: EngineState = read_json(&dir.join("engine.json"))?;

@@ -58,6 +58,7 @@ pub mod checkpoint;
 pub mod config;
 mod error;
 mod evaluate;
+pub mod greedy;
 pub mod loss;
 pub mod metrics;
 mod record;

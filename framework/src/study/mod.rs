@@ -15,6 +15,7 @@ pub mod baseline;
 pub mod load;
 pub mod pool;
 pub mod publish;
+pub mod qwen3;
 pub mod runs;
 pub mod slurm;
 pub mod spec;
@@ -36,7 +37,7 @@ pub use plots::write_plots;
 pub use replay::{ReplayRow, replay, replay_markdown};
 pub use runs::{DONE_FILE, RunStatus, Start, run_finished};
 pub use summary::{Manifest, Summary, SummaryError, summarize, write_tables};
-pub use tasks::{PreparedTasks, SourceReport, TaskError, TaskReport, prepare_tasks};
+pub use tasks::{PreparedTasks, SourceReport, TaskError, TaskReport, prepare_instances, prepare_tasks};
 pub use train::{PolicyContext, Progress, RunError, RunProgress, StudyTasks, TrainError, train_runs};
 
 /// An error and its causes, `: `-separated, each once (the library's error

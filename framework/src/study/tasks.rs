@@ -369,6 +369,24 @@ pub fn prepare_tasks(study: &Study, study_dir: &Path) -> Result<PreparedTasks, T
     Ok(PreparedTasks { tasks: StudyTasks { tasks: Arc::new(tasks), store: Arc::new(store), repo_dirs }, report })
 }
 
+/// Every instance of a SWE-bench-style JSONL as a held-out task (nothing
+/// trains), over a store at `store_dir` that links the `repos` mirrors in: what
+/// `rewardlab locate` runs a trained policy on. Missing mirrors and commits
+/// are errors, as for a study's sources.
+pub fn prepare_instances(jsonl: &Path, repos: &Path, store_dir: &Path) -> Result<StudyTasks, TaskError> {
+    let store = RepoStore::open(store_dir)
+        .map_err(|source| TaskError::Store { what: format!("opening the store {}", store_dir.display()), source })?;
+    let source =
+        TaskSpec::Swebench { path: jsonl.to_owned(), repos: repos.to_owned(), seed: 0, held_out_fraction: None };
+    let loaded = load_source(&source, "instances", 1.0, store_dir)?;
+    let mut all = loaded.tasks;
+    let repo_dirs = link_repositories(&mut all, &store)?;
+    check_commits(&all, &store)?;
+    let tasks =
+        TaskSet { tasks: all.into_iter().map(|s| s.task).collect(), train: Vec::new(), held_out: loaded.held_out };
+    Ok(StudyTasks { tasks: Arc::new(tasks), store: Arc::new(store), repo_dirs })
+}
+
 fn load_source(source: &TaskSpec, name: &str, fraction: f64, study_dir: &Path) -> Result<Loaded, TaskError> {
     let set_error = |source| TaskError::TaskSet { source_name: name.to_owned(), source };
     match source {

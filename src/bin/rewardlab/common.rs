@@ -60,3 +60,12 @@ pub fn with_newline(mut s: String) -> String {
     }
     s
 }
+
+/// A temporary store directory, removed when dropped (after the trees and sandbox that use it).
+pub struct TempStore(pub std::path::PathBuf);
+
+impl Drop for TempStore {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -11,6 +11,7 @@ mod compile;
 mod device;
 mod eval;
 mod gpu_check;
+mod locate;
 mod model;
 mod sandbox;
 
@@ -38,6 +39,8 @@ enum Command {
     Compile(compile::CompileArgs),
     /// Mine CATM relevance labels from agent trajectories (seed 000 §2.4).
     Catm(catm::CatmArgs),
+    /// Run a trained run's policy greedily over SWE-bench-style instances: predictions and Table 2 beside BM25.
+    Locate(locate::LocateArgs),
     /// Model utilities: `model tiny DIR` writes a tiny Qwen3 checkpoint for smoke tests.
     Model(model::ModelArgs),
     /// Check the CUDA backend against the CPU on every shipped reward file and time it.
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Command::Sandbox(args) => sandbox::run(args),
         Command::Compile(args) => compile::run(args),
         Command::Catm(args) => catm::run(args),
+        Command::Locate(args) => locate::run(args),
         Command::Model(args) => model::run(args),
         Command::GpuCheck(args) => gpu_check::run(args),
     };

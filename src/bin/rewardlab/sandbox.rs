@@ -85,7 +85,7 @@ pub fn run(args: SandboxArgs) -> anyhow::Result<u8> {
         Some(dir) => (dir.clone(), None),
         None => {
             let dir = std::env::temp_dir().join(format!("rewardlab-sandbox-{}", std::process::id()));
-            (dir.clone(), Some(TempStore(dir)))
+            (dir.clone(), Some(crate::common::TempStore(dir)))
         }
     };
     let options = StoreOptions {
@@ -180,13 +180,4 @@ fn status_name(status: Status) -> String {
 
 fn tree_label(tree: &Tree) -> String {
     format!("{} @ {} ({})", tree.repo_name(), tree.commit().to_hex_with_len(12), tree.kind())
-}
-
-/// A store directory removed when the command ends.
-struct TempStore(PathBuf);
-
-impl Drop for TempStore {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }

@@ -13,13 +13,9 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use rewardlab_framework::study::spec::{ModelDevice, ModelDtype};
 use rewardlab_framework::study::{PolicyContext, Qwen3Spec, RunSpec, Study};
 use rewardlab_framework::warm_start::{self, Conversation, WarmStartSpec};
-use rewardlab_models::agent_qwen3::{AgentOptions, Qwen3Agent};
-use rewardlab_models::lora::{LoraConfig, TargetModule};
-use rewardlab_models::policy::PolicyOptions;
-use rewardlab_models::{DType, Device};
+use rewardlab_models::agent_qwen3::Qwen3Agent;
 
 use super::train::train_with;
 
@@ -32,38 +28,12 @@ pub const ADAPTER_DIR: &str = "adapter";
 /// Trains every run of `runs` with the Qwen3 policy of `spec` (see the module docs).
 pub fn train(study: &Study, spec: &Qwen3Spec, runs: &[RunSpec], jobs: usize, study_dir: &Path) -> Result<()> {
     ensure_checkpoint(spec)?;
-    let device = match spec.device {
-        ModelDevice::Cpu => Device::Cpu,
-        ModelDevice::Cuda => {
-            Device::new_cuda(0).context("opening CUDA device 0 (build with `--features model-cuda`)")?
-        }
-    };
-    let dtype = match spec.dtype {
-        ModelDtype::F32 => DType::F32,
-        ModelDtype::Bf16 => DType::BF16,
-    };
-    let options = AgentOptions {
-        top_p: spec.top_p,
-        top_k: spec.top_k,
-        max_new_tokens: spec.max_new_tokens,
-        max_completion_tokens: spec.max_completion_tokens,
-        sample_batch: spec.sample_batch,
-        score_batch: spec.score_batch,
-        gradient_checkpointing: spec.gradient_checkpointing,
-        base_model: Some(spec.model.display().to_string()),
-        ..AgentOptions::default()
-    };
+    let device = rewardlab_framework::study::qwen3::device(spec)
+        .context("opening CUDA device 0 (build with `--features model-cuda`)")?;
     let make_policy = |run: &RunSpec, context: &PolicyContext<'_>| -> Result<Qwen3Agent> {
         // The adapters' initial A is drawn from the run's seed, so variants at one seed index
         // start from the same adapters (common random numbers, like the rollouts).
-        let lora = LoraConfig {
-            r: spec.lora_rank,
-            alpha: spec.lora_alpha,
-            targets: TargetModule::ALL.to_vec(),
-            seed: run.seed,
-        };
-        let load = PolicyOptions { dtype, device: device.clone(), lora, ..PolicyOptions::default() };
-        let agent = Qwen3Agent::load(&spec.model, &load, options.clone())
+        let agent = rewardlab_framework::study::qwen3::load_agent(spec, &device, run.seed)
             .with_context(|| format!("loading the Qwen3 checkpoint {}", spec.model.display()))?;
         if let Some(warm) = &spec.warm_start
             && !context.resuming

@@ -1,0 +1,46 @@
+//! Episodes outside training: one rollout per task under the evaluation
+//! sampling, as the evaluate phase runs them, for a trained policy used as a
+//! retriever (`rewardlab locate`).
+
+use rewardlab_models::agent::Policy;
+use rewardlab_rewards::rollout::Rollout;
+use rewardlab_sandbox::Sandbox;
+
+use super::config::EngineConfig;
+use super::error::{EngineError, Phase};
+use super::rollout::{EpisodeSpec, TurnLimits, run_batch};
+use super::seed::{Stream, derive};
+use super::tasks::EngineTask;
+
+/// One rollout per task of `tasks`, in order, under `config`'s evaluation
+/// sampling (greedy unless configured otherwise) and turn limits, with tool
+/// calls on `sandbox`. Seeds come from (`config.seed`, task index), so the
+/// same inputs give the same rollouts. Errors are reported as step 0 of the
+/// evaluate phase.
+pub fn run_episodes<P: Policy>(
+    policy: &P,
+    sandbox: &Sandbox,
+    tasks: &[EngineTask],
+    config: &EngineConfig,
+) -> Result<Vec<Rollout>, EngineError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.runtime_threads)
+        .max_blocking_threads(sandbox.limits().max_concurrent_calls.max(1))
+        .thread_name("rewardlab-episodes")
+        .enable_all()
+        .build()
+        .map_err(EngineError::Runtime)?;
+    let specs: Vec<EpisodeSpec<'_>> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, task)| EpisodeSpec {
+            task,
+            group: format!("{}#{i}", task.id),
+            seed: derive(config.seed, Stream::Eval, &[0, i as u64]),
+        })
+        .collect();
+    let limits = TurnLimits { max_turns: config.max_turns, max_calls_per_turn: config.max_calls_per_turn };
+    let batch =
+        run_batch(policy, sandbox, &runtime, &specs, config.eval_sampling.sampling(), limits, 0, Phase::Evaluate)?;
+    Ok(batch.records)
+}

@@ -1,0 +1,142 @@
+//! `rewardlab locate`: a trained run's policy as a retriever over any SWE-bench-style JSONL.
+//!
+//! ```text
+//! rewardlab locate --run results/real/runs/v3/seed-000 --instances lite.jsonl --repos /data/mirrors \
+//!     --out predictions.jsonl
+//! ```
+//!
+//! The run's latest checkpoint gives the policy (its `policy.json`) and the engine settings the
+//! episodes run under (turn limits, the evaluation sampling: greedy by default). A proxy run
+//! needs nothing else; a Qwen3 run also needs its study file (`--study`) for the base model and
+//! adapter shape. Prints the seeds' Table 2 beside BM25 top-k, overall and per repository.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use rewardlab_framework::engine::checkpoint::{checkpoint_config, read_policy_state};
+use rewardlab_framework::engine::greedy::run_episodes;
+use rewardlab_framework::engine::{EngineConfig, EngineTask, latest_checkpoint};
+use rewardlab_framework::locate::{self, Prediction};
+use rewardlab_framework::study::{self, PolicySpec, StudyError};
+use rewardlab_models::agent::Policy;
+use rewardlab_models::proxy::{ProxyPolicy, ProxyState};
+use rewardlab_sandbox::{Limits, Sandbox};
+
+/// Run a trained checkpoint greedily over SWE-bench-style instances and score it beside BM25.
+#[derive(Debug, clap::Args)]
+pub struct LocateArgs {
+    /// The run directory (`results/<study>/runs/<variant>/seed-NNN`); its latest checkpoint is used.
+    #[arg(long)]
+    run: PathBuf,
+    /// SWE-bench-style JSONL (instance_id, repo, base_commit, problem_statement, patch).
+    #[arg(long)]
+    instances: PathBuf,
+    /// Bare clones named `owner__name.git`, one per repository the instances name.
+    #[arg(long)]
+    repos: PathBuf,
+    /// Write one prediction per instance here (JSONL: files, line ranges, turns, calls, scores).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The study file the run belongs to: needed for Qwen3 runs (the base model), optional for proxy runs.
+    #[arg(long)]
+    study: Option<PathBuf>,
+    /// Files the BM25 baseline returns per instance.
+    #[arg(long, default_value_t = 2)]
+    bm25_k: usize,
+    /// Where worktrees and links go (default: a temporary directory, removed afterwards).
+    #[arg(long)]
+    store: Option<PathBuf>,
+}
+
+pub fn run(args: LocateArgs) -> Result<u8> {
+    let checkpoint = latest_checkpoint(&args.run)
+        .with_context(|| format!("{} holds no checkpoint (checkpoints/step-NNNNNN/engine.json)", args.run.display()))?;
+    if !args.run.join("done").is_file() {
+        eprintln!("note: {} has not finished training; using {}", args.run.display(), checkpoint.display());
+    }
+    let config = checkpoint_config(&checkpoint)?;
+    let (store_dir, temporary) = match &args.store {
+        Some(dir) => (dir.clone(), None),
+        None => {
+            let dir = std::env::temp_dir().join(format!("rewardlab-locate-{}", std::process::id()));
+            (dir.clone(), Some(crate::common::TempStore(dir)))
+        }
+    };
+    let prepared = study::prepare_instances(&args.instances, &args.repos, &store_dir)?;
+    let tasks = prepared.tasks.tasks().to_vec();
+    let sandbox = Sandbox::new(prepared.store.clone(), Limits::default());
+    eprintln!("locating {} instance(s) with {}", tasks.len(), checkpoint.display());
+    let started = std::time::Instant::now();
+    let policy = match policy_spec(args.study.as_deref())? {
+        None | Some(PolicySpec::Proxy(_)) => {
+            let state: ProxyState = read_policy_state(&checkpoint).with_context(|| {
+                format!(
+                    "{} is not a proxy policy's state; pass the run's study file with --study",
+                    checkpoint.display()
+                )
+            })?;
+            // `restore` takes the state's own config.
+            let mut policy = ProxyPolicy::default();
+            policy.restore(state)?;
+            episodes(&policy, &sandbox, &tasks, &config)?
+        }
+        Some(PolicySpec::Qwen3(spec)) => {
+            let device = study::qwen3::device(&spec)?;
+            let mut agent = study::qwen3::load_agent(&spec, &device, config.seed)
+                .with_context(|| format!("loading the Qwen3 checkpoint {}", spec.model.display()))?;
+            agent.restore(read_policy_state(&checkpoint)?)?;
+            episodes(&agent, &sandbox, &tasks, &config)?
+        }
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    let repo_dir = |repo: &str| prepared.repo_dirs.get(repo).cloned().unwrap_or_else(|| repo.into());
+    let bm25 = locate::bm25_predictions(&tasks, args.bm25_k, &repo_dir)?;
+    if let Some(out) = &args.out {
+        write_predictions(out, &policy)?;
+    }
+    let bm25_name = format!("BM25 top-{}", args.bm25_k);
+    let rows = locate::table(&[("policy", &policy), (&bm25_name, &bm25)]);
+    print!("{}", locate::markdown(&rows));
+    eprintln!("{} episode(s) in {seconds:.1} s", tasks.len());
+    // The sandbox's trees live in the store; they go before a temporary store does.
+    drop(sandbox);
+    drop(prepared);
+    drop(temporary);
+    Ok(0)
+}
+
+/// The policy of `--study`, when given.
+fn policy_spec(study_file: Option<&Path>) -> Result<Option<PolicySpec>> {
+    let Some(path) = study_file else { return Ok(None) };
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    match study::parse_study(path, &text, &|p: &Path| std::fs::read_to_string(p)) {
+        Ok(s) => Ok(Some(s.policy)),
+        Err(StudyError::Invalid { diagnostics }) => {
+            eprint!("{}", diagnostics.render());
+            bail!("{} does not check", path.display())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn episodes<P: Policy>(
+    policy: &P,
+    sandbox: &Sandbox,
+    tasks: &[EngineTask],
+    config: &EngineConfig,
+) -> Result<Vec<Prediction>> {
+    let rollouts = run_episodes(policy, sandbox, tasks, config)?;
+    Ok(locate::from_rollouts(tasks, &rollouts))
+}
+
+fn write_predictions(path: &Path, predictions: &[Prediction]) -> Result<()> {
+    let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut out = BufWriter::new(file);
+    for p in predictions {
+        serde_json::to_writer(&mut out, p).context("serialising a prediction")?;
+        out.write_all(b"\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    out.flush().with_context(|| format!("writing {}", path.display()))
+}
