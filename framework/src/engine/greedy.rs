@@ -8,7 +8,7 @@ use rewardlab_sandbox::Sandbox;
 
 use super::config::EngineConfig;
 use super::error::{EngineError, Phase};
-use super::rollout::{EpisodeSpec, TurnLimits, run_batch};
+use super::rollout::{EpisodeSpec, TurnLimits, run_batch, tool_runtime};
 use super::seed::{Stream, derive};
 use super::tasks::EngineTask;
 
@@ -23,13 +23,7 @@ pub fn run_episodes<P: Policy>(
     tasks: &[EngineTask],
     config: &EngineConfig,
 ) -> Result<Vec<Rollout>, EngineError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(config.runtime_threads)
-        .max_blocking_threads(sandbox.limits().max_concurrent_calls.max(1))
-        .thread_name("rewardlab-episodes")
-        .enable_all()
-        .build()
-        .map_err(EngineError::Runtime)?;
+    let runtime = tool_runtime(config.runtime_threads, sandbox, "rewardlab-episodes")?;
     let specs: Vec<EpisodeSpec<'_>> = tasks
         .iter()
         .enumerate()

@@ -214,13 +214,7 @@ impl<P: Policy> Engine<P> {
         };
         let summary =
             SummaryFeatures::from_schema(&rewardlab_rewards::feature_schema()).map_err(EngineError::Summary)?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(config.runtime_threads)
-            .max_blocking_threads(sandbox.limits().max_concurrent_calls.max(1))
-            .thread_name("rewardlab-engine")
-            .enable_all()
-            .build()
-            .map_err(EngineError::Runtime)?;
+        let runtime = rollout::tool_runtime(config.runtime_threads, &sandbox, "rewardlab-engine")?;
         Ok(Engine {
             config,
             policy,

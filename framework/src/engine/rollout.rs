@@ -25,6 +25,18 @@ use tokio::runtime::Runtime;
 use super::error::{EngineError, Phase};
 use super::tasks::EngineTask;
 
+/// The tokio runtime tool calls run on: `threads` workers and as many
+/// blocking threads as the sandbox runs calls at once.
+pub(crate) fn tool_runtime(threads: usize, sandbox: &Sandbox, name: &str) -> Result<Runtime, EngineError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .max_blocking_threads(sandbox.limits().max_concurrent_calls.max(1))
+        .thread_name(name)
+        .enable_all()
+        .build()
+        .map_err(EngineError::Runtime)
+}
+
 /// One rollout to run.
 pub(crate) struct EpisodeSpec<'a> {
     pub task: &'a EngineTask,
