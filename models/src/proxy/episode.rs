@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use rand_chacha::ChaCha8Rng;
-use rewardlab_sandbox::{Entity, GlobArgs, GrepArgs, ReadArgs, ToolCall, ToolResult};
+use rewardlab_sandbox::{Entity, GlobArgs, GrepArgs, ReadArgs, Status, ToolCall, ToolResult};
 
 use super::loglinear::Unit;
 use super::text::{self, Source, Term};
@@ -23,17 +23,25 @@ pub(crate) enum CallKind {
     ReadSeen = 7,
     /// `name\(` for a function or class defined in a read file: its definition and callers.
     GrepResultName = 8,
+    /// `(?:def|class) name\b` for a name of the issue: where it is defined.
+    GrepDefinition = 9,
+    /// `**/pkg/sub/mod.py` for a dotted module path of the issue (`pkg.sub.mod`).
+    GlobModule = 10,
 }
 
 /// Number of [`CallKind`]s.
-pub(crate) const CALL_KINDS: usize = 9;
+pub(crate) const CALL_KINDS: usize = 11;
+
+/// A grep that hit at most this many files (complete output) is a rare hit.
+pub(crate) const RARE_FILES: usize = 3;
 
 /// Names taken from read results per rollout, at most.
 const MAX_RESULT_NAMES: usize = 12;
 
 impl CallKind {
     pub(crate) fn is_grep(self) -> bool {
-        (self as usize) <= CallKind::GrepWord as usize || self == CallKind::GrepResultName
+        (self as usize) <= CallKind::GrepWord as usize
+            || matches!(self, CallKind::GrepResultName | CallKind::GrepDefinition)
     }
 
     pub(crate) fn is_message(self) -> bool {
@@ -66,7 +74,18 @@ pub(crate) struct SeenFile {
     pub by_identifier: bool,
     pub by_word: bool,
     pub by_glob: bool,
+    /// Found by a glob of a path or dotted module the issue names (a traceback frame, a path in prose).
+    pub by_named_path: bool,
     pub read: bool,
+    /// Rarity weights (`1 / (1 + ln(1 + lines the grep hit))`) of the distinct terms whose grep hit it: sum and max.
+    pub rarity_sum: f64,
+    pub rarity_max: f64,
+    /// Hit by a grep whose complete output named at most [`RARE_FILES`] files.
+    pub rare_hit: bool,
+    /// Names of the issue this file defines (`def name` / `class name` in a grep hit or a read).
+    pub defines: BTreeSet<String>,
+    /// Hit by a grep of a term of the issue's title.
+    pub by_title: bool,
 }
 
 /// One rollout of [`super::ProxyPolicy`].
@@ -93,18 +112,34 @@ pub struct ProxyEpisode {
     pub(crate) new_files_last_turn: bool,
     pub(crate) units: Vec<Unit>,
     pub(crate) tokens: usize,
-    /// Offer names defined in read files as grep candidates ([`super::ProxyConfig::mine_result_names`]).
-    pub(crate) mine_result_names: bool,
+    /// The policy's shape switches.
+    pub(crate) config: super::ProxyConfig,
+    /// Names the issue mentions (identifier parts, ≥ 3 characters): "this file defines one".
+    pub(crate) issue_names: HashSet<String>,
+    /// Names of the issue's title.
+    pub(crate) title_names: HashSet<String>,
+    /// Rarity weight of each term text whose grep returned, for later call features.
+    pub(crate) term_rarity: HashMap<String, f64>,
 }
 
 impl ProxyEpisode {
-    pub(crate) fn new(issue: &str, rng: ChaCha8Rng, temperature: Option<f64>, mine_result_names: bool) -> Self {
+    pub(crate) fn new(issue: &str, rng: ChaCha8Rng, temperature: Option<f64>, config: super::ProxyConfig) -> Self {
         let terms = text::extract(issue);
         let mut issue_words = HashSet::new();
+        let mut issue_names = HashSet::new();
+        let mut title_names = HashSet::new();
         for term in &terms {
             for part in text::snake_case(&term.text).split(|c: char| !c.is_ascii_alphanumeric()) {
                 if part.len() >= 3 {
                     issue_words.insert(part.to_ascii_lowercase());
+                }
+            }
+            if term.source == Source::Identifier {
+                for name in definable_names(&term.text) {
+                    if term.in_title {
+                        title_names.insert(name.to_owned());
+                    }
+                    issue_names.insert(name.to_owned());
                 }
             }
         }
@@ -122,9 +157,12 @@ impl ProxyEpisode {
             new_files_last_turn: false,
             units: Vec::new(),
             tokens: 0,
-            mine_result_names,
+            config,
+            issue_names,
+            title_names,
+            term_rarity: HashMap::new(),
         };
-        episode.text_candidates = text_candidates(&episode.terms);
+        episode.text_candidates = text_candidates(&episode.terms, &config);
         episode
     }
 
@@ -162,34 +200,39 @@ impl ProxyEpisode {
             if result.is_error() {
                 continue;
             }
-            for entity in &result.entities {
-                match &candidate.call {
-                    ToolCall::Grep(_) => {
-                        let Entity::Line { path, line } = entity else { continue };
-                        let file = self.file(path);
-                        file.hits += 1;
-                        file.lines.insert(*line);
-                        match candidate.kind {
-                            k if k.is_message() => file.by_message = true,
-                            CallKind::GrepIdentifier | CallKind::GrepResultName => file.by_identifier = true,
-                            _ => file.by_word = true,
-                        }
-                        if let Some(t) = candidate.term {
-                            file.terms.insert(t);
-                        }
+            let term = candidate.term.map(|t| (t, self.terms[t].in_title));
+            match &candidate.call {
+                ToolCall::Grep(_) => self.observe_grep(candidate.kind, term, result),
+                ToolCall::Glob(_) => {
+                    let named = matches!(candidate.kind, CallKind::GlobPath | CallKind::GlobModule);
+                    for entity in &result.entities {
+                        let file = self.file(entity.path());
+                        file.by_glob = true;
+                        file.by_named_path |= named;
                     }
-                    ToolCall::Glob(_) => self.file(entity.path()).by_glob = true,
-                    ToolCall::Read(_) => {
+                }
+                ToolCall::Read(_) => {
+                    for entity in &result.entities {
                         self.file(entity.path()).read = true;
                     }
-                    _ => {}
                 }
+                _ => {}
             }
-            if let ToolCall::Read(_) = &candidate.call
-                && self.mine_result_names
-            {
-                for name in defined_names(&result.output) {
-                    self.add_result_name(name);
+            if let ToolCall::Read(args) = &candidate.call {
+                if self.config.definitions {
+                    let defined: Vec<String> = defined_names(&result.output)
+                        .into_iter()
+                        .filter(|n| self.issue_names.contains(*n))
+                        .map(str::to_owned)
+                        .collect();
+                    if let Some(&i) = self.seen_index.get(&args.path) {
+                        self.seen[i].defines.extend(defined);
+                    }
+                }
+                if self.config.mine_result_names {
+                    for name in defined_names(&result.output) {
+                        self.add_result_name(name);
+                    }
                 }
             }
             // A read that showed nothing (an empty file) still counts as read.
@@ -200,6 +243,59 @@ impl ProxyEpisode {
             }
         }
         self.new_files_last_turn = self.seen.len() > before;
+    }
+
+    /// One grep's hits: lines, terms, how the file was found, the term's rarity in
+    /// the tree (the result says how many lines it hit, cut ones included) and
+    /// definitions of the issue's names on the hit lines.
+    fn observe_grep(&mut self, kind: CallKind, term: Option<(usize, bool)>, result: &ToolResult) {
+        let total_lines = result.entities.len() + cut_lines(&result.output);
+        let weight = 1.0 / (1.0 + (total_lines as f64).ln_1p());
+        let files: HashSet<&str> =
+            result.entities.iter().filter(|e| e.line_number().is_some()).map(Entity::path).collect();
+        let rare = result.status == Status::Ok && files.len() <= RARE_FILES;
+        if let Some((t, _)) = term {
+            self.term_rarity.insert(self.terms[t].text.clone(), weight);
+        }
+        // Grep output lines are `path:line:text`, one per entity, in entity order.
+        let lines: Vec<&str> = result.output.lines().collect();
+        for (n, entity) in result.entities.iter().enumerate() {
+            let Entity::Line { path, line } = entity else { continue };
+            // The output line starts with the entity's wire form, `path:line`.
+            let code = lines
+                .get(n)
+                .and_then(|l| l.strip_prefix(path.as_str()))
+                .and_then(|l| l.strip_prefix(':'))
+                .and_then(|l| l.strip_prefix(line.to_string().as_str()))
+                .and_then(|l| l.strip_prefix(':'));
+            let defined: Vec<String> = match (self.config.definitions, code) {
+                (true, Some(code)) => defined_names(code)
+                    .into_iter()
+                    .filter(|name| self.issue_names.contains(*name))
+                    .map(str::to_owned)
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let file = self.file(path);
+            file.hits += 1;
+            file.lines.insert(*line);
+            file.defines.extend(defined);
+            file.rare_hit |= rare;
+            match kind {
+                k if k.is_message() => file.by_message = true,
+                CallKind::GrepIdentifier | CallKind::GrepResultName | CallKind::GrepDefinition => {
+                    file.by_identifier = true
+                }
+                _ => file.by_word = true,
+            }
+            if let Some((t, in_title)) = term {
+                file.by_title |= in_title;
+                if file.terms.insert(t) {
+                    file.rarity_sum += weight;
+                    file.rarity_max = file.rarity_max.max(weight);
+                }
+            }
+        }
     }
 
     /// Offers `name\(` as a grep candidate, once per name, up to [`MAX_RESULT_NAMES`].
@@ -257,12 +353,33 @@ fn key(call: &ToolCall) -> String {
     call.to_json().to_string()
 }
 
+/// The lines of a grep result cut at the output limit, from its closing notice
+/// (`[output cut at 4096 characters: 812 more lines (…) not shown; …]`); 0 when complete.
+pub(crate) fn cut_lines(output: &str) -> usize {
+    let Some(last) = output.lines().last() else { return 0 };
+    let Some(rest) = last.strip_prefix("[output cut at ") else { return 0 };
+    rest.split_once(": ").and_then(|(_, tail)| tail.split_once(' ')).and_then(|(n, _)| n.parse().ok()).unwrap_or(0)
+}
+
+/// The names of an issue identifier that a file could define: every dotted part
+/// of three characters or more that is not a dunder (`Session.resolve_redirects`
+/// → `Session`, `resolve_redirects`).
+pub(crate) fn definable_names(identifier: &str) -> impl Iterator<Item = &str> {
+    identifier.split('.').filter(|p| {
+        p.len() >= 3
+            && !p.starts_with("__")
+            && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            && !p.as_bytes()[0].is_ascii_digit()
+    })
+}
+
 /// Functions and classes defined in a read's output (`   12\tdef send(self):`),
-/// skipping dunders and names shorter than three characters.
+/// or in grep hit lines, skipping dunders and names shorter than three characters.
 fn defined_names(output: &str) -> Vec<&str> {
     let mut names = Vec::new();
     for line in output.lines() {
         let code = line.split_once('\t').map_or(line, |(_, code)| code).trim_start();
+        let code = code.strip_prefix("async ").unwrap_or(code);
         let Some(rest) = code.strip_prefix("def ").or_else(|| code.strip_prefix("class ")) else { continue };
         let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
         let name = &rest[..end];
@@ -283,7 +400,7 @@ fn read_call(file: &SeenFile) -> ToolCall {
 }
 
 /// Grep and glob candidates of every term, first occurrence of each call only.
-fn text_candidates(terms: &[Term]) -> Vec<Candidate> {
+fn text_candidates(terms: &[Term], config: &super::ProxyConfig) -> Vec<Candidate> {
     let mut out = Vec::new();
     let mut keys = HashSet::new();
     for (i, term) in terms.iter().enumerate() {
@@ -309,7 +426,33 @@ fn text_candidates(terms: &[Term]) -> Vec<Candidate> {
             Source::MessageFull => vec![grep(CallKind::GrepMessageFull)],
             Source::Word => vec![grep(CallKind::GrepWord)],
             Source::Identifier => {
-                vec![grep(CallKind::GrepIdentifier), glob(CallKind::GlobIdentifier, identifier_glob(&term.text))]
+                let mut made =
+                    vec![grep(CallKind::GrepIdentifier), glob(CallKind::GlobIdentifier, identifier_glob(&term.text))];
+                if config.definitions {
+                    // The last dotted part is what the issue is about (`Session.resolve_redirects`),
+                    // and a class named on the way is worth finding too.
+                    let names: Vec<&str> = definable_names(&term.text).collect();
+                    let wanted = names
+                        .iter()
+                        .enumerate()
+                        .filter(|&(k, n)| k + 1 == names.len() || n.as_bytes()[0].is_ascii_uppercase());
+                    for (_, name) in wanted {
+                        made.push(Candidate {
+                            kind: CallKind::GrepDefinition,
+                            call: ToolCall::Grep(GrepArgs {
+                                pattern: format!("(?:def|class) {}\\b", text::regex_literal(name)),
+                                path: None,
+                                case_sensitive: None,
+                            }),
+                            term: Some(i),
+                            seen: None,
+                        });
+                    }
+                }
+                if config.module_paths {
+                    made.extend(module_globs(&term.text).into_iter().map(|p| glob(CallKind::GlobModule, p)));
+                }
+                made
             }
             Source::Path => vec![glob(CallKind::GlobPath, path_glob(&term.text))],
             // Names from results are added as they are read, never from the issue.
@@ -331,6 +474,18 @@ fn identifier_glob(name: &str) -> String {
     } else {
         format!("**/*{}*", text::snake_case(name))
     }
+}
+
+/// `sympy.core.basic.Basic` → `**/sympy/core.py`, `**/sympy/core/basic.py`, …: each
+/// prefix of two or more lowercase dotted parts as a module file (the
+/// attribute after the module is not part of the path), at most three.
+fn module_globs(name: &str) -> Vec<String> {
+    let parts: Vec<&str> = name.split('.').collect();
+    let modules = parts
+        .iter()
+        .take_while(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'))
+        .count();
+    (2..=modules).rev().take(3).map(|n| format!("**/{}.py", parts[..n].join("/"))).collect()
 }
 
 /// `src/pkg/mod.py` → `**/pkg/mod.py` (the last two components, anywhere in the tree).

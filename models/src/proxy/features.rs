@@ -1,4 +1,4 @@
-//! The parameter layout and the feature maps of the three decision kinds.
+//! The parameter layout and the feature maps of the decision kinds.
 //!
 //! One flat `θ` holds every block; a feature is a `(global index, value)`
 //! pair, so the log-linear math never needs to know which decision it serves.
@@ -8,11 +8,23 @@
 //! | count bias | 9 | one per option: answer, 1 … 8 calls |
 //! | count × answer | [`STATE`] | the turn state, on the "answer now" option |
 //! | count × calls | [`STATE`] | the turn state × n/8, on every "n calls" option |
-//! | call kind | 9 | tool × source one-hot |
+//! | call kind | 11 | tool × source one-hot |
 //! | grep text | [`TEXT`] | term features of grep candidates |
 //! | glob text | [`TEXT`] | term features of glob candidates |
 //! | read | [`READ`] | what results said about a file to read |
-//! | include | [`INCLUDE`] | per seen file, the "include" option of a Bernoulli |
+//! | rank | [`FILE`] | per seen file, its score in the answer ranking (Plackett–Luce picks) |
+//! | size bias | [`MAX_ANSWER`] | one per answer size k = 1 … 8 |
+//! | size × files | [`FILE`] | Σ over ranked files 2 … k of their file features, on option k |
+//! | include | 1 + [`FILE`] | per seen file, the "include" option of a Bernoulli (answer size off) |
+//!
+//! File features ([`file_features`], shared by rank, size and include):
+//! `[ln(1+hits), ln(1+distinct terms), read, hit by a message grep, hit by an
+//! identifier grep, hit by prose words only, glob-only, 1/(1+hit rank), hit
+//! rank 0, test/doc path, stem is an issue word, share of all hits, hit by a
+//! title term, Σ rarity, max rarity, rare hit (≤ 3 files), defines an issue
+//! name, defines a title name, found by a named path or module, ln(1+path parts
+//! that are issue words), ln(1+directory depth)]`. Rarity of a grep is
+//! `1 / (1 + ln(1 + lines it hit))`, the cut lines included.
 
 use super::episode::{CALL_KINDS, CallKind, Candidate, ProxyEpisode, SeenFile};
 use super::loglinear::Features;
@@ -20,14 +32,16 @@ use super::text::looks_rare;
 
 /// Options of the count decision: answer, then 1 … `MAX_CALLS` calls.
 pub(crate) const MAX_CALLS: usize = rewardlab_sandbox::MAX_CALLS_PER_TURN;
+/// Largest answer size the size decision offers.
+pub(crate) const MAX_ANSWER: usize = 8;
 /// Size of the turn-state vector.
-pub(crate) const STATE: usize = 14;
+pub(crate) const STATE: usize = 16;
 /// Term features of a grep or glob candidate.
-pub(crate) const TEXT: usize = 14;
+pub(crate) const TEXT: usize = 16;
 /// Features of a read candidate.
-pub(crate) const READ: usize = 6;
-/// Features of the include option.
-pub(crate) const INCLUDE: usize = 14;
+pub(crate) const READ: usize = 9;
+/// Features of a seen file in the answer decisions.
+pub(crate) const FILE: usize = 21;
 
 pub(crate) const COUNT_BIAS: usize = 0;
 pub(crate) const COUNT_ANSWER: usize = COUNT_BIAS + MAX_CALLS + 1;
@@ -36,15 +50,23 @@ pub(crate) const CALL_KIND: usize = COUNT_CALLS + STATE;
 pub(crate) const GREP_TEXT: usize = CALL_KIND + CALL_KINDS;
 pub(crate) const GLOB_TEXT: usize = GREP_TEXT + TEXT;
 pub(crate) const READ_FILE: usize = GLOB_TEXT + TEXT;
-pub(crate) const INCLUDE_FILE: usize = READ_FILE + READ;
+pub(crate) const RANK_FILE: usize = READ_FILE + READ;
+pub(crate) const SIZE_BIAS: usize = RANK_FILE + FILE;
+pub(crate) const SIZE_FILE: usize = SIZE_BIAS + MAX_ANSWER;
+pub(crate) const INCLUDE_FILE: usize = SIZE_FILE + FILE;
 /// Number of parameters.
-pub const DIM: usize = INCLUDE_FILE + INCLUDE;
+pub const DIM: usize = INCLUDE_FILE + 1 + FILE;
 
 /// Index of "turn 0" in the state vector (the prior uses it).
 pub(crate) const STATE_TURN0: usize = 1;
+/// Index of "hit by a message grep" in the file features.
+pub(crate) const FILE_BY_MESSAGE: usize = 3;
+/// Index of "defines an issue name" in the file features.
+pub(crate) const FILE_DEFINES: usize = 16;
 
 /// The turn state: `[1, turn 0, turn 1, turn ≥ 2, no file seen, 1–3, 4–10, > 10,
-/// any grep hit, a message grep hit, ≤ 2 candidates left, 3–8, > 8, new files last turn]`.
+/// any grep hit, a message grep hit, ≤ 2 candidates left, 3–8, > 8, new files
+/// last turn, a seen file defines an issue name, a rare hit]`.
 pub(crate) fn state(episode: &ProxyEpisode, turn: usize, available: usize) -> [f64; STATE] {
     let mut s = [0.0; STATE];
     s[0] = 1.0;
@@ -64,6 +86,8 @@ pub(crate) fn state(episode: &ProxyEpisode, turn: usize, available: usize) -> [f
         _ => 2,
     }] = 1.0;
     s[13] = flag(episode.new_files_last_turn);
+    s[14] = flag(episode.config.definitions && episode.seen.iter().any(|f| !f.defines.is_empty()));
+    s[15] = flag(episode.config.rarity && episode.seen.iter().any(|f| f.rare_hit));
     s
 }
 
@@ -84,6 +108,7 @@ pub(crate) fn count_options(state: &[f64; STATE], max_calls: usize) -> Vec<Featu
 
 /// Features of calling `candidate` now.
 pub(crate) fn call_features(episode: &ProxyEpisode, candidate: &Candidate) -> Features {
+    let config = &episode.config;
     let mut phi = vec![(CALL_KIND + candidate.kind as usize, 1.0)];
     if let Some(t) = candidate.term {
         let term = &episode.terms[t];
@@ -97,6 +122,8 @@ pub(crate) fn call_features(episode: &ProxyEpisode, candidate: &Candidate) -> Fe
         };
         let lower = term.text.to_ascii_lowercase();
         let previous = episode.calls_per_term.get(&term.text).copied().unwrap_or(0);
+        // What an earlier grep of the same term said about its rarity in the tree.
+        let rarity = if config.rarity { episode.term_rarity.get(&term.text).copied().unwrap_or(0.0) } else { 0.0 };
         let values = [
             (bucket, 1.0),
             (4, term.position),
@@ -110,6 +137,16 @@ pub(crate) fn call_features(episode: &ProxyEpisode, candidate: &Candidate) -> Fe
             (12, flag(episode.seen.iter().any(|f| f.path.to_ascii_lowercase().contains(&lower)))),
             // A name found in a read file that the issue also mentions (the method in the title).
             (13, flag(candidate.kind == CallKind::GrepResultName && named_in_issue(episode, &term.text))),
+            (14, rarity),
+            // Some seen file already defines a name of this term: a definition grep would repeat it.
+            (
+                15,
+                flag(
+                    config.definitions
+                        && super::episode::definable_names(&term.text)
+                            .any(|n| episode.seen.iter().any(|f| f.defines.contains(n))),
+                ),
+            ),
         ];
         phi.extend(values.iter().filter(|(_, x)| *x != 0.0).map(|&(i, x)| (base + i, x)));
     }
@@ -123,32 +160,76 @@ pub(crate) fn call_features(episode: &ProxyEpisode, candidate: &Candidate) -> Fe
             (3, 1.0 / (1.0 + rank as f64)),
             (4, flag(rank == 0)),
             (5, flag(file.by_glob && file.hits == 0)),
+            (6, flag(config.definitions && !file.defines.is_empty())),
+            (7, if config.rarity { file.rarity_max } else { 0.0 }),
+            (8, flag(config.module_paths && file.by_named_path)),
         ];
         phi.extend(values.iter().filter(|(_, x)| *x != 0.0).map(|&(i, x)| (READ_FILE + i, x)));
     }
     phi
 }
 
-/// Features of including the seen file at answer rank `rank`.
-pub(crate) fn include_features(episode: &ProxyEpisode, file: &SeenFile, rank: usize) -> Features {
+/// The [`FILE`] features of the seen file at hit rank `rank`, indices relative
+/// to a block, zero ones left out (see the module docs for the layout).
+pub(crate) fn file_features(episode: &ProxyEpisode, file: &SeenFile, rank: usize) -> Vec<(usize, f64)> {
+    let config = &episode.config;
     let total_hits: usize = episode.seen.iter().map(|f| f.hits).sum();
+    let defines_title = file.defines.iter().any(|n| episode.title_names.contains(n));
     let values = [
-        (0, 1.0),
-        (1, ln1p(file.hits)),
-        (2, ln1p(file.terms.len())),
-        (3, flag(file.read)),
-        (4, flag(file.by_message)),
-        (5, flag(file.by_identifier)),
-        (6, flag(file.hits > 0 && !file.by_message && !file.by_identifier)),
-        (7, flag(file.by_glob && file.hits == 0)),
-        (8, 1.0 / (1.0 + rank as f64)),
-        (9, flag(rank == 0)),
-        (10, flag(is_test_or_doc(&file.path))),
-        (11, flag(stem_matches(episode, &file.path))),
-        (12, ln1p(episode.seen.len())),
-        (13, if total_hits > 0 { file.hits as f64 / total_hits as f64 } else { 0.0 }),
+        (0, ln1p(file.hits)),
+        (1, ln1p(file.terms.len())),
+        (2, flag(file.read)),
+        (3, flag(file.by_message)),
+        (4, flag(file.by_identifier)),
+        (5, flag(file.hits > 0 && !file.by_message && !file.by_identifier)),
+        (6, flag(file.by_glob && file.hits == 0)),
+        (7, 1.0 / (1.0 + rank as f64)),
+        (8, flag(rank == 0)),
+        (9, flag(is_test_or_doc(&file.path))),
+        (10, flag(stem_matches(episode, &file.path))),
+        (11, if total_hits > 0 { file.hits as f64 / total_hits as f64 } else { 0.0 }),
+        (12, flag(file.by_title)),
+        (13, if config.rarity { file.rarity_sum } else { 0.0 }),
+        (14, if config.rarity { file.rarity_max } else { 0.0 }),
+        (15, flag(config.rarity && file.rare_hit)),
+        (FILE_DEFINES, flag(config.definitions && !file.defines.is_empty())),
+        (17, flag(config.definitions && defines_title)),
+        (18, flag(config.module_paths && file.by_named_path)),
+        (19, if config.path_overlap { ln1p(path_overlap(episode, &file.path)) } else { 0.0 }),
+        (20, if config.path_overlap { ln1p(file.path.matches('/').count()) } else { 0.0 }),
     ];
-    values.iter().filter(|(_, x)| *x != 0.0).map(|&(i, x)| (INCLUDE_FILE + i, x)).collect()
+    values.into_iter().filter(|(_, x)| *x != 0.0).collect()
+}
+
+/// Options of one Plackett–Luce pick: each remaining file's features in the rank block.
+pub(crate) fn rank_options(files: &[Vec<(usize, f64)>]) -> Vec<Features> {
+    files.iter().map(|phi| phi.iter().map(|&(i, x)| (RANK_FILE + i, x)).collect()).collect()
+}
+
+/// Options of the size decision over files ranked in `picked` order: option k
+/// (answer the first k) has the bias of k and the sum of the file features of
+/// picks 2 … k (the first file is in every answer, so its features would cancel).
+pub(crate) fn size_options(picked: &[Vec<(usize, f64)>]) -> Vec<Features> {
+    let mut options = Vec::with_capacity(picked.len());
+    let mut sum = [0.0; FILE];
+    for (k, phi) in picked.iter().enumerate().take(MAX_ANSWER) {
+        if k > 0 {
+            for &(i, x) in phi {
+                sum[i] += x;
+            }
+        }
+        let mut option = vec![(SIZE_BIAS + k, 1.0)];
+        option.extend(sum.iter().enumerate().filter(|(_, x)| **x != 0.0).map(|(i, &x)| (SIZE_FILE + i, x)));
+        options.push(option);
+    }
+    options
+}
+
+/// Features of including a file (the Bernoulli answer): a bias and its file features.
+pub(crate) fn include_features(phi: &[(usize, f64)]) -> Features {
+    let mut out = vec![(INCLUDE_FILE, 1.0)];
+    out.extend(phi.iter().map(|&(i, x)| (INCLUDE_FILE + 1 + i, x)));
+    out
 }
 
 fn flag(b: bool) -> f64 {
@@ -179,6 +260,18 @@ fn named_in_issue(episode: &ProxyEpisode, name: &str) -> bool {
     let snake = super::text::snake_case(name);
     let mut parts = snake.split('_').filter(|p| p.len() >= 3).peekable();
     parts.peek().is_some() && parts.all(|p| episode.issue_words.contains(&p.to_ascii_lowercase()))
+}
+
+/// Directories and the stem of `path` that are words or identifier parts of the
+/// issue (`sympy/physics/units/util.py` for an issue about "units" → 1).
+fn path_overlap(episode: &ProxyEpisode, path: &str) -> usize {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let stem = name.split('.').next().unwrap_or(name);
+    path.split('/')
+        .take(path.matches('/').count())
+        .chain(std::iter::once(stem))
+        .filter(|part| part.len() >= 3 && episode.issue_words.contains(&part.to_ascii_lowercase()))
+        .count()
 }
 
 /// The file's stem is a word or identifier part of the issue (`retry.py` for "retry").

@@ -2,6 +2,12 @@
 //! tool-use actions, trained by the same GRPO engine as the LLM (seed 000
 //! §2.2 setting) but cheap enough for CI and laptops.
 //!
+//! The tool results are the policy's only view of the repository, so what it
+//! knows about a file is what greps, globs and reads said: how many lines and
+//! terms hit it, how rare those terms are in the tree, whether a hit line or a
+//! read shows it *defining* a name the issue uses, and whether its path is one
+//! the issue names.
+//!
 //! # Decisions (the rollout's units, in order)
 //!
 //! Each turn that is not the forced last one:
@@ -10,28 +16,57 @@
 //!    left)}: a bias per option, the turn state on "answer", the turn state
 //!    scaled by n/8 on "n calls" (`features::state`: turn one-hot, files seen
 //!    bucketed, any grep hit, a message grep hit, candidates left bucketed, new
-//!    files last turn).
+//!    files last turn, a seen file defines an issue name, a rare hit).
 //! 2. **Which call**, n times without replacement — a softmax over the calls not
 //!    yet made in this rollout: grep of every issue term (quoted phrases, error
 //!    message heads and whole messages escaped as regex literals, identifiers,
-//!    prose words), glob of identifiers (`**/pkg/sub*`, `**/*retry_policy*`) and
-//!    of paths (`**/pkg/mod.py`), and read of the six unread seen files with the
-//!    most grep hits (±20 lines around the hits), and — when
-//!    [`ProxyConfig::mine_result_names`] is on — grep of `name\(` for each
-//!    function or class defined in what was read (its definition and callers:
-//!    a second hop the issue does not name). Features: tool × source
+//!    prose words); for identifiers also a **definition grep**
+//!    `(?:def|class) name\b` of the last dotted part and of each CamelCase part
+//!    (`Session.resolve_redirects` → `Session`, `resolve_redirects`); glob of
+//!    identifiers (`**/pkg/sub*`, `**/*retry_policy*`), of **dotted module
+//!    paths** (`sympy.core.basic.Basic` → `**/sympy/core/basic.py`,
+//!    `**/sympy/core.py`) and of paths, traceback frames included (`File
+//!    "…/site-packages/pkg/mod.py", line N` → `**/pkg/mod.py`); read of the six
+//!    unread seen files with the most grep hits (±20 lines around the hits); and
+//!    — when [`ProxyConfig::mine_result_names`] is on — grep of `name\(` for each
+//!    function or class defined in what was read. Features: tool × source
 //!    one-hot, length bucket, position in the issue, rare-looking, in a
 //!    traceback / code block / title, word count, occurrences, earlier calls
-//!    with the same term, term in a seen path; for reads: hits, distinct terms,
-//!    hit by a message grep, rank.
-//! 3. **Answer** — for each seen file (the first 16 by grep hits, then distinct
-//!    terms, then discovery) a Bernoulli include/exclude (a two-way softmax
-//!    whose "exclude" option has no features). Included files with grep hits get
-//!    line ranges spanning their hits ±3 lines (merged when they touch); that is
-//!    deterministic, not a decision. The answer is [`Answer::Structured`].
+//!    with the same term, term in a seen path, the term's rarity from an earlier
+//!    grep, a seen file already defines it; for reads: hits, distinct terms, hit
+//!    by a message grep, rank, defines an issue name, rarity, named path.
+//! 3. **Answer** — a **ranking, then a size**. Up to K =
+//!    [`ProxyConfig::max_answer_size`] files are picked one at a time from the
+//!    seen files (the first 16 by grep hits): each pick is a softmax over the
+//!    files not yet picked, with logits `θ_rank · φ_file` (a Plackett–Luce
+//!    ranking, so greedy is "sort by the learned score"). Then a softmax over
+//!    k = 1 … K answers the first k: option k has a bias of its own and the sum
+//!    of the file features of picks 2 … k in a separate block, so it learns both
+//!    a size prior and what makes a further file worth adding. Included files
+//!    with grep hits get line ranges spanning their hits ±3 lines (merged when
+//!    they touch); that is deterministic, not a decision. The answer is
+//!    [`Answer::Structured`]. With [`ProxyConfig::answer_size`] off the answer
+//!    is the older Bernoulli include/exclude per file (an ablation).
 //!
 //! A decision with a single option is taken without a unit (its log-prob is 0
 //! under every θ). The last turn answers without a count decision.
+//!
+//! # File features
+//!
+//! One vector per seen file (`features::file_features`), used by the rank
+//! picks, the size options and the Bernoulli include, each in its own block:
+//! hits and distinct terms (log), read, hit by a message / identifier / only
+//! prose-word grep, glob-only, the hit rank (1/(1+r) and r = 0), test or doc
+//! path, stem is an issue word, share of all hits, hit by a title term;
+//! **rarity** — Σ and max over the terms that hit it of
+//! `1 / (1 + ln(1 + lines the grep hit))`, counting the lines cut at the output
+//! limit (the cut notice says how many), and "hit by a grep naming ≤ 3 files";
+//! **definitions** — defines an issue name, defines a name of the title;
+//! **named paths** — found by a glob of a path or module the issue names;
+//! **path overlap** — ln(1 + directories and stem that are issue words),
+//! ln(1 + depth). Each group has a [`ProxyConfig`] switch (default on) for
+//! ablations; a switched-off group is all zeros and its candidates are not
+//! offered.
 //!
 //! # Model
 //!
@@ -43,15 +78,18 @@
 //! episode: the same seed gives the same rollout bit for bit.
 //!
 //! Greedy decisions take the argmax with ties to the first option; option order
-//! is "answer" first, then 1…n calls; candidates in issue order; "include" before
-//! "exclude" (so at θ = 0 greedy includes every file it saw).
+//! is "answer" first, then 1…n calls; candidates in issue order; files in hit
+//! order; "include" before "exclude".
 //!
 //! # Initialisation
 //!
-//! θ = 0 (uniform choices) except one documented prior: −0.5 on "answer now"
-//! in turn 0, so a fresh policy usually searches before answering and greedy
-//! evaluation makes one call (the issue's first candidate) and includes every
-//! file it hit. That start is weak on purpose, so learning is visible.
+//! θ = 0 (uniform choices) except two documented priors: −0.5 on "answer now"
+//! in turn 0, so a fresh policy usually searches before answering, and +1 on
+//! answer size 1 (F_β with β = 0.5 weighs precision, and most issues change one
+//! file). Greedy evaluation at the start makes one call (the issue's first
+//! candidate) and answers with the file it hit most. The ranking starts at
+//! θ = 0 (hit order), so what the new features are worth is learned, not
+//! built in, and learning is visible.
 //!
 //! # Token equivalents
 //!
@@ -59,8 +97,8 @@
 //! [`TOKENS_PER_CALL`] per call and [`TOKENS_PER_FILE`] per answered file, so the
 //! `len` feature and completion-length metrics grow with what the policy did.
 //!
-//! What it does not do (yet): mine terms from grep output lines, grep within a
-//! path filter, or choose line ranges itself.
+//! What it does not do (yet): grep within a path filter, or choose line ranges
+//! itself.
 
 mod episode;
 mod features;
@@ -94,6 +132,8 @@ pub const TOKENS_PER_FILE: usize = 6;
 
 /// The prior on "answer now" in turn 0.
 const PRIOR_ANSWER_TURN0: f64 = -0.5;
+/// The prior on answer size 1 (the other sizes start at 0).
+const PRIOR_SIZE_ONE: f64 = 1.0;
 
 /// Shape settings of the proxy policy (saved with its state).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -110,11 +150,36 @@ pub struct ProxyConfig {
     /// F_β 0.58 against 0.75 at step 100, one seed) because the extra
     /// candidates dilute exploration early on.
     pub mine_result_names: bool,
+    /// Answer with a learned ranking of the seen files and a learned answer size
+    /// (k = 1 … [`ProxyConfig::max_answer_size`]); off: a Bernoulli include per file.
+    pub answer_size: bool,
+    /// Largest answer size offered (at most 8).
+    pub max_answer_size: usize,
+    /// Rarity of grep terms in the tree (from the lines each grep hit) as file and call features.
+    pub rarity: bool,
+    /// `def`/`class` greps of the issue's names, and "defines an issue name" features.
+    pub definitions: bool,
+    /// Globs of dotted module paths (`pkg.sub.mod` → `**/pkg/sub/mod.py`) and
+    /// "found by a path the issue names" features.
+    pub module_paths: bool,
+    /// Path/issue-word overlap and directory depth as file features.
+    pub path_overlap: bool,
 }
 
 impl Default for ProxyConfig {
     fn default() -> Self {
-        ProxyConfig { max_read_candidates: 6, max_answer_files: 16, line_margin: 3, mine_result_names: false }
+        ProxyConfig {
+            max_read_candidates: 6,
+            max_answer_files: 16,
+            line_margin: 3,
+            mine_result_names: false,
+            answer_size: true,
+            max_answer_size: 4,
+            rarity: true,
+            definitions: true,
+            module_paths: true,
+            path_overlap: true,
+        }
     }
 }
 
@@ -160,6 +225,7 @@ impl ProxyPolicy {
     pub fn new(config: ProxyConfig) -> Self {
         let mut theta = vec![0.0; DIM];
         theta[features::COUNT_ANSWER + features::STATE_TURN0] = PRIOR_ANSWER_TURN0;
+        theta[features::SIZE_BIAS] = PRIOR_SIZE_ONE;
         ProxyPolicy::with_theta(config, theta)
     }
 
@@ -227,21 +293,54 @@ impl ProxyPolicy {
     }
 
     fn answer(&self, episode: &mut ProxyEpisode) -> Answer {
-        let ranked = episode.ranked_files();
+        let ranked: Vec<usize> = episode.ranked_files().into_iter().take(self.config.max_answer_files).collect();
+        let phis: Vec<Vec<(usize, f64)>> = ranked
+            .iter()
+            .enumerate()
+            .map(|(rank, &i)| features::file_features(episode, &episode.seen[i], rank))
+            .collect();
+        let chosen: Vec<usize> = if self.config.answer_size {
+            self.ranked_answer(episode, phis)
+        } else {
+            let mut chosen = Vec::new();
+            for (j, phi) in phis.iter().enumerate() {
+                if self.decide(episode, vec![features::include_features(phi), Vec::new()]) == 0 {
+                    chosen.push(j);
+                }
+            }
+            chosen
+        };
         let mut files = Vec::new();
         let mut line_ranges = Vec::new();
-        for (rank, &i) in ranked.iter().take(self.config.max_answer_files).enumerate() {
-            let include = features::include_features(episode, &episode.seen[i], rank);
-            if self.decide(episode, vec![include, Vec::new()]) != 0 {
-                continue;
-            }
-            let file = &episode.seen[i];
+        for j in chosen {
+            let file = &episode.seen[ranked[j]];
             files.push(file.path.clone());
             line_ranges
                 .extend(ranges(&file.lines, self.config.line_margin).map(|(a, b)| format!("{}:{a}-{b}", file.path)));
         }
         episode.tokens += TOKENS_PER_FILE * files.len();
         Answer::Structured { files, line_ranges }
+    }
+
+    /// Picks up to `max_answer_size` files one by one (a Plackett–Luce ranking:
+    /// each pick a softmax over the files not yet picked), then how many of
+    /// them to answer; returns indices into `phis` in answer order.
+    fn ranked_answer(&self, episode: &mut ProxyEpisode, phis: Vec<Vec<(usize, f64)>>) -> Vec<usize> {
+        let size = self.config.max_answer_size.clamp(1, features::MAX_ANSWER).min(phis.len());
+        if size == 0 {
+            return Vec::new();
+        }
+        let mut left: Vec<usize> = (0..phis.len()).collect();
+        let mut picked = Vec::with_capacity(size);
+        while picked.len() < size {
+            let remaining: Vec<Vec<(usize, f64)>> = left.iter().map(|&j| phis[j].clone()).collect();
+            let chosen = self.decide(episode, features::rank_options(&remaining));
+            picked.push(left.remove(chosen));
+        }
+        let picked_phis: Vec<Vec<(usize, f64)>> = picked.iter().map(|&j| phis[j].clone()).collect();
+        let k = self.decide(episode, features::size_options(&picked_phis)) + 1;
+        picked.truncate(k);
+        picked
     }
 }
 
@@ -269,7 +368,7 @@ impl Policy for ProxyPolicy {
             Sampling::Sample { temperature } if temperature > 0.0 => Some(temperature),
             _ => None,
         };
-        Ok(ProxyEpisode::new(&task.text, ChaCha8Rng::seed_from_u64(seed), temperature, self.config.mine_result_names))
+        Ok(ProxyEpisode::new(&task.text, ChaCha8Rng::seed_from_u64(seed), temperature, self.config))
     }
 
     fn act(&self, episodes: &mut [&mut ProxyEpisode], turn: TurnInfo) -> Result<Vec<TurnOutput>, ProxyError> {

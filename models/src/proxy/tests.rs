@@ -61,12 +61,24 @@ fn run(call: &ToolCall) -> ToolResult {
     };
     match call {
         ToolCall::Grep(args) => {
+            // Literal patterns, and the definition greps `(?:def|class) name\b`.
+            let definition =
+                args.pattern.strip_prefix("(?:def|class) ").map(|n| n.trim_end_matches("\\b").replace('\\', ""));
             let needle = args.pattern.replace('\\', "");
+            let hit = |line: &str| match &definition {
+                Some(name) => ["def ", "class "].iter().any(|kw| {
+                    let wanted = format!("{kw}{name}");
+                    line.match_indices(&wanted).any(|(at, _)| {
+                        !line[at + wanted.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+                    })
+                }),
+                None => line.contains(&needle),
+            };
             let mut lines = Vec::new();
             let mut entities = Vec::new();
             for (path, text) in FILES {
                 for (i, line) in text.lines().enumerate() {
-                    if line.contains(&needle) {
+                    if hit(line) {
                         lines.push(format!("{path}:{}:{line}", i + 1));
                         entities.push(format!("{path}:{}", i + 1));
                     }
@@ -265,9 +277,9 @@ fn the_fresh_policy_searches_first_and_counts_token_equivalents() {
     let policy = ProxyPolicy::default();
     let (episode, answer) = rollout(&policy, Sampling::Greedy, 0, 4);
     let Some(Answer::Structured { files, line_ranges }) = answer else { panic!("greedy answers: {answer:?}") };
-    // Greedy at the prior: one call in turn 0, answer in turn 1 with every file seen.
+    // Greedy at the prior: one call in turn 0, answer in turn 1 with its best-ranked file only.
     assert_eq!(episode.used.len(), 1);
-    assert_eq!(files.len(), episode.seen.len());
+    assert_eq!(files.len(), episode.seen.len().min(1));
     for range in &line_ranges {
         let (path, span) = range.rsplit_once(':').expect("path:a-b");
         assert!(files.iter().any(|f| f == path));
@@ -306,8 +318,8 @@ fn reinforce_raises_the_probability_of_the_rewarded_choices() {
     let greedy = rollout(&policy, Sampling::Greedy, 0, 4).1;
     assert!(reward(&greedy) > 0.6, "greedy answer after training: {greedy:?}");
     assert!(reward(&rollout(&ProxyPolicy::default(), Sampling::Greedy, 0, 4).1) < reward(&greedy));
-    // The include decision puts more weight on files a message grep hit.
-    let message = features::INCLUDE_FILE + 4;
+    // The answer ranking puts more weight on files a message grep hit.
+    let message = features::RANK_FILE + features::FILE_BY_MESSAGE;
     assert!(policy.theta()[message] > 0.1, "θ[hit by message] = {}", policy.theta()[message]);
 }
 
@@ -416,4 +428,183 @@ fn names_defined_in_read_files_become_grep_candidates() {
     let named = features::GREP_TEXT + 13;
     assert!(names.iter().all(|(_, phi)| phi.contains(&(named, 1.0))), "{names:?}");
     assert!(episode.seen[episode.seen_index[TARGET]].read);
+}
+
+/// Feeds one call and its simulated result into `episode` as if the policy had made it.
+fn feed(episode: &mut ProxyEpisode, kind: episode::CallKind, call: ToolCall, term: Option<usize>) {
+    let result = run(&call);
+    episode.pending.push(episode::Candidate { kind, call, term, seen: None });
+    episode.observe(&[result]);
+}
+
+fn grep(pattern: &str) -> ToolCall {
+    ToolCall::Grep(rewardlab_sandbox::GrepArgs { pattern: pattern.into(), path: None, case_sensitive: None })
+}
+
+#[test]
+fn definition_greps_find_the_file_that_defines_an_issue_name() {
+    let task = TaskPrompt { id: "t".into(), text: ISSUE.into() };
+    let policy = ProxyPolicy::default();
+    let mut episode = policy.begin(&task, Sampling::Greedy, 0).expect("begin");
+    let definitions: Vec<(String, usize)> = episode
+        .text_candidates
+        .iter()
+        .filter(|c| c.kind == episode::CallKind::GrepDefinition)
+        .map(|c| match &c.call {
+            ToolCall::Grep(args) => (args.pattern.clone(), c.term.expect("a definition grep has a term")),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let patterns: Vec<&str> = definitions.iter().map(|(p, _)| p.as_str()).collect();
+    // The class of a dotted name and its last part; plain CamelCase names too.
+    for wanted in ["(?:def|class) RetryPolicy\\b", "(?:def|class) send\\b", "(?:def|class) CacheClient\\b"] {
+        assert!(patterns.contains(&wanted), "{wanted} missing from {patterns:?}");
+    }
+    let (pattern, term) = definitions.iter().find(|(p, _)| p.contains("RetryPolicy")).expect("the class grep").clone();
+    feed(&mut episode, episode::CallKind::GrepDefinition, grep(&pattern), Some(term));
+    let target = &episode.seen[episode.seen_index[TARGET]];
+    assert_eq!(target.defines.iter().collect::<Vec<_>>(), ["RetryPolicy"]);
+    assert!(target.by_identifier && target.rare_hit, "{target:?}");
+    // A plain grep whose hit line is a definition counts too; a use of the name does not.
+    feed(&mut episode, episode::CallKind::GrepIdentifier, grep("RetryTimer"), None);
+    feed(&mut episode, episode::CallKind::GrepIdentifier, grep("RetryPolicy"), None);
+    let timer = &episode.seen[episode.seen_index["acme/net/timer.py"]];
+    assert!(timer.defines.contains("RetryTimer"), "{timer:?}");
+    let test = &episode.seen[episode.seen_index["tests/test_retry.py"]];
+    assert!(test.hits > 0 && test.defines.is_empty(), "{test:?}");
+    let defines = features::FILE_DEFINES;
+    let phi = |path: &str| features::file_features(&episode, &episode.seen[episode.seen_index[path]], 0);
+    assert!(phi(TARGET).contains(&(defines, 1.0)));
+    assert!(phi("tests/test_retry.py").iter().all(|&(i, _)| i != defines));
+    // A read that shows `def send` marks the file as defining `send`.
+    let read =
+        ToolCall::Read(rewardlab_sandbox::ReadArgs { path: "acme/cache/client.py".into(), start: None, end: None });
+    feed(&mut episode, episode::CallKind::ReadSeen, read, None);
+    assert!(episode.seen[episode.seen_index["acme/cache/client.py"]].defines.contains("send"));
+    // Switched off, neither the candidates nor the feature exist.
+    let off = ProxyPolicy::new(ProxyConfig { definitions: false, ..ProxyConfig::default() });
+    let mut episode = off.begin(&task, Sampling::Greedy, 0).expect("begin");
+    assert!(episode.text_candidates.iter().all(|c| c.kind != episode::CallKind::GrepDefinition));
+    feed(&mut episode, episode::CallKind::GrepIdentifier, grep("RetryPolicy"), None);
+    assert!(episode.seen.iter().all(|f| f.defines.is_empty()));
+}
+
+#[test]
+fn rarity_weights_follow_how_many_lines_a_grep_hit_including_cut_ones() {
+    assert_eq!(
+        episode::cut_lines(
+            "a:1:x\n[output cut at 4096 characters: 812 more lines (40000 characters) not shown; narrow]"
+        ),
+        812
+    );
+    assert_eq!(episode::cut_lines("a:1:x\nb:2:y"), 0);
+    assert_eq!(episode::cut_lines(""), 0);
+    let task = TaskPrompt { id: "t".into(), text: ISSUE.into() };
+    let mut episode = ProxyPolicy::default().begin(&task, Sampling::Greedy, 0).expect("begin");
+    let term = |text: &str| episode.terms.iter().position(|t| t.text == text).expect("an issue term");
+    let (rare, common) = (term("RetryTimer"), term("budget"));
+    feed(&mut episode, episode::CallKind::GrepIdentifier, grep("RetryTimer"), Some(rare));
+    feed(&mut episode, episode::CallKind::GrepWord, grep("budget"), Some(common));
+    let timer = &episode.seen[episode.seen_index["acme/net/timer.py"]];
+    let client = &episode.seen[episode.seen_index["acme/cache/client.py"]];
+    // timer.py was hit by both terms, client.py by the common one only.
+    assert!(timer.rarity_max > client.rarity_max && timer.rarity_sum > timer.rarity_max, "{timer:?} {client:?}");
+    assert!(timer.rare_hit && !client.rare_hit, "budget hits more than three files");
+    // A result cut at the output limit weighs as many lines as it hit, shown or not.
+    let mut cut = run(&grep("budget"));
+    cut.output.push_str("\n[output cut at 4096 characters: 500 more lines (20000 characters) not shown; narrow]");
+    cut.status = rewardlab_sandbox::Status::Truncated;
+    let mut again = ProxyPolicy::default().begin(&task, Sampling::Greedy, 0).expect("begin");
+    again.pending.push(episode::Candidate {
+        kind: episode::CallKind::GrepWord,
+        call: grep("budget"),
+        term: Some(common),
+        seen: None,
+    });
+    again.observe(&[cut]);
+    let cut_client = &again.seen[again.seen_index["acme/cache/client.py"]];
+    assert!(cut_client.rarity_max < client.rarity_max, "{} vs {}", cut_client.rarity_max, client.rarity_max);
+    assert!(again.term_rarity["budget"] < episode.term_rarity["budget"]);
+}
+
+#[test]
+fn dotted_modules_and_traceback_paths_become_globs_of_named_paths() {
+    let issue = "Wrong result from sympy.core.basic.Basic.subs\n\n```\nTraceback (most recent call last):\n  File \"/usr/lib/python3/site-packages/acme/net/retry.py\", line 3, in send\nValueError: bad\n```\n";
+    let task = TaskPrompt { id: "t".into(), text: issue.into() };
+    let policy = ProxyPolicy::default();
+    let mut episode = policy.begin(&task, Sampling::Greedy, 0).expect("begin");
+    let globs: Vec<(episode::CallKind, String)> = episode
+        .text_candidates
+        .iter()
+        .filter_map(|c| match &c.call {
+            ToolCall::Glob(args) => Some((c.kind, args.pattern.clone())),
+            _ => None,
+        })
+        .collect();
+    let module = |p: &str| (episode::CallKind::GlobModule, p.to_owned());
+    assert!(globs.contains(&module("**/sympy/core/basic.py")), "{globs:?}");
+    assert!(globs.contains(&module("**/sympy/core.py")), "{globs:?}");
+    assert!(globs.iter().all(|(_, p)| !p.contains("Basic.py")), "attributes are not modules: {globs:?}");
+    let frame = globs.iter().find(|(k, _)| *k == episode::CallKind::GlobPath).expect("the traceback frame").clone();
+    assert_eq!(frame.1, "**/net/retry.py");
+    let call = ToolCall::Glob(rewardlab_sandbox::GlobArgs { pattern: frame.1 });
+    feed(&mut episode, episode::CallKind::GlobPath, call, None);
+    let target = &episode.seen[episode.seen_index[TARGET]];
+    assert!(target.by_named_path && target.by_glob);
+    assert!(features::file_features(&episode, target, 0).contains(&(18, 1.0)));
+    let off = ProxyPolicy::new(ProxyConfig { module_paths: false, ..ProxyConfig::default() });
+    let episode = off.begin(&task, Sampling::Greedy, 0).expect("begin");
+    assert!(episode.text_candidates.iter().all(|c| c.kind != episode::CallKind::GlobModule));
+}
+
+#[test]
+fn the_answer_is_a_ranking_and_a_learned_size() {
+    let task = TaskPrompt { id: "t".into(), text: ISSUE.into() };
+    let policy = ProxyPolicy::default();
+    let mut episode = policy.begin(&task, Sampling::Sample { temperature: 1.0 }, 3).expect("begin");
+    feed(&mut episode, episode::CallKind::GrepWord, grep("budget"), None);
+    let seen = episode.seen.len();
+    assert!(seen >= 4, "{seen} files seen");
+    let units_before = episode.units.len();
+    let answer = policy.answer(&mut episode);
+    let Answer::Structured { files, .. } = answer else { panic!("structured") };
+    // K = 4 picks (a unit each while more than one file is left) and one size decision.
+    let n = seen.min(policy.config().max_answer_files);
+    let k = policy.config().max_answer_size.min(n);
+    let picks = (0..k).filter(|j| n - j > 1).count();
+    assert_eq!(episode.units.len() - units_before, picks + 1);
+    let size = episode.units.last().expect("the size unit");
+    assert_eq!(size.options.len(), k);
+    assert!((1..=k).contains(&files.len()) && files.len() == size.chosen + 1);
+    // The prior favours one file, and option 1 carries only its bias.
+    let p: Vec<f64> = loglinear::log_softmax(&loglinear::logits(policy.theta(), &size.options, 1.0))
+        .iter()
+        .map(|l| l.exp())
+        .collect();
+    assert!(p[0] > 0.4 && p.iter().skip(1).all(|&x| x < p[0]), "{p:?}");
+    assert_eq!(size.options[0], vec![(features::SIZE_BIAS, 1.0)]);
+    // Larger sizes add the features of the files they add (the second pick's hits, at least).
+    assert!(size.options[1].iter().any(|&(i, _)| i >= features::SIZE_FILE), "{:?}", size.options[1]);
+    // Learning moves the size: rewarding size 3 makes it the greedy choice.
+    let mut trained = policy.clone();
+    for _ in 0..60 {
+        let options = size.options.clone();
+        let unit =
+            loglinear::decide(trained.theta(), options, loglinear::Draw::Greedy, &mut ChaCha8Rng::seed_from_u64(0));
+        let target = loglinear::Unit { chosen: 2, ..unit };
+        // A loss of −log p(size 3): its coefficient is −1.
+        target.accumulate(&trained.theta, -1.0, &mut trained.grad);
+        trained.step(&optim(0.1)).expect("step");
+    }
+    let after = loglinear::log_softmax(&loglinear::logits(trained.theta(), &size.options, 1.0));
+    let best = (0..after.len()).max_by(|&a, &b| after[a].total_cmp(&after[b])).expect("options");
+    assert_eq!(best, 2, "{after:?}");
+    // With the size switched off every file gets its own include decision.
+    let bernoulli = ProxyPolicy::new(ProxyConfig { answer_size: false, ..ProxyConfig::default() });
+    let mut episode = bernoulli.begin(&task, Sampling::Greedy, 0).expect("begin");
+    feed(&mut episode, episode::CallKind::GrepWord, grep("budget"), None);
+    let Answer::Structured { files, .. } = bernoulli.answer(&mut episode) else { panic!("structured") };
+    assert_eq!(episode.units.len(), episode.seen.len());
+    assert!(episode.units.iter().all(|u| u.options.len() == 2 && u.options[0][0] == (features::INCLUDE_FILE, 1.0)));
+    assert_eq!(files.len(), episode.seen.len(), "θ = 0 includes every file (ties go to include)");
 }
