@@ -174,7 +174,7 @@ pub enum TaskKind {
 /// A mined task and where it came from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MinedTask {
-    /// The task itself.
+    /// The task; its `repo` is the mined repository's path.
     pub task: Task,
     /// Whether it came from a plain commit or a pull request.
     pub kind: TaskKind,
@@ -249,7 +249,7 @@ pub enum CommitError {
     Git {
         /// The repository path as given.
         path: PathBuf,
-        /// What was being done, such as ``resolving `main` ``.
+        /// What was being done, such as resolving `main`.
         context: String,
         /// The error gix reported.
         #[source]
@@ -276,9 +276,10 @@ pub enum CommitError {
         rev: String,
         /// What each filter removed (boxed: it is large and errors should stay small).
         stats: Box<MineStats>,
-        /// The non-zero filter counts in words, comma-separated.
+        /// The non-zero filter counts in words, comma-separated (`none` when nothing was walked).
         summary: String,
-        /// The option to change for the filter that removed the most commits.
+        /// What to change: the option behind the filter that removed the most commits, or why
+        /// the range is empty.
         hint: String,
     },
     /// Reading or writing the mining cache failed.

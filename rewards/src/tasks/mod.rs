@@ -54,7 +54,7 @@ pub enum RepoRef {
 /// What a correct answer names.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Targets {
-    /// Repository-relative paths of the files the fix changes, at the base commit.
+    /// Repository-relative paths of the files the fix changes (a renamed file's pre-image path).
     pub files: Vec<String>,
     /// Pre-image line ranges of the fix's changes (a file added by the fix has none).
     pub line_ranges: Vec<LineRange>,
