@@ -9,7 +9,7 @@
 //! crash never leaves a half-written checkpoint under a final name.
 //!
 //! The engine has no RNG state to save: every random choice is seeded from
-//! (seed, step, prompt slot, rollout) ([`super::seed`]), so the seed, the step
+//! (seed, step, prompt slot, rollout) (`engine::seed`), so the seed, the step
 //! and the data cursor determine the rest of the run.
 
 use std::fs;

@@ -7,8 +7,8 @@
 //! [`Engine::step`] runs the phases of [`Phase`] in order, each a method with
 //! its own inputs and outputs in its own file:
 //!
-//! 1. **Rollout** (`sample.rs`, [`rollout`]): P training tasks from the data
-//!    cursor (the train split in a seeded permutation per epoch, [`seed`]),
+//! 1. **Rollout** (`sample.rs`, `rollout.rs`): P training tasks from the data
+//!    cursor (the train split in a seeded permutation per epoch, `seed.rs`),
 //!    then P × G episodes, each seeded from (seed, step, prompt slot,
 //!    rollout), run turn-synchronously: every active episode acts, all their
 //!    tool calls run concurrently on the engine's tokio runtime (under the

@@ -26,19 +26,29 @@ use crate::engine::EngineConfig;
 /// A checked study, ready to run.
 #[derive(Clone, Debug)]
 pub struct Study {
+    /// The study's name (the file's `name`, or its stem): results go to `results/<name>/`.
     pub name: String,
+    /// The study file's path, as the caller gave it; relative paths inside it are resolved
+    /// against its directory.
     pub path: PathBuf,
+    /// Free text from the file; empty when it has none.
     pub description: String,
     /// The training sources, paths resolved against the study file's directory.
     pub tasks: Vec<TaskSpec>,
     /// The evaluation source (every task held out), paths resolved likewise.
     pub eval: Option<TaskSpec>,
+    /// The policy every run trains; a Qwen3 `model` path is resolved against the study file's
+    /// directory.
     pub policy: PolicySpec,
     /// The engine's settings; `seed` is replaced per run.
     pub training: EngineConfig,
+    /// How the summary judges variants.
     pub summary: SummarySpec,
+    /// How many seed indices each variant runs at (`0..seeds`); at least 1.
     pub seeds: usize,
+    /// The seed of seed index 0; index `i` runs with `base_seed + i`.
     pub base_seed: u64,
+    /// Every variant, declared ones first, then the grid's; names are unique.
     pub variants: Vec<Variant>,
     /// Warnings (empty when none).
     pub warnings: StudyDiagnostics,
@@ -47,6 +57,8 @@ pub struct Study {
 /// One variant's reward program, checked.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Variant {
+    /// The variant's name, unique in the study and safe as a directory name (letters, digits,
+    /// `-`, `_`, `.`, `+`, `=`).
     pub name: String,
     /// Where the source came from: the reward file's path, or `STUDY.toml#name`.
     pub origin: String,
@@ -64,8 +76,11 @@ pub struct Variant {
 pub struct RunSpec {
     /// Index into [`Study::variants`].
     pub variant: usize,
+    /// That variant's name.
     pub variant_name: String,
+    /// The seed index, in `0..Study::seeds`.
     pub seed_index: usize,
+    /// The run's seed, `base_seed + seed_index`.
     pub seed: u64,
     /// The run's directory relative to the study's results directory.
     pub dir: PathBuf,
@@ -78,13 +93,17 @@ pub enum StudyError {
     /// Errors (and any warnings) of the TOML, the variants and the reward
     /// files; [`StudyDiagnostics::render`] draws them.
     #[error("the study has {} error(s)", diagnostics.error_count())]
-    Invalid { diagnostics: StudyDiagnostics },
+    Invalid {
+        /// Every finding, errors and warnings alike.
+        diagnostics: StudyDiagnostics,
+    },
 }
 
 /// A study's diagnostics, grouped by the file they point into: the study file
 /// first, then each reward file it names, in path order.
 #[derive(Clone, Debug, Default)]
 pub struct StudyDiagnostics {
+    /// One entry per file with findings; files without any are left out.
     pub files: Vec<FileDiagnostics>,
 }
 
@@ -94,6 +113,8 @@ pub struct FileDiagnostics {
     /// The file as it was checked (its display name and text, for line and
     /// column lookup).
     pub file: SourceFile,
+    /// The file's findings: the study file's in source order, a reward file's as its
+    /// checker reported them.
     pub diagnostics: Vec<Diagnostic>,
 }
 

@@ -4,7 +4,7 @@
 //! runs ([`train`] over the worker [`pool`], the done/resume protocol in
 //! [`runs`]), what concurrent runners share, published atomically
 //! ([`publish`]), Slurm array scripts and run manifests ([`slurm`]), offline
-//! replay of variants on logged rollouts ([`replay`]), and the outputs of a
+//! replay of variants on logged rollouts ([`replay`](mod@replay)), and the outputs of a
 //! finished study — summary tables with confidence intervals, baselines and
 //! plots ([`summary`], [`plots`]).
 //!

@@ -19,6 +19,7 @@ use crate::engine::EngineConfig;
 pub struct StudyFile {
     /// Names `results/<name>/`; defaults to the file's stem.
     pub name: Option<Spanned<String>>,
+    /// Free text describing the study; empty by default.
     #[serde(default)]
     pub description: String,
     /// Seed indices `0..seeds`. Every variant runs once per index.
@@ -32,6 +33,7 @@ pub struct StudyFile {
     /// The evaluation source: every one of its tasks is held out, and the
     /// training sources hold out none.
     pub eval: Option<TaskSpec>,
+    /// The policy every run trains: `[policy.proxy]` or `[policy.qwen3]`.
     pub policy: PolicySpec,
     /// The engine's settings, passed through (its own defaults fill the gaps).
     /// `seed` is set per run from the seed index and may not appear here.
@@ -42,10 +44,13 @@ pub struct StudyFile {
     /// in by [`StudyFile::parse`].
     #[serde(skip)]
     pub checkpoint_every: Option<usize>,
+    /// How the summary judges variants; defaults apply when absent.
     #[serde(default)]
     pub summary: SummarySpec,
+    /// Named variants (`[[variants]]`), each a reward file or inline formulas.
     #[serde(default)]
     pub variants: Vec<VariantSpec>,
+    /// A grid of inline variants (`[grid]`), added after the named ones.
     pub grid: Option<GridSpec>,
 }
 
@@ -235,8 +240,10 @@ pub enum PolicySpec {
 pub struct Qwen3Spec {
     /// A model directory (config, tokenizer, safetensors), relative to the study file.
     pub model: PathBuf,
+    /// The LoRA rank `r` of every adapter (32 by default).
     #[serde(default = "default_lora_rank")]
     pub lora_rank: usize,
+    /// The LoRA scale numerator: adapters add `(lora_alpha / lora_rank) · B A x` (64 by default).
     #[serde(default = "default_lora_alpha")]
     pub lora_alpha: f64,
     // --- Model loading, sampling budgets and scoring (H7a; the sampling temperature is
@@ -308,8 +315,10 @@ fn default_true() -> bool {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ModelDtype {
+    /// 32-bit floats (`"f32"`), the default.
     #[default]
     F32,
+    /// bfloat16 (`"bf16"`): half the memory of f32.
     Bf16,
 }
 
@@ -317,8 +326,10 @@ pub enum ModelDtype {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ModelDevice {
+    /// The CPU (`"cpu"`), the default.
     #[default]
     Cpu,
+    /// The first CUDA GPU (`"cuda"`); needs a build with `--features model-cuda`.
     Cuda,
 }
 
@@ -342,12 +353,15 @@ impl Default for SummarySpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VariantSpec {
+    /// The variant's name: unique in the study, letters, digits, `-`, `_`, `.`, `+`, `=` only.
     pub name: Spanned<String>,
     /// A reward file (relative to the study file). Excludes the inline formulas.
     pub file: Option<Spanned<PathBuf>>,
     /// Inline formulas: one expression each, as on the right of `reward = ...`.
     pub reward: Option<Spanned<String>>,
+    /// Inline `adv = ...`, the base advantage estimator; the language's default when absent.
     pub adv: Option<Spanned<String>>,
+    /// Inline `advantage = ...`, the advantage-layer scaling; `adv` itself when absent.
     pub advantage: Option<Spanned<String>>,
     /// Overrides of the reward file's `param`s; for inline formulas, `param` declarations.
     #[serde(default)]
@@ -359,12 +373,16 @@ pub struct VariantSpec {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GridSpec {
+    /// `reward` formulas by choice name; at least one is required.
     #[serde(default)]
     pub reward: BTreeMap<String, Spanned<String>>,
+    /// `adv` formulas by choice name; empty means every variant uses the default `adv`.
     #[serde(default)]
     pub adv: BTreeMap<String, Spanned<String>>,
+    /// `advantage` formulas by choice name; empty means every variant uses `advantage = adv`.
     #[serde(default)]
     pub advantage: BTreeMap<String, Spanned<String>>,
+    /// Values of each `param`, every one a separate grid axis; a list may not be empty.
     #[serde(default)]
     pub params: BTreeMap<String, Spanned<Vec<f64>>>,
 }

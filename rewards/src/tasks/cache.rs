@@ -32,9 +32,13 @@ pub const MINING_FORMAT: u32 = 1;
 /// What a cache entry is the answer to.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CacheKey {
+    /// The [`MINING_FORMAT`] the entry was mined with.
     pub format: u32,
+    /// The repository's directory name (after canonicalising its path); task ids start with it.
     pub repo: String,
+    /// The commit range mined, as full commit ids.
     pub range: ResolvedRange,
+    /// The mining options, with `threads` zeroed because it never changes the result.
     pub options: CommitOptions,
 }
 

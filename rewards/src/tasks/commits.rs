@@ -80,7 +80,9 @@ pub struct CommitOptions {
     pub since: Option<i64>,
     /// Only commits whose committer time is at most this.
     pub until: Option<i64>,
+    /// Skip commits with fewer target files than this (after the path filters).
     pub min_files: usize,
+    /// Skip commits with more target files than this (after the path filters).
     pub max_files: usize,
     /// Skip commits that change more paths than this, counting every changed
     /// file (tests, docs and non-source files too): sweeping refactors make poor tasks.
@@ -163,14 +165,18 @@ impl TaskKinds {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskKind {
+    /// A one-parent commit, its message the issue text.
     Commit,
+    /// A merged pull request: a GitHub merge commit or a squash merge.
     PullRequest,
 }
 
 /// A mined task and where it came from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MinedTask {
+    /// The task; its `repo` is the mined repository's path.
     pub task: Task,
+    /// Whether it came from a plain commit or a pull request.
     pub kind: TaskKind,
     /// The commit whose change is the target (the merge commit of a merged pull request).
     pub commit: String,
@@ -188,12 +194,15 @@ pub struct MineStats {
     pub walked: usize,
     /// Commits whose trees were diffed.
     pub diffed: usize,
+    /// Tasks mined (after every filter and the `max_tasks` cut).
     pub tasks: usize,
+    /// Commits with no parent, which have no change to use as a target.
     pub root_commits: usize,
     /// Merges that are not a selected pull request.
     pub merges: usize,
     /// One-parent commits when only pull requests are selected (squash merges aside).
     pub kind_not_selected: usize,
+    /// Committer time before `since` or after `until`.
     pub outside_dates: usize,
     /// Too few words or a routine-upkeep subject.
     pub trivial_message: usize,
@@ -203,6 +212,7 @@ pub struct MineStats {
     pub too_many_paths: usize,
     /// Fewer than `min_files` target files (often none: tests, docs or non-source only).
     pub too_few_files: usize,
+    /// More than `max_files` target files.
     pub too_many_files: usize,
     /// Added a target file.
     pub added_files: usize,
@@ -215,6 +225,7 @@ pub struct MineStats {
 pub struct Mined {
     /// Newest first (walk order).
     pub tasks: Vec<MinedTask>,
+    /// What the walk saw and what each filter removed.
     pub stats: MineStats,
     /// Wall-clock seconds mining took (0 for a cache hit's walk).
     pub seconds: f64,
@@ -224,22 +235,32 @@ pub struct Mined {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CommitError {
+    /// The path is not a git repository gix can open.
     #[error("opening git repository {path}")]
     Open {
+        /// The repository path as given.
         path: PathBuf,
+        /// Why gix could not open it.
         #[source]
         source: gix::Error,
     },
+    /// A git operation failed in an open repository: resolving a revision, walking, reading or diffing.
     #[error("{context} in {path}")]
     Git {
+        /// The repository path as given.
         path: PathBuf,
+        /// What was being done, such as resolving `main`.
         context: String,
+        /// The error gix reported.
         #[source]
         source: gix::Error,
     },
+    /// An include or exclude glob of the options does not compile.
     #[error("mining {path}")]
     Glob {
+        /// The repository path as given.
         path: PathBuf,
+        /// Which glob failed and why.
         #[source]
         source: GlobError,
     },
@@ -247,16 +268,28 @@ pub enum CommitError {
         "no usable commits in {path} at `{rev}`: of {} commit(s) walked, {summary}; {hint}",
         stats.walked
     )]
+    /// The walk finished without a single task.
     NoUsableCommits {
+        /// The repository path as given.
         path: PathBuf,
+        /// The revision or range walked, as given in the options.
         rev: String,
         /// What each filter removed (boxed: it is large and errors should stay small).
         stats: Box<MineStats>,
+        /// The non-zero filter counts in words, comma-separated (`none` when nothing was walked).
         summary: String,
+        /// What to change: the option behind the filter that removed the most commits, or why
+        /// the range is empty.
         hint: String,
     },
+    /// Reading or writing the mining cache failed.
     #[error("mining cache {path}: {message}")]
-    Cache { path: PathBuf, message: String },
+    Cache {
+        /// The cache file or directory concerned.
+        path: PathBuf,
+        /// What went wrong, such as `writing: ...`.
+        message: String,
+    },
 }
 
 /// Mines tasks from the history of the repository at `repo_path`, newest
@@ -268,7 +301,9 @@ pub fn mine_commits(repo_path: &Path, options: &CommitOptions) -> Result<Vec<Tas
 /// The commit range of `options.rev`, resolved: the tip and the commits whose history is excluded.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResolvedRange {
+    /// The commit the walk starts from (full hex id).
     pub tip: String,
+    /// Commits whose history the walk leaves out (`A` of `A..B`); empty for a single revision.
     pub hidden: Vec<String>,
 }
 

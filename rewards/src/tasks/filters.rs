@@ -82,7 +82,9 @@ pub fn is_trivial_message(message: &str, min_words: usize) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("path glob `{glob}`: {message}")]
 pub struct GlobError {
+    /// The glob as written (the whole list, comma-separated, when the set failed to build).
     pub glob: String,
+    /// What the glob compiler said was wrong.
     pub message: String,
 }
 
@@ -154,6 +156,7 @@ fn compile(text: &str) -> Result<Glob, GlobError> {
 /// A pull request read from a commit message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PullRequestMessage {
+    /// The pull request's number, `N` in `#N`.
     pub number: u64,
     /// The issue text: the title, then the body after a blank line when there is one.
     pub text: String,

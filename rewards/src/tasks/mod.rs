@@ -28,11 +28,13 @@ pub use swebench::{SwebenchInstance, load_swebench};
 pub struct Task {
     /// `instance_id` for SWE-bench, `<repo dir>@<short sha>` for mined commits and pull requests.
     pub id: String,
+    /// The repository the task's commit belongs to.
     pub repo: RepoRef,
     /// The commit the retriever searches (full hex id).
     pub base_commit: String,
     /// The issue text the policy sees.
     pub prompt: String,
+    /// The files, line ranges and functions a correct answer names.
     pub targets: Targets,
     /// Extra relevant files with weights (CATM labels); empty when none were mined.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -52,7 +54,9 @@ pub enum RepoRef {
 /// What a correct answer names.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Targets {
+    /// Repository-relative paths of the files the fix changes (a renamed file's pre-image path).
     pub files: Vec<String>,
+    /// Pre-image line ranges of the fix's changes (a file added by the fix has none).
     pub line_ranges: Vec<LineRange>,
     /// `path::Qualified.name`; `None` when the source has no function labels
     /// (mined commits), so `Fb(func)` on such tasks is an error, not a zero.
@@ -62,7 +66,10 @@ pub struct Targets {
 /// A file with a relevance weight (CATM's normalised `w`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WeightedFile {
+    /// Repository-relative path of the file.
     pub path: String,
+    /// The file's relevance, non-negative (CATM weights have mean 1 over a run's relevant files);
+    /// [`Task::target_selection`] keeps the file when this is at least its threshold.
     pub weight: f64,
 }
 

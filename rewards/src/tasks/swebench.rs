@@ -22,11 +22,17 @@ use crate::rollout::{Loaded, ReadError, load_jsonl};
 /// One line of a SWE-bench-style file (other keys are ignored).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct SwebenchInstance {
+    /// The instance's id, such as `psf__requests-2317`; it becomes the task id.
     pub instance_id: String,
+    /// The repository's name, such as `psf/requests`.
     pub repo: String,
+    /// The commit the gold patch applies to (full hex id).
     pub base_commit: String,
+    /// The issue text, shown to the policy as the prompt.
     pub problem_statement: String,
+    /// The gold patch, a unified diff; its files and pre-image lines are the targets.
     pub patch: String,
+    /// Span names per file (SWE-bench Lite's localisation labels); `None` when the key is absent.
     #[serde(default)]
     pub expected_spans: Option<BTreeMap<String, Vec<String>>>,
 }
