@@ -617,7 +617,7 @@ fn resolve_tasks(tasks: TaskSpec, base: &Path) -> TaskSpec {
         TaskSpec::Swebench { path, repos, seed, held_out_fraction } => {
             TaskSpec::Swebench { path: base.join(path), repos: base.join(repos), seed, held_out_fraction }
         }
-        TaskSpec::Commits(c) => TaskSpec::Commits(CommitsSpec { repo: base.join(&c.repo), ..c }),
+        TaskSpec::Commits(c) => TaskSpec::Commits(Box::new(CommitsSpec { repo: base.join(&c.repo), ..*c })),
         t => t,
     }
 }

@@ -107,7 +107,7 @@ pub enum TaskSpec {
     },
     /// Tasks mined from a git repository's commits and merged pull requests
     /// (`rewardlab_rewards::tasks::commits`).
-    Commits(CommitsSpec),
+    Commits(Box<CommitsSpec>),
 }
 
 /// A `source = "commits"` table: the repository, the walk and the filters.

@@ -129,7 +129,7 @@ pub enum TaskError {
         repo: PathBuf,
         /// The miner's error (it names the range and what each filter removed).
         #[source]
-        source: CommitError,
+        source: Box<CommitError>,
     },
     /// The leakage rule could not read a repository's history.
     #[error("applying the leakage rule in {}", repo.display())]
@@ -138,7 +138,7 @@ pub enum TaskError {
         repo: PathBuf,
         /// The rule's error (it names the commit and the instance).
         #[source]
-        source: LeakageError,
+        source: Box<LeakageError>,
     },
     /// Two different repositories would share a store name.
     #[error(
@@ -447,7 +447,7 @@ fn commit_source(spec: &CommitsSpec, name: &str, fraction: f64, study_dir: &Path
     let mined = mine_cached(&repo, &options, &cache).map_err(|source| TaskError::Mining {
         source_name: name.to_owned(),
         repo: repo.clone(),
-        source,
+        source: Box::new(source),
     })?;
     let tasks: Vec<Task> = mined.tasks.iter().map(|m| m.task.clone()).collect();
     let set = TaskSet::from_tasks(&tasks, fraction, spec.seed, AUX_MIN_WEIGHT)
@@ -507,8 +507,8 @@ fn leaking(
                 TrainChange { commit, inclusive: *inclusive, files: &all[i].gold }
             })
             .collect();
-        let leaks =
-            find_leaks(repo, &eval, &changes).map_err(|source| TaskError::Leakage { repo: repo.to_owned(), source })?;
+        let leaks = find_leaks(repo, &eval, &changes)
+            .map_err(|source| TaskError::Leakage { repo: repo.to_owned(), source: Box::new(source) })?;
         for (k, instances) in leaks.iter().enumerate() {
             if instances.is_empty() {
                 continue;

@@ -309,7 +309,8 @@ fn study_real_task_sources_resolve_against_the_study_file() {
     assert!(invalid(&no_repos).contains("missing field `repos`"), "{}", invalid(&no_repos));
     let text = format!("seeds = 1\n[tasks]\nsource = \"commits\"\nrepo = \"..\"\nmax_tasks = 5\n{variant}");
     match parse(&text).expect("valid").tasks.into_iter().next().expect("one source") {
-        TaskSpec::Commits(CommitsSpec { repo, rev, max_tasks, .. }) => {
+        TaskSpec::Commits(c) => {
+            let CommitsSpec { repo, rev, max_tasks, .. } = *c;
             assert_eq!((repo, rev.as_str(), max_tasks), (studies_dir().join(".."), "HEAD", Some(5)));
         }
         other => panic!("{other:?}"),

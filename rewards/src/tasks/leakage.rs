@@ -107,8 +107,7 @@ pub fn find_leaks(
     if pairs.is_empty() {
         return Ok(leaks);
     }
-    let repo = gix::open(repo_path)
-        .map_err(|source| LeakageError::Open { path: repo_path.to_path_buf(), source: source.into() })?;
+    let repo = gix::open(repo_path).map_err(|source| LeakageError::Open { path: repo_path.to_path_buf(), source })?;
     let resolve = |what: &'static str, commit: &str, owner: &str| -> Result<ObjectId, LeakageError> {
         let error = |source: gix::Error| LeakageError::Commit {
             path: repo_path.to_path_buf(),
@@ -118,8 +117,8 @@ pub fn find_leaks(
             source,
         };
         let id = super::commits::resolve_rev(&repo, commit).map_err(error)?;
-        let object = repo.find_object(id).map_err(|e| error(e.into()))?;
-        Ok(object.peel_to_commit().map_err(|e| error(e.into()))?.id)
+        let object = repo.find_object(id).map_err(error)?;
+        Ok(object.peel_to_commit().map_err(error)?.id)
     };
     let mut bases: HashMap<ObjectId, Vec<usize>> = HashMap::new();
     for (e, instance) in eval.iter().enumerate() {
@@ -129,12 +128,15 @@ pub fn find_leaks(
         Ancestry { repo: &repo, repo_path, bases: &bases, words: eval.len().div_ceil(64), memo: HashMap::new() };
     let mut reached: HashMap<usize, Vec<u64>> = HashMap::new();
     for &(t, e) in &pairs {
-        if !reached.contains_key(&t) {
-            let change = &train[t];
-            let id = resolve("training commit", change.commit, change.commit)?;
-            reached.insert(t, walk.descends_from(id, change.inclusive)?);
-        }
-        if reached[&t][e / 64] & (1 << (e % 64)) != 0 {
+        let bits = match reached.entry(t) {
+            std::collections::hash_map::Entry::Occupied(bits) => bits.into_mut(),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                let change = &train[t];
+                let id = resolve("training commit", change.commit, change.commit)?;
+                slot.insert(walk.descends_from(id, change.inclusive)?)
+            }
+        };
+        if bits[e / 64] & (1 << (e % 64)) != 0 {
             leaks[t].push(e);
         }
     }
@@ -205,7 +207,7 @@ impl Ancestry<'_> {
             what: "training commit",
             commit: id.to_string(),
             owner: "an ancestor".to_owned(),
-            source: source.into(),
+            source,
         })?;
         Ok(commit.parent_ids().map(|p| p.detach()).collect())
     }
