@@ -1,7 +1,13 @@
 //! A finished (or partly finished) study's results, read back from disk:
 //! `manifest.json` (written before the runs start), each run's `metrics.csv`,
-//! and baseline rows (`baseline_bm25.csv`). Reading from disk rather than from
-//! memory lets a later `study merge` summarise runs that ran elsewhere.
+//! and baseline rows (`baseline_bm25.csv`: the file keeps the name it had when
+//! BM25 was the only baseline, and holds every baseline's row, the grep
+//! heuristic's included). Reading from disk rather than from memory lets a
+//! later `study merge` summarise runs that ran elsewhere.
+//!
+//! The per-task records (each run's `eval.jsonl`, the study's
+//! `baseline_tasks.jsonl`) feed the per-repository tables ([`super::by_repo`]);
+//! a study without them (trained before they existed) still summarises.
 //!
 //! Per run, the held-out columns come from the last evaluated row of
 //! `metrics.csv` (the engine evaluates on the last step), and the training
@@ -13,13 +19,17 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::baseline::BaselineTask;
+use super::by_repo::{self, RepoSummary};
 use super::load::{RunSpec, Study};
 use super::stats::MeanCi;
-use crate::engine::MetricsRow;
+use crate::engine::{EvalRecord, MetricsRow};
 
 /// File names under `results/<study>/`.
 pub const MANIFEST_FILE: &str = "manifest.json";
 pub const BASELINE_FILE: &str = "baseline_bm25.csv";
+/// The baselines' per-task records ([`BaselineTask`], one JSON line each).
+pub const BASELINE_TASKS_FILE: &str = "baseline_tasks.jsonl";
 pub const SUMMARY_CSV: &str = "summary.csv";
 pub const SUMMARY_MD: &str = "summary.md";
 
@@ -94,6 +104,9 @@ pub struct Summary {
     pub precision_gate: f64,
     pub variants: Vec<VariantSummary>,
     pub baselines: Vec<BaselineRow>,
+    /// The held-out table per repository (empty when no run or baseline left
+    /// per-task records).
+    pub by_repo: Vec<RepoSummary>,
     /// Runs of the manifest with no `metrics.csv` yet (not started or failed early).
     pub missing: Vec<PathBuf>,
 }
@@ -179,13 +192,26 @@ pub fn write_baselines(study_dir: &Path, rows: &[BaselineRow]) -> Result<(), Sum
     w.flush().map_err(io(&path))
 }
 
+/// Writes the baselines' per-task records (`baseline_tasks.jsonl`).
+pub fn write_baseline_records(study_dir: &Path, records: &[BaselineTask]) -> Result<(), SummaryError> {
+    let path = study_dir.join(BASELINE_TASKS_FILE);
+    let mut text = Vec::new();
+    for record in records {
+        serde_json::to_writer(&mut text, record).map_err(|source| SummaryError::Json { path: path.clone(), source })?;
+        text.push(b'\n');
+    }
+    fs::write(&path, text).map_err(io(&path))
+}
+
 /// Reads the manifest, every run's metrics and the baselines under `study_dir`.
 pub fn summarize(study_dir: &Path) -> Result<Summary, SummaryError> {
     let manifest = Manifest::read(study_dir)?;
     let mut variants = Vec::new();
+    let mut records: Vec<(String, Vec<Vec<EvalRecord>>)> = Vec::new();
     let mut missing = Vec::new();
     for name in &manifest.variants {
         let mut runs = Vec::new();
+        let mut evals = Vec::new();
         for run in manifest.runs.iter().filter(|r| &r.variant == name) {
             let path = study_dir.join(&run.dir).join(crate::engine::METRICS_FILE);
             if !path.exists() {
@@ -193,7 +219,12 @@ pub fn summarize(study_dir: &Path) -> Result<Summary, SummaryError> {
                 continue;
             }
             runs.push(RunResult { seed_index: run.seed_index, rows: read_metrics(&path)? });
+            let eval_path = study_dir.join(&run.dir).join(crate::engine::EVAL_FILE);
+            if let Some(run_records) = by_repo::read_jsonl::<EvalRecord>(&eval_path)? {
+                evals.push(run_records);
+            }
         }
+        records.push((name.clone(), evals));
         let per_run: Vec<[Option<f64>; 10]> = runs.iter().map(|r| final_values(&r.rows)).collect();
         let stats: Vec<Option<MeanCi>> =
             (0..COLUMNS.len()).map(|c| MeanCi::of(&per_run.iter().filter_map(|v| v[c]).collect::<Vec<_>>())).collect();
@@ -208,7 +239,9 @@ pub fn summarize(study_dir: &Path) -> Result<Summary, SummaryError> {
     } else {
         Vec::new()
     };
-    Ok(Summary { name: manifest.name, precision_gate: manifest.precision_gate, variants, baselines, missing })
+    let baseline_tasks = by_repo::read_jsonl::<BaselineTask>(&study_dir.join(BASELINE_TASKS_FILE))?.unwrap_or_default();
+    let by_repo = by_repo::breakdown(&records, &baseline_tasks);
+    Ok(Summary { name: manifest.name, precision_gate: manifest.precision_gate, variants, baselines, by_repo, missing })
 }
 
 /// A run's values of [`COLUMNS`].
@@ -229,7 +262,8 @@ fn final_values(rows: &[MetricsRow]) -> [Option<f64>; 10] {
     ]
 }
 
-/// Writes `summary.csv` and `summary.md`.
+/// Writes `summary.csv` and `summary.md`, and `summary_by_repo.{csv,md}`
+/// when there are per-task records to break down.
 pub fn write_tables(summary: &Summary, study_dir: &Path) -> Result<(), SummaryError> {
     fs::create_dir_all(study_dir).map_err(io(study_dir))?;
     let path = study_dir.join(SUMMARY_CSV);
@@ -266,7 +300,11 @@ pub fn write_tables(summary: &Summary, study_dir: &Path) -> Result<(), SummaryEr
 
     let md_path = study_dir.join(SUMMARY_MD);
     let mut f = fs::File::create(&md_path).map_err(io(&md_path))?;
-    f.write_all(render_markdown(summary).as_bytes()).map_err(io(&md_path))
+    f.write_all(render_markdown(summary).as_bytes()).map_err(io(&md_path))?;
+    if !summary.by_repo.is_empty() {
+        by_repo::write_repo_tables(&summary.name, &summary.by_repo, study_dir)?;
+    }
+    Ok(())
 }
 
 /// The markdown summary: one row per variant, then the baselines.
@@ -301,6 +339,13 @@ pub fn render_markdown(summary: &Summary) -> String {
         cells.extend(std::iter::repeat_n("–".to_string(), COLUMNS.len() - 5));
         cells.push(gate(Some(b.precision >= summary.precision_gate)).to_string());
         out.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    if !summary.by_repo.is_empty() {
+        out.push_str(&format!(
+            "\nPer repository ({} of them): `{}`.\n",
+            summary.by_repo.len(),
+            by_repo::SUMMARY_BY_REPO_MD
+        ));
     }
     if !summary.missing.is_empty() {
         out.push_str(&format!("\n{} run(s) have no metrics yet:\n\n", summary.missing.len()));

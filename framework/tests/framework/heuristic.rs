@@ -103,3 +103,61 @@ fn from_commit_indexes_the_tree_and_answers_the_same() {
     assert_eq!(by_branch.len(), index.len());
     assert!(GrepHeuristic::from_commit(dir, "refs/heads/nope", HeuristicParams::default()).is_err());
 }
+
+#[test]
+fn the_study_baseline_row_scores_the_heuristic_answers_task_by_task() {
+    use rewardlab_framework::engine::{EngineTask, TaskSet};
+    use rewardlab_framework::study::baseline::{heuristic_baseline_with, heuristic_tasks};
+    use rewardlab_rewards::rollout::Selection;
+
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    run_git(dir, &["init", "-q", "-b", "main"]);
+    for (path, text) in files() {
+        let p = dir.join(&path);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    }
+    run_git(dir, &["add", "-A"]);
+    run_git(dir, &["commit", "-q", "-m", "fixture"]);
+    let head = run_git(dir, &["rev-parse", "HEAD"]).trim().to_string();
+    let task = |id: &str, prompt: &str, target: &[&str]| EngineTask {
+        id: id.into(),
+        repo: "fixture".into(),
+        commit: head.clone(),
+        prompt: prompt.into(),
+        target: Selection { files: Some(target.iter().map(|t| t.to_string()).collect()), ..Selection::default() },
+    };
+    let set = TaskSet {
+        tasks: vec![
+            task("train", "unused", &["misc/module_0.py"]),
+            task("defined", "Calling `compute_overlap` on an empty frame", &["geometry/overlap.py"]),
+            // The one file answered is right, the second target is missed: P 1, R 1/2.
+            task("half", "DEFAULT_TOLERANCE is too small", &["geometry/__init__.py", "frames/helpers.py"]),
+            task("nothing", "the of and", &["geometry/overlap.py"]),
+        ],
+        train: vec![0],
+        held_out: vec![1, 2, 3],
+    };
+    // Task repositories are store names; the caller maps them to git directories.
+    let repo_dir = |repo: &str| {
+        assert_eq!(repo, "fixture");
+        dir.to_path_buf()
+    };
+    let records = heuristic_tasks(&set, HeuristicParams::default(), &repo_dir).expect("records");
+    let answers: Vec<(&str, Vec<&str>)> =
+        records.iter().map(|r| (r.task.as_str(), r.files.iter().map(String::as_str).collect())).collect();
+    assert_eq!(
+        answers,
+        [("defined", vec!["geometry/overlap.py"]), ("half", vec!["geometry/__init__.py"]), ("nothing", vec![])]
+    );
+    let fb_half = 1.25 * 0.5 / (0.25 + 0.5);
+    let scores: Vec<(f64, f64, f64)> = records.iter().map(|r| (r.fb, r.precision, r.recall)).collect();
+    assert_eq!(scores, [(1.0, 1.0, 1.0), (fb_half, 1.0, 0.5), (0.0, 0.0, 0.0)]);
+    assert!(records.iter().all(|r| r.baseline == "grep heuristic top-1" && r.repo == "fixture"));
+    let row = heuristic_baseline_with(&set, &repo_dir).expect("row");
+    assert_eq!((row.name.as_str(), row.tasks), ("grep heuristic top-1", 3));
+    assert!((row.fb_mean - (1.0 + fb_half) / 3.0).abs() < 1e-12, "{row:?}");
+    assert!((row.precision - 2.0 / 3.0).abs() < 1e-12 && (row.recall - 0.5).abs() < 1e-12, "{row:?}");
+    assert_eq!((row.fb_median, row.fb_ge_0_8), (fb_half, 2.0 / 3.0));
+}
