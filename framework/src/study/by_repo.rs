@@ -7,7 +7,8 @@
 //! baselines left behind — each run's `eval.jsonl` ([`EvalRecord`]) and the
 //! study's `baseline_tasks.jsonl` ([`BaselineTask`]) — and, per repository:
 //!
-//! - per run, takes the records of its last eval step and computes the same
+//! - per run, takes the records of its last eval step (the step whose
+//!   `metrics.csv` row the overall table reads) and computes the same
 //!   columns as the overall table (F_β mean and median, precision, recall,
 //!   the share with F_β ≥ 0.8, turns) over that repository's tasks;
 //! - per variant, shows the mean over seeds ± the 95% CI half-width, as the
@@ -87,14 +88,8 @@ pub fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<
     Ok(Some(rows))
 }
 
-/// The records of the last eval step among `records`.
-pub fn last_eval_step(records: &[EvalRecord]) -> Vec<&EvalRecord> {
-    let last = records.iter().map(|r| r.step).max();
-    records.iter().filter(|r| Some(r.step) == last).collect()
-}
-
 /// The per-repository breakdown of `variants` (name, then each run's
-/// `eval.jsonl` records, all steps) and of `baselines`' per-task records.
+/// records of its last evaluation) and of `baselines`' per-task records.
 /// Repositories come sorted by name.
 pub fn breakdown(variants: &[(String, Vec<Vec<EvalRecord>>)], baselines: &[BaselineTask]) -> Vec<RepoSummary> {
     let mut repos: BTreeMap<&str, RepoSummary> = BTreeMap::new();
@@ -103,7 +98,7 @@ pub fn breakdown(variants: &[(String, Vec<Vec<EvalRecord>>)], baselines: &[Basel
         let mut per_repo: BTreeMap<&str, (Vec<[f64; 6]>, usize)> = BTreeMap::new();
         for run in runs {
             let mut by_repo: BTreeMap<&str, Vec<&EvalRecord>> = BTreeMap::new();
-            for record in last_eval_step(run) {
+            for record in run {
                 by_repo.entry(record.repo.as_str()).or_default().push(record);
             }
             for (repo, records) in by_repo {

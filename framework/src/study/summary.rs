@@ -218,11 +218,15 @@ pub fn summarize(study_dir: &Path) -> Result<Summary, SummaryError> {
                 missing.push(path);
                 continue;
             }
-            runs.push(RunResult { seed_index: run.seed_index, rows: read_metrics(&path)? });
+            let rows = read_metrics(&path)?;
+            // The records of the evaluation the overall table reads, so the
+            // repositories' rows add up to the run's.
+            let last_eval = rows.iter().rev().find(|r| r.eval_fb_mean.is_some()).map(|r| r.step);
             let eval_path = study_dir.join(&run.dir).join(crate::engine::EVAL_FILE);
-            if let Some(run_records) = by_repo::read_jsonl::<EvalRecord>(&eval_path)? {
-                evals.push(run_records);
+            if let (Some(step), Some(run_records)) = (last_eval, by_repo::read_jsonl::<EvalRecord>(&eval_path)?) {
+                evals.push(run_records.into_iter().filter(|r| r.step == step).collect());
             }
+            runs.push(RunResult { seed_index: run.seed_index, rows });
         }
         records.push((name.clone(), evals));
         let per_run: Vec<[Option<f64>; 10]> = runs.iter().map(|r| final_values(&r.rows)).collect();
