@@ -25,29 +25,40 @@ use super::load::{RunSpec, Study};
 use super::stats::MeanCi;
 use crate::engine::{EvalRecord, MetricsRow};
 
-/// File names under `results/<study>/`.
+/// File names under `results/<study>/`: the [`Manifest`].
 pub const MANIFEST_FILE: &str = "manifest.json";
+/// Every baseline's row ([`BaselineRow`]); named when BM25 was the only one.
 pub const BASELINE_FILE: &str = "baseline_bm25.csv";
 /// The baselines' per-task records ([`BaselineTask`], one JSON line each).
 pub const BASELINE_TASKS_FILE: &str = "baseline_tasks.jsonl";
+/// The overall table as CSV.
 pub const SUMMARY_CSV: &str = "summary.csv";
+/// The overall table as markdown.
 pub const SUMMARY_MD: &str = "summary.md";
 
 /// What the runner records before training: enough to summarise without the study file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
+    /// The study's name.
     pub name: String,
+    /// The held-out precision a variant must reach to pass.
     pub precision_gate: f64,
+    /// The k of the BM25 top-k baseline.
     pub bm25_k: usize,
     /// Variant names in study order.
     pub variants: Vec<String>,
+    /// Every run of the study.
     pub runs: Vec<ManifestRun>,
 }
 
+/// One run of a [`Manifest`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ManifestRun {
+    /// The run's variant name.
     pub variant: String,
+    /// Which of the study's seeds (0-based).
     pub seed_index: usize,
+    /// The engine seed.
     pub seed: u64,
     /// Relative to the study directory.
     pub dir: PathBuf,
@@ -56,12 +67,19 @@ pub struct ManifestRun {
 /// A baseline's held-out scores (one row of `baseline_bm25.csv`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BaselineRow {
+    /// The row's name (`BM25 top-2`, `grep heuristic top-1`).
     pub name: String,
+    /// File-level F_β (β = 0.5), mean over tasks.
     pub fb_mean: f64,
+    /// File-level F_β, median over tasks.
     pub fb_median: f64,
+    /// File-level precision, mean over tasks.
     pub precision: f64,
+    /// File-level recall, mean over tasks.
     pub recall: f64,
+    /// Share of tasks with F_β ≥ 0.8.
     pub fb_ge_0_8: f64,
+    /// Tasks scored.
     pub tasks: usize,
 }
 
@@ -82,14 +100,18 @@ pub const COLUMNS: [(&str, &str); 10] = [
 /// One run's metrics.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunResult {
+    /// Which of the study's seeds (0-based).
     pub seed_index: usize,
+    /// Its `metrics.csv` rows.
     pub rows: Vec<MetricsRow>,
 }
 
 /// One variant: its runs and the per-column statistics over seeds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct VariantSummary {
+    /// The variant's name.
     pub name: String,
+    /// Its runs with metrics, in manifest order.
     pub runs: Vec<RunResult>,
     /// Aligned with [`COLUMNS`]; `None` where no run has the value.
     pub stats: Vec<Option<MeanCi>>,
@@ -100,9 +122,13 @@ pub struct VariantSummary {
 /// Everything the tables and plots show.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
+    /// The study's name.
     pub name: String,
+    /// The held-out precision a variant must reach to pass.
     pub precision_gate: f64,
+    /// In study order.
     pub variants: Vec<VariantSummary>,
+    /// In the order of `baseline_bm25.csv`.
     pub baselines: Vec<BaselineRow>,
     /// The held-out table per repository (empty when no run or baseline left
     /// per-task records).
@@ -114,26 +140,41 @@ pub struct Summary {
 /// Reading results failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SummaryError {
+    /// Reading or writing the file at `path`.
     #[error("{}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The cause.
         #[source]
         source: std::io::Error,
     },
+    /// A CSV file at `path` is malformed or cannot be written.
     #[error("{}", path.display())]
     Csv {
+        /// The file.
         path: PathBuf,
+        /// The cause.
         #[source]
         source: csv::Error,
     },
+    /// A JSON (or JSON-lines) file at `path` is malformed or cannot be written.
     #[error("{}", path.display())]
     Json {
+        /// The file.
         path: PathBuf,
+        /// The cause.
         #[source]
         source: serde_json::Error,
     },
+    /// Drawing the plot at `path` failed.
     #[error("plotting {path}: {message}")]
-    Plot { path: PathBuf, message: String },
+    Plot {
+        /// The plot's file.
+        path: PathBuf,
+        /// What the plotting library said.
+        message: String,
+    },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SummaryError + '_ {
@@ -141,6 +182,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SummaryError + '_ {
 }
 
 impl Manifest {
+    /// The manifest of `runs` of `study`.
     pub fn new(study: &Study, runs: &[RunSpec]) -> Manifest {
         Manifest {
             name: study.name.clone(),
@@ -159,6 +201,7 @@ impl Manifest {
         }
     }
 
+    /// Writes `manifest.json` into `study_dir` (see [`super::publish::write_manifest`] for concurrent runners).
     pub fn write(&self, study_dir: &Path) -> Result<(), SummaryError> {
         fs::create_dir_all(study_dir).map_err(io(study_dir))?;
         let path = study_dir.join(MANIFEST_FILE);
@@ -167,6 +210,7 @@ impl Manifest {
         fs::write(&path, json + "\n").map_err(io(&path))
     }
 
+    /// Reads `manifest.json` from `study_dir`.
     pub fn read(study_dir: &Path) -> Result<Manifest, SummaryError> {
         let path = study_dir.join(MANIFEST_FILE);
         let text = fs::read_to_string(&path).map_err(io(&path))?;
