@@ -68,6 +68,7 @@ fn main() -> ExitCode {
         ("grep heuristic top-1", HeuristicParams::default()),
         ("  no definition bonus", HeuristicParams { definition_bonus: 0.0, ..HeuristicParams::default() }),
         ("  no code weight", HeuristicParams { code_weight: 1.0, ..HeuristicParams::default() }),
+        ("  any file (docs, tests)", HeuristicParams { source_files_only: false, ..HeuristicParams::default() }),
         ("grep heuristic top-2", HeuristicParams { top_k: 2, ..HeuristicParams::default() }),
     ];
     let mut overall: BTreeMap<String, Sums> = BTreeMap::new();

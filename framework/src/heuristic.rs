@@ -23,6 +23,15 @@
 //!   (module-level assignments), lowercased. Defining a name the issue uses
 //!   is the strongest single signal of the file to change.
 //! - A term in every file has idf 0 and counts for nothing.
+//! - Only *source files* are answers by default
+//!   ([`HeuristicParams::source_files_only`]): files with a programming
+//!   language's extension that are not tests (a `test`/`tests`/`testing`
+//!   directory, `test_*`, `*_test.*`, `*_tests.*`, `conftest.py`). Every file
+//!   still counts for idf. A developer greps the code, not the changelog: on
+//!   real repositories a changelog or a long documentation page mentions most
+//!   of an issue's words and would otherwise win nearly every time (on
+//!   pytest's SWE-bench Lite instances, `CHANGELOG.rst` was the top-1 of 7 of
+//!   the first 8), and SWE-bench's gold patches never change tests.
 //!
 //! The API mirrors [`crate::bm25::Bm25Index`] (`from_documents`,
 //! `from_commit`, `scores`, `top_k` returning [`Hit`]s, ties broken by path),
@@ -43,11 +52,13 @@ pub struct HeuristicParams {
     pub code_weight: f64,
     /// How many files the heuristic answers with.
     pub top_k: usize,
+    /// Answer with source files only (see the module docs); all files when false.
+    pub source_files_only: bool,
 }
 
 impl Default for HeuristicParams {
     fn default() -> Self {
-        HeuristicParams { definition_bonus: 2.0, code_weight: 2.0, top_k: 1 }
+        HeuristicParams { definition_bonus: 2.0, code_weight: 2.0, top_k: 1, source_files_only: true }
     }
 }
 
@@ -56,6 +67,8 @@ impl Default for HeuristicParams {
 pub struct GrepHeuristic {
     params: HeuristicParams,
     paths: Vec<String>,
+    /// Whether each document is a source file (see the module docs), in index order.
+    source: Vec<bool>,
     /// Term → files containing it, ascending.
     postings: HashMap<String, Vec<u32>>,
     /// Term → files defining it, ascending.
@@ -70,8 +83,13 @@ impl GrepHeuristic {
         P: Into<String>,
         T: AsRef<str>,
     {
-        let mut index =
-            GrepHeuristic { params, paths: Vec::new(), postings: HashMap::new(), definitions: HashMap::new() };
+        let mut index = GrepHeuristic {
+            params,
+            paths: Vec::new(),
+            source: Vec::new(),
+            postings: HashMap::new(),
+            definitions: HashMap::new(),
+        };
         for (path, text) in documents {
             let doc = u32::try_from(index.paths.len()).expect("fewer than 2^32 documents");
             let path: String = path.into();
@@ -85,6 +103,7 @@ impl GrepHeuristic {
             for name in defined {
                 index.definitions.entry(name).or_default().push(doc);
             }
+            index.source.push(is_source_file(&path));
             index.paths.push(path);
         }
         // HashSet order is arbitrary; postings must be ascending for determinism downstream.
@@ -154,14 +173,16 @@ impl GrepHeuristic {
         scores
     }
 
-    /// The `k` best documents with a positive score, best first, ties by path.
+    /// The `k` best documents with a positive score, best first, ties by
+    /// path; only source files when [`HeuristicParams::source_files_only`].
     pub fn top_k(&self, issue: &str, k: usize) -> Vec<Hit> {
         let mut hits: Vec<Hit> = self
             .scores(issue)
             .into_iter()
             .zip(&self.paths)
-            .filter(|(score, _)| *score > 0.0)
-            .map(|(score, path)| Hit { path: path.clone(), score })
+            .zip(&self.source)
+            .filter(|((score, _), source)| *score > 0.0 && (**source || !self.params.source_files_only))
+            .map(|((score, path), _)| Hit { path: path.clone(), score })
             .collect();
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.path.cmp(&b.path)));
         hits.truncate(k);
@@ -205,6 +226,30 @@ fn commit_documents(repo: &Path, rev: &str) -> Result<Vec<(String, String)>, Bm2
     }
     documents.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(documents)
+}
+
+/// Extensions of the languages whose files count as source files.
+const SOURCE_EXTENSIONS: &[&str] = &[
+    "py", "pyi", "pyx", "pxd", "c", "h", "cc", "cpp", "cxx", "hpp", "hh", "rs", "go", "java", "kt", "scala", "js",
+    "jsx", "ts", "tsx", "mjs", "rb", "php", "cs", "swift", "m", "mm", "jl", "r", "lua", "pl", "sh",
+];
+
+/// Whether `path` is a source file that is not a test (see the module docs).
+pub fn is_source_file(path: &str) -> bool {
+    let mut parts: Vec<&str> = path.split('/').collect();
+    let Some(name) = parts.pop() else { return false };
+    let Some((stem, extension)) = name.rsplit_once('.') else { return false };
+    if !SOURCE_EXTENSIONS.contains(&extension.to_ascii_lowercase().as_str()) {
+        return false;
+    }
+    let stem = stem.to_ascii_lowercase();
+    let test_dir = parts.iter().any(|d| matches!(d.to_ascii_lowercase().as_str(), "test" | "tests" | "testing"));
+    let test_file = stem.starts_with("test_")
+        || stem.ends_with("_test")
+        || stem.ends_with("_tests")
+        || stem == "conftest"
+        || stem == "tests";
+    !(test_dir || test_file)
 }
 
 /// The distinct tokens of an issue, each with whether the issue writes it like code.
@@ -292,6 +337,26 @@ mod tests {
         let text = "import os\nclass Widget(Base):\n    def render(self):\n        x = 1\nasync def fetch():\n    pass\nMAX_SIZE = 3\nname: int = 4\nif a == b:\n    y = 2\nelse:\n    pass\n";
         let names: Vec<&str> = defined_names(text).collect();
         assert_eq!(names, ["Widget", "render", "fetch", "MAX_SIZE", "name"]);
+    }
+
+    #[test]
+    fn source_files_are_code_that_is_not_a_test() {
+        for path in ["src/_pytest/python.py", "requests/models.py", "lib/core.RS", "setup.py", "attest/latest.py"] {
+            assert!(is_source_file(path), "{path}");
+        }
+        for path in [
+            "CHANGELOG.rst",
+            "doc/en/fixture.rst",
+            "README",
+            "testing/code/test_excinfo.py",
+            "tests/models.py",
+            "sympy/core/tests/test_basic.py",
+            "pkg/widget_test.go",
+            "conftest.py",
+            "Makefile",
+        ] {
+            assert!(!is_source_file(path), "{path}");
+        }
     }
 
     #[test]

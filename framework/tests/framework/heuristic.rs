@@ -66,6 +66,37 @@ fn the_defining_file_wins_top_1() {
 }
 
 #[test]
+fn changelogs_and_tests_count_for_rarity_but_are_never_the_answer() {
+    let mut docs = files();
+    // A changelog names everything, and a test defines and calls things: both
+    // outscore the defining module, and neither is the file to change.
+    docs.push((
+        "CHANGELOG.rst".to_string(),
+        "- compute_overlap on an empty frame raises ZeroDivisionError (fixed)\n- empty frame overlap\n".to_string(),
+    ));
+    docs.push((
+        "tests/test_overlap.py".to_string(),
+        "from geometry.overlap import compute_overlap\n\ndef test_empty_frame():\n    frame = []\n    compute_overlap(frame, frame)  # raises ZeroDivisionError\n".to_string(),
+    ));
+    let index = GrepHeuristic::from_documents(docs, HeuristicParams::default());
+    let issue = "Calling `compute_overlap` on an empty frame raises ZeroDivisionError.";
+    let any = HeuristicParams { source_files_only: false, ..HeuristicParams::default() };
+    let mut anything = index.clone();
+    anything.set_params(any);
+    let mut ranked: Vec<String> = anything.top_k(issue, 3).into_iter().map(|h| h.path).collect();
+    assert_eq!(ranked.pop().as_deref(), Some("geometry/overlap.py"), "third when anything may be answered");
+    ranked.sort();
+    assert_eq!(ranked, ["CHANGELOG.rst", "tests/test_overlap.py"]);
+    assert_eq!(index.locate(issue), ["geometry/overlap.py"]);
+    assert_eq!(
+        index.top_k(issue, 2).iter().map(|h| h.path.as_str()).collect::<Vec<_>>(),
+        ["geometry/overlap.py", "frames/helpers.py"]
+    );
+    // Scores are the same either way: the filter only decides what may be answered.
+    assert_eq!(index.scores(issue), anything.scores(issue));
+}
+
+#[test]
 fn rare_terms_weigh_more_and_ubiquitous_ones_nothing() {
     let index = GrepHeuristic::from_documents(files(), HeuristicParams::default());
     assert_eq!(index.idf("nonexistent"), 0.0);
