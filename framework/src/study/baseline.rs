@@ -113,36 +113,50 @@ pub fn heuristic_tasks(
 }
 
 /// Answers every held-out task with `answer` over an index per (repository,
-/// commit), built once by `build`, and scores the answers.
+/// commit), built once by `build`, and scores the answers. Tasks are answered
+/// commit by commit and each index is dropped before the next is built: on a
+/// real repository an index holds the whole tree's postings, and SWE-bench
+/// instances rarely share a base commit, so keeping them all would hold
+/// gigabytes for nothing.
 fn score_held_out<I>(
     tasks: &dyn TaskSource,
     name: &str,
     build: impl Fn(&EngineTask) -> Result<I, Bm25Error>,
     answer: impl Fn(&I, &EngineTask) -> Vec<String>,
 ) -> Result<Vec<BaselineTask>, Bm25Error> {
-    let mut indexes: HashMap<(String, String), I> = HashMap::new();
-    let mut records = Vec::with_capacity(tasks.held_out().len());
-    for &i in tasks.held_out() {
+    let held = tasks.held_out();
+    // Positions in `held` per (repository, commit), in order of first appearance.
+    let mut groups: Vec<((&str, &str), Vec<usize>)> = Vec::new();
+    let mut group_of: HashMap<(&str, &str), usize> = HashMap::new();
+    for (position, &i) in held.iter().enumerate() {
         let task = &tasks.tasks()[i];
-        let key = (task.repo.clone(), task.commit.clone());
-        let index = match indexes.entry(key) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => e.insert(build(task)?),
-        };
-        let files = answer(index, task);
-        let target = task.target.files.clone().unwrap_or_default();
-        let counts = Counts::of_sets(&files, &target);
-        records.push(BaselineTask {
-            baseline: name.to_owned(),
-            task: task.id.clone(),
-            repo: task.repo.clone(),
-            fb: counts.f_beta(BETA),
-            precision: counts.precision(),
-            recall: counts.recall(),
-            files,
+        let key = (task.repo.as_str(), task.commit.as_str());
+        let g = *group_of.entry(key).or_insert_with(|| {
+            groups.push((key, Vec::new()));
+            groups.len() - 1
         });
+        groups[g].1.push(position);
     }
-    Ok(records)
+    let mut records: Vec<Option<BaselineTask>> = vec![None; held.len()];
+    for (_, positions) in groups {
+        let index = build(&tasks.tasks()[held[positions[0]]])?;
+        for position in positions {
+            let task = &tasks.tasks()[held[position]];
+            let files = answer(&index, task);
+            let target = task.target.files.clone().unwrap_or_default();
+            let counts = Counts::of_sets(&files, &target);
+            records[position] = Some(BaselineTask {
+                baseline: name.to_owned(),
+                task: task.id.clone(),
+                repo: task.repo.clone(),
+                fb: counts.f_beta(BETA),
+                precision: counts.precision(),
+                recall: counts.recall(),
+                files,
+            });
+        }
+    }
+    Ok(records.into_iter().flatten().collect())
 }
 
 /// The row `name` from per-task records (all of one baseline).

@@ -152,23 +152,30 @@ fn the_study_baseline_row_scores_the_heuristic_answers_task_by_task() {
     run_git(dir, &["add", "-A"]);
     run_git(dir, &["commit", "-q", "-m", "fixture"]);
     let head = run_git(dir, &["rev-parse", "HEAD"]).trim().to_string();
-    let task = |id: &str, prompt: &str, target: &[&str]| EngineTask {
+    // A second commit, so that held-out tasks interleave two commits' indexes.
+    std::fs::write(dir.join("geometry/extra.py"), "MAGIC_CONSTANT = 7\n").expect("write");
+    run_git(dir, &["add", "-A"]);
+    run_git(dir, &["commit", "-q", "-m", "extra"]);
+    let second = run_git(dir, &["rev-parse", "HEAD"]).trim().to_string();
+    let at = |commit: &str, id: &str, prompt: &str, target: &[&str]| EngineTask {
         id: id.into(),
         repo: "fixture".into(),
-        commit: head.clone(),
+        commit: commit.to_owned(),
         prompt: prompt.into(),
         target: Selection { files: Some(target.iter().map(|t| t.to_string()).collect()), ..Selection::default() },
     };
+    let task = |id: &str, prompt: &str, target: &[&str]| at(&head, id, prompt, target);
     let set = TaskSet {
         tasks: vec![
             task("train", "unused", &["misc/module_0.py"]),
             task("defined", "Calling `compute_overlap` on an empty frame", &["geometry/overlap.py"]),
+            at(&second, "later", "MAGIC_CONSTANT is wrong", &["geometry/extra.py"]),
             // The one file answered is right, the second target is missed: P 1, R 1/2.
             task("half", "DEFAULT_TOLERANCE is too small", &["geometry/__init__.py", "frames/helpers.py"]),
             task("nothing", "the of and", &["geometry/overlap.py"]),
         ],
         train: vec![0],
-        held_out: vec![1, 2, 3],
+        held_out: vec![1, 2, 3, 4],
     };
     // Task repositories are store names; the caller maps them to git directories.
     let repo_dir = |repo: &str| {
@@ -180,15 +187,20 @@ fn the_study_baseline_row_scores_the_heuristic_answers_task_by_task() {
         records.iter().map(|r| (r.task.as_str(), r.files.iter().map(String::as_str).collect())).collect();
     assert_eq!(
         answers,
-        [("defined", vec!["geometry/overlap.py"]), ("half", vec!["geometry/__init__.py"]), ("nothing", vec![])]
+        [
+            ("defined", vec!["geometry/overlap.py"]),
+            ("later", vec!["geometry/extra.py"]),
+            ("half", vec!["geometry/__init__.py"]),
+            ("nothing", vec![])
+        ]
     );
     let fb_half = 1.25 * 0.5 / (0.25 + 0.5);
     let scores: Vec<(f64, f64, f64)> = records.iter().map(|r| (r.fb, r.precision, r.recall)).collect();
-    assert_eq!(scores, [(1.0, 1.0, 1.0), (fb_half, 1.0, 0.5), (0.0, 0.0, 0.0)]);
+    assert_eq!(scores, [(1.0, 1.0, 1.0), (1.0, 1.0, 1.0), (fb_half, 1.0, 0.5), (0.0, 0.0, 0.0)]);
     assert!(records.iter().all(|r| r.baseline == "grep heuristic top-1" && r.repo == "fixture"));
     let row = heuristic_baseline_with(&set, &repo_dir).expect("row");
-    assert_eq!((row.name.as_str(), row.tasks), ("grep heuristic top-1", 3));
-    assert!((row.fb_mean - (1.0 + fb_half) / 3.0).abs() < 1e-12, "{row:?}");
-    assert!((row.precision - 2.0 / 3.0).abs() < 1e-12 && (row.recall - 0.5).abs() < 1e-12, "{row:?}");
-    assert_eq!((row.fb_median, row.fb_ge_0_8), (fb_half, 2.0 / 3.0));
+    assert_eq!((row.name.as_str(), row.tasks), ("grep heuristic top-1", 4));
+    assert!((row.fb_mean - (2.0 + fb_half) / 4.0).abs() < 1e-12, "{row:?}");
+    assert!((row.precision - 0.75).abs() < 1e-12 && (row.recall - 2.5 / 4.0).abs() < 1e-12, "{row:?}");
+    assert_eq!((row.fb_median, row.fb_ge_0_8), ((1.0 + fb_half) / 2.0, 0.75));
 }
