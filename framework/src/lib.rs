@@ -12,6 +12,7 @@
 
 pub mod bm25;
 pub mod engine;
+pub mod heuristic;
 pub mod locate;
 pub mod study;
 pub mod synthetic;

@@ -5,6 +5,8 @@
 mod common;
 #[path = "framework/engine.rs"]
 mod engine;
+#[path = "framework/heuristic.rs"]
+mod heuristic;
 #[path = "framework/proxy.rs"]
 mod proxy;
 #[path = "framework/qwen3.rs"]

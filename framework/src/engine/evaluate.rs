@@ -1,11 +1,14 @@
 //! The evaluate phase of a step: on eval steps, one rollout per held-out task
 //! (the first `eval_tasks`) under the evaluation sampling, summarised into the
-//! `eval_*` columns.
+//! `eval_*` columns and kept task by task as [`EvalRecord`]s (the run's
+//! `eval.jsonl`), so a summary can break the held-out scores down by
+//! repository or by task.
 
 use std::collections::HashSet;
 use std::time::Instant;
 
 use rewardlab_models::agent::Policy;
+use serde::{Deserialize, Serialize};
 
 use super::Engine;
 use super::error::{EngineError, Phase};
@@ -24,9 +27,32 @@ pub(super) struct EvalColumns {
     pub turns: f64,
 }
 
+/// One held-out task's greedy rollout at one eval step: a line of `eval.jsonl`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalRecord {
+    /// The step after whose update the task was evaluated.
+    pub step: usize,
+    /// The task's id ([`super::EngineTask::id`]).
+    pub task: String,
+    /// The task's repository as the task source names it ([`super::EngineTask::repo`]).
+    pub repo: String,
+    /// `Fb(file)` with β = 0.5.
+    pub fb: f64,
+    /// `P(file)`.
+    pub precision: f64,
+    /// `R(file)`.
+    pub recall: f64,
+    /// Feature `T`: turns the rollout took.
+    pub turns: f64,
+    /// The files the answer named (empty for an invalid answer).
+    pub files: Vec<String>,
+}
+
 /// What the phase produced: columns on eval steps with held-out tasks.
 pub(super) struct Evaluation {
     pub columns: Option<EvalColumns>,
+    /// The per-task records behind `columns`, in held-out order (empty off eval steps).
+    pub records: Vec<EvalRecord>,
     /// Wall seconds of the phase.
     pub seconds: f64,
 }
@@ -38,12 +64,14 @@ impl<P: Policy> Engine<P> {
         let start = Instant::now();
         let c = &self.config;
         let due = c.eval_every > 0 && (step_no.is_multiple_of(c.eval_every) || step_no == c.total_steps);
-        let columns = if due { self.held_out(step_no)? } else { None };
-        Ok(Evaluation { columns, seconds: start.elapsed().as_secs_f64() })
+        let held = if due { self.held_out(step_no)? } else { None };
+        let (columns, records) = held.map_or((None, Vec::new()), |(columns, records)| (Some(columns), records));
+        Ok(Evaluation { columns, records, seconds: start.elapsed().as_secs_f64() })
     }
 
-    /// The held-out rollouts and their columns; `None` without held-out tasks.
-    fn held_out(&self, step_no: usize) -> Result<Option<EvalColumns>, EngineError> {
+    /// The held-out rollouts, their columns and per-task records; `None`
+    /// without held-out tasks.
+    fn held_out(&self, step_no: usize) -> Result<Option<(EvalColumns, Vec<EvalRecord>)>, EngineError> {
         let c = &self.config;
         let tasks = self.tasks.clone();
         let all = tasks.tasks();
@@ -67,13 +95,30 @@ impl<P: Policy> Engine<P> {
         let batch =
             run_batch(&self.policy, &self.sandbox, &self.runtime, &specs, sampling, limits, step_no, Phase::Evaluate)?;
         let summary = self.summarise(&batch.records, step_no)?;
-        Ok(Some(EvalColumns {
+        // The batch is in spec order, and the summary columns in batch order.
+        let records = held
+            .iter()
+            .zip(&batch.records)
+            .enumerate()
+            .map(|(k, (&t, rollout))| EvalRecord {
+                step: step_no,
+                task: all[t].id.clone(),
+                repo: all[t].repo.clone(),
+                fb: summary.fb[k],
+                precision: summary.precision[k],
+                recall: summary.recall[k],
+                turns: summary.turns[k],
+                files: rollout.predicted.as_ref().and_then(|p| p.files.clone()).unwrap_or_default(),
+            })
+            .collect();
+        let columns = EvalColumns {
             fb_mean: mean(&summary.fb),
             fb_median: median(&summary.fb),
             precision: mean(&summary.precision),
             recall: mean(&summary.recall),
             fb_ge_0_8: summary.fb.iter().filter(|&&f| f >= 0.8).count() as f64 / summary.fb.len() as f64,
             turns: mean(&summary.turns),
-        }))
+        };
+        Ok(Some((columns, records)))
     }
 }

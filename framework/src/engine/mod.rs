@@ -31,9 +31,11 @@
 //!    [`loss::grpo_loss`] (f64, analytic `∂loss/∂logp` per unit) →
 //!    [`Policy::backward`] → [`Policy::step`] with the scheduled learning rate.
 //! 4. **Evaluate** (`evaluate.rs`): every `eval_every` steps and at the last,
-//!    one rollout per held-out task into the `eval_*` columns.
+//!    one rollout per held-out task into the `eval_*` columns and one
+//!    [`EvalRecord`] per task.
 //! 5. **Record** (`record.rs`): one row of `metrics.csv` and of `timings.csv`,
-//!    the logged rollouts, and (in [`Engine::run`]) the checkpoint when due.
+//!    the step's [`EvalRecord`]s (`eval.jsonl`), the logged rollouts, and (in
+//!    [`Engine::run`]) the checkpoint when due.
 //!
 //! A policy error is an [`EngineError::Policy`] naming the step, the phase and
 //! the method; a policy that breaks the trait's contract (wrong number of
@@ -85,6 +87,7 @@ use tokio::runtime::Runtime;
 pub use checkpoint::latest_checkpoint;
 pub use config::{EngineConfig, EvalSampling, LrSchedule, OptimConfig, RewardDevice};
 pub use error::{EngineError, Phase};
+pub use evaluate::EvalRecord;
 pub use loss::{Aggregation, KlEstimator, LossConfig, LossOutput, grpo_loss};
 pub use metrics::{MetricsRow, Timings};
 pub use tasks::{EngineTask, TaskSet, TaskSource};
@@ -98,6 +101,8 @@ pub const METRICS_FILE: &str = "metrics.csv";
 pub const TIMINGS_FILE: &str = "timings.csv";
 /// The training-rollout log of a run directory, written when `log_rollouts` is set.
 pub const ROLLOUTS_FILE: &str = "rollouts.jsonl";
+/// Per-task held-out records ([`EvalRecord`], one JSON line per task per eval step).
+pub const EVAL_FILE: &str = "eval.jsonl";
 
 /// A GRPO run over one policy, one task source and one reward variant.
 pub struct Engine<P: Policy> {
@@ -129,6 +134,8 @@ pub struct StepOutcome {
     pub metrics: MetricsRow,
     /// The step's `timings.csv` row.
     pub timings: Timings,
+    /// The held-out records of an eval step, in held-out order (empty on other steps).
+    pub eval: Vec<EvalRecord>,
     /// The step's rollouts with their rewards (empty unless `log_rollouts`).
     pub rollouts: Vec<LoggedRollout>,
 }

@@ -1,9 +1,18 @@
 //! The record phase of a step: its `metrics.csv` row (deterministic), its
-//! `timings.csv` row (wall clock), the logged rollouts, and the checkpoint
-//! when one is due. [`outcome`] builds the rows without writing;
-//! [`Engine::record`] writes them.
+//! `timings.csv` row (wall clock), its held-out records (`eval.jsonl`,
+//! deterministic), the logged rollouts, and the checkpoint when one is due.
+//! [`outcome`] builds the rows without writing; [`Engine::record`] writes them.
+//!
+//! A resumed run continues from its checkpoint's step `n`, so every file must
+//! hold exactly the rows of steps `1..=n` again: `metrics.csv` and
+//! `timings.csv` are restored from the checkpoint's copies, `rollouts.jsonl`
+//! is cut at the byte length the checkpoint recorded, and `eval.jsonl` keeps
+//! its lines whose `step` is at most `n` (rows of a step are complete before
+//! its checkpoint is written, so only rows a killed run wrote after the
+//! checkpoint, and a line it left half-written, go).
 
 use std::fs;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use rewardlab_models::agent::Policy;
@@ -15,13 +24,16 @@ use super::metrics::{self, CsvLog, JsonlLog, mean, mean_std};
 use super::rollout::RolloutBatch;
 use super::score::Scores;
 use super::update::UpdateStats;
-use super::{Engine, LoggedRollout, METRICS_FILE, MetricsRow, ROLLOUTS_FILE, StepOutcome, TIMINGS_FILE, Timings};
+use super::{
+    EVAL_FILE, Engine, LoggedRollout, METRICS_FILE, MetricsRow, ROLLOUTS_FILE, StepOutcome, TIMINGS_FILE, Timings,
+};
 
 /// The run's open log files.
 pub(super) struct Logs {
     pub dir: PathBuf,
     pub metrics: CsvLog,
     pub timings: CsvLog,
+    pub eval: JsonlLog,
     pub rollouts: Option<JsonlLog>,
     pub rollouts_bytes: u64,
 }
@@ -99,7 +111,7 @@ pub(super) fn outcome<E>(
     } else {
         Vec::new()
     };
-    StepOutcome { metrics, timings, rollouts }
+    StepOutcome { metrics, timings, eval: eval.records, rollouts }
 }
 
 impl<P: Policy> Engine<P> {
@@ -109,6 +121,7 @@ impl<P: Policy> Engine<P> {
         let logs = self.logs.as_mut().expect("open_logs opened the logs");
         logs.metrics.write(&outcome.metrics)?;
         logs.timings.write(&outcome.timings)?;
+        logs.eval.write_all(&outcome.eval)?;
         if let Some(log) = logs.rollouts.as_mut() {
             logs.rollouts_bytes += log.write_all(&outcome.rollouts)?;
         }
@@ -129,6 +142,8 @@ impl<P: Policy> Engine<P> {
         let metrics_path = out_dir.join(METRICS_FILE);
         let timings_path = out_dir.join(TIMINGS_FILE);
         let rollouts_path = out_dir.join(ROLLOUTS_FILE);
+        let eval_path = out_dir.join(EVAL_FILE);
+        let resumed = self.resumed.is_some();
         let (metrics, timings, rollouts, rollouts_bytes) = match self.resumed.take() {
             Some((checkpoint_dir, bytes)) => {
                 // The checkpoint's copies hold exactly the rows of its steps;
@@ -156,7 +171,13 @@ impl<P: Policy> Engine<P> {
                 )
             }
         };
-        self.logs = Some(Logs { dir: out_dir.to_owned(), metrics, timings, rollouts, rollouts_bytes });
+        let eval = if resumed {
+            keep_eval_rows_up_to(&eval_path, self.step)?;
+            JsonlLog::open(&eval_path, Some(fs::metadata(&eval_path).map_or(0, |m| m.len())))?
+        } else {
+            JsonlLog::open(&eval_path, None)?
+        };
+        self.logs = Some(Logs { dir: out_dir.to_owned(), metrics, timings, eval, rollouts, rollouts_bytes });
         Ok(())
     }
 
@@ -182,6 +203,42 @@ impl<P: Policy> Engine<P> {
         }
         Ok(dir)
     }
+}
+
+/// Rewrites `eval.jsonl` at `path` (atomically) keeping its complete lines of
+/// steps up to `step`; a missing file (a run started before the file existed)
+/// becomes an empty one.
+fn keep_eval_rows_up_to(path: &Path, step: usize) -> Result<(), EngineError> {
+    /// The one field the filter reads.
+    #[derive(serde::Deserialize)]
+    struct Step {
+        step: usize,
+    }
+    let file = match fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(EngineError::io(path, e)),
+    };
+    let mut kept = Vec::new();
+    let mut reader = BufReader::new(file);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line).map_err(|e| EngineError::io(path, e))?;
+        // End of file, or a last line the killed run did not finish.
+        if n == 0 || line.last() != Some(&b'\n') {
+            break;
+        }
+        let row: Step =
+            serde_json::from_slice(&line).map_err(|source| EngineError::Json { path: path.to_owned(), source })?;
+        if row.step <= step {
+            kept.extend_from_slice(&line);
+        }
+    }
+    let tmp = path.with_extension(format!("restore-{}", std::process::id()));
+    let mut out = fs::File::create(&tmp).map_err(|e| EngineError::io(&tmp, e))?;
+    out.write_all(&kept).and_then(|()| out.flush()).map_err(|e| EngineError::io(&tmp, e))?;
+    fs::rename(&tmp, path).map_err(|e| EngineError::io(path, e))
 }
 
 /// Copies `from` over `to` atomically (temporary file + rename).

@@ -1,18 +1,59 @@
-//! The BM25 top-k baseline on a study's held-out tasks (seed 000, Table 2's
-//! "BM25 top-2"): each task's issue text queries a BM25 index of its commit,
-//! and the top k files are the answer, scored like the policy's answers.
+//! The non-learned baselines on a study's held-out tasks, scored like the
+//! policy's answers (file-level F_β with β = 0.5, precision, recall):
+//!
+//! - **BM25 top-k** (seed 000, Table 2's "BM25 top-2"): each task's issue text
+//!   queries a BM25 index of its commit, and the top k files are the answer.
+//! - **grep heuristic top-1** ([`crate::heuristic`], issue 14): the issue's
+//!   identifiers weighted by rarity in the tree, a bonus for the files that
+//!   define them, and the best file is the answer. A learned locator that does
+//!   not beat it has learned nothing a developer's first grep would not find.
+//!
+//! Each baseline is scored task by task ([`BaselineTask`], the study's
+//! `baseline_tasks.jsonl`) so a summary can break it down by repository; a
+//! [`BaselineRow`] is the aggregate of those records ([`baseline_row`]).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 
 use rewardlab_rewards::metrics::Counts;
+use serde::{Deserialize, Serialize};
 
 use super::summary::BaselineRow;
 use crate::bm25::{Bm25Error, Bm25Index, Bm25Params};
-use crate::engine::TaskSource;
+use crate::engine::{EngineTask, TaskSource};
+use crate::heuristic::{GrepHeuristic, HeuristicParams};
 
 /// β of the summary's F_β (file level), as in the engine's `fb_file`.
 const BETA: f64 = 0.5;
+
+/// One baseline's answer to one held-out task: a line of `baseline_tasks.jsonl`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BaselineTask {
+    /// The baseline's row name (`BM25 top-2`, `grep heuristic top-1`).
+    pub baseline: String,
+    /// The task's id.
+    pub task: String,
+    /// The task's repository as the task source names it.
+    pub repo: String,
+    /// File-level F_β (β = 0.5).
+    pub fb: f64,
+    /// File-level precision.
+    pub precision: f64,
+    /// File-level recall.
+    pub recall: f64,
+    /// The files the baseline answered, best first.
+    pub files: Vec<String>,
+}
+
+/// The row name of the BM25 top-`k` baseline.
+pub fn bm25_name(k: usize) -> String {
+    format!("BM25 top-{k}")
+}
+
+/// The row name of the grep heuristic with `params`.
+pub fn heuristic_name(params: &HeuristicParams) -> String {
+    format!("grep heuristic top-{}", params.top_k)
+}
 
 /// Scores BM25 top-`k` on the held-out split of `tasks`. Task repositories
 /// must be local paths (synthetic sources' are); see [`bm25_baseline_with`]
@@ -28,24 +69,100 @@ pub fn bm25_baseline_with(
     k: usize,
     repo_dir: &dyn Fn(&str) -> PathBuf,
 ) -> Result<BaselineRow, Bm25Error> {
-    let mut indexes: HashMap<(String, String), Bm25Index> = HashMap::new();
-    let (mut fb, mut precision, mut recall) = (Vec::new(), Vec::new(), Vec::new());
-    for &i in tasks.held_out() {
+    Ok(baseline_row(bm25_name(k), &bm25_tasks(tasks, k, repo_dir)?))
+}
+
+/// BM25 top-`k`'s record of every held-out task of `tasks`, in held-out order.
+pub fn bm25_tasks(
+    tasks: &dyn TaskSource,
+    k: usize,
+    repo_dir: &dyn Fn(&str) -> PathBuf,
+) -> Result<Vec<BaselineTask>, Bm25Error> {
+    let name = bm25_name(k);
+    score_held_out(
+        tasks,
+        &name,
+        |task| Bm25Index::from_commit(&repo_dir(&task.repo), &task.commit, Bm25Params::default()),
+        |index, task| index.top_k(&task.prompt, k).into_iter().map(|h| h.path).collect(),
+    )
+}
+
+/// Scores the grep heuristic (default parameters: top-1) on the held-out
+/// split of `tasks`, with `repo_dir` as in [`bm25_baseline_with`].
+pub fn heuristic_baseline_with(
+    tasks: &dyn TaskSource,
+    repo_dir: &dyn Fn(&str) -> PathBuf,
+) -> Result<BaselineRow, Bm25Error> {
+    let params = HeuristicParams::default();
+    Ok(baseline_row(heuristic_name(&params), &heuristic_tasks(tasks, params, repo_dir)?))
+}
+
+/// The grep heuristic's record of every held-out task of `tasks`, in held-out order.
+pub fn heuristic_tasks(
+    tasks: &dyn TaskSource,
+    params: HeuristicParams,
+    repo_dir: &dyn Fn(&str) -> PathBuf,
+) -> Result<Vec<BaselineTask>, Bm25Error> {
+    let name = heuristic_name(&params);
+    score_held_out(
+        tasks,
+        &name,
+        |task| GrepHeuristic::from_commit(&repo_dir(&task.repo), &task.commit, params),
+        |index, task| index.locate(&task.prompt),
+    )
+}
+
+/// Answers every held-out task with `answer` over an index per (repository,
+/// commit), built once by `build`, and scores the answers. Tasks are answered
+/// commit by commit and each index is dropped before the next is built: on a
+/// real repository an index holds the whole tree's postings, and SWE-bench
+/// instances rarely share a base commit, so keeping them all would hold
+/// gigabytes for nothing.
+fn score_held_out<I>(
+    tasks: &dyn TaskSource,
+    name: &str,
+    build: impl Fn(&EngineTask) -> Result<I, Bm25Error>,
+    answer: impl Fn(&I, &EngineTask) -> Vec<String>,
+) -> Result<Vec<BaselineTask>, Bm25Error> {
+    let held = tasks.held_out();
+    // Positions in `held` per (repository, commit), in order of first appearance.
+    let mut groups: Vec<((&str, &str), Vec<usize>)> = Vec::new();
+    let mut group_of: HashMap<(&str, &str), usize> = HashMap::new();
+    for (position, &i) in held.iter().enumerate() {
         let task = &tasks.tasks()[i];
-        let key = (task.repo.clone(), task.commit.clone());
-        if !indexes.contains_key(&key) {
-            let index = Bm25Index::from_commit(&repo_dir(&task.repo), &task.commit, Bm25Params::default())?;
-            indexes.insert(key.clone(), index);
-        }
-        let index = &indexes[&key];
-        let predicted: Vec<String> = index.top_k(&task.prompt, k).into_iter().map(|h| h.path).collect();
-        let target = task.target.files.clone().unwrap_or_default();
-        let counts = Counts::of_sets(&predicted, &target);
-        fb.push(counts.f_beta(BETA));
-        precision.push(counts.precision());
-        recall.push(counts.recall());
+        let key = (task.repo.as_str(), task.commit.as_str());
+        let g = *group_of.entry(key).or_insert_with(|| {
+            groups.push((key, Vec::new()));
+            groups.len() - 1
+        });
+        groups[g].1.push(position);
     }
-    Ok(row(format!("BM25 top-{k}"), &fb, &precision, &recall))
+    let mut records: Vec<Option<BaselineTask>> = vec![None; held.len()];
+    for (_, positions) in groups {
+        let index = build(&tasks.tasks()[held[positions[0]]])?;
+        for position in positions {
+            let task = &tasks.tasks()[held[position]];
+            let files = answer(&index, task);
+            let target = task.target.files.clone().unwrap_or_default();
+            let counts = Counts::of_sets(&files, &target);
+            records[position] = Some(BaselineTask {
+                baseline: name.to_owned(),
+                task: task.id.clone(),
+                repo: task.repo.clone(),
+                fb: counts.f_beta(BETA),
+                precision: counts.precision(),
+                recall: counts.recall(),
+                files,
+            });
+        }
+    }
+    Ok(records.into_iter().flatten().collect())
+}
+
+/// The row `name` from per-task records (all of one baseline).
+pub fn baseline_row(name: String, records: &[BaselineTask]) -> BaselineRow {
+    let column = |f: fn(&BaselineTask) -> f64| records.iter().map(f).collect::<Vec<_>>();
+    row(name, &column(|r| r.fb), &column(|r| r.precision), &column(|r| r.recall))
 }
 
 /// A baseline row from per-task scores.

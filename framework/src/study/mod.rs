@@ -6,12 +6,13 @@
 //! ([`publish`]), Slurm array scripts and run manifests ([`slurm`]), offline
 //! replay of variants on logged rollouts ([`replay`](mod@replay)), and the outputs of a
 //! finished study — summary tables with confidence intervals, baselines and
-//! plots ([`summary`], [`plots`]).
+//! plots ([`summary`], [`by_repo`], [`plots`]).
 //!
 //! Training steps are the engine's ([`crate::engine`]); the `study` binary
 //! reads files, parses arguments, draws progress bars and prints.
 
 pub mod baseline;
+pub mod by_repo;
 pub mod load;
 pub mod pool;
 pub mod publish;
@@ -32,7 +33,7 @@ pub mod replay;
 pub mod stats;
 pub mod summary;
 
-pub use baseline::{bm25_baseline, bm25_baseline_with};
+pub use baseline::{BaselineTask, bm25_baseline, bm25_baseline_with, heuristic_baseline_with};
 pub use plots::write_plots;
 pub use replay::{ReplayRow, replay, replay_markdown};
 pub use runs::{DONE_FILE, RunStatus, Start, run_finished};

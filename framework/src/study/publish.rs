@@ -1,6 +1,6 @@
 //! Publishing what concurrent `study` processes share under a study's results
-//! directory: the synthetic task repository, `manifest.json`, the BM25
-//! baseline and the Slurm script and run manifest. Slurm array tasks start
+//! directory: the synthetic task repository, `manifest.json`, the baseline
+//! rows and their per-task records, and the Slurm script and run manifest. Slurm array tasks start
 //! together on shared storage and each one writes these pieces; every writer
 //! builds its copy under a name of its own and renames it into place, so no
 //! process ever reads a half-written file or directory, and the same content
@@ -12,7 +12,10 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::summary::{BASELINE_FILE, BaselineRow, MANIFEST_FILE, Manifest, write_baselines};
+use super::baseline::BaselineTask;
+use super::summary::{
+    BASELINE_FILE, BASELINE_TASKS_FILE, BaselineRow, MANIFEST_FILE, Manifest, write_baseline_records, write_baselines,
+};
 
 /// File inside a published directory naming its content (see [`publish_dir`]).
 pub const STAMP_FILE: &str = "rewardlab-stamp";
@@ -129,6 +132,11 @@ pub fn write_manifest(study_dir: &Path, manifest: &Manifest) -> Result<(), Publi
 /// Publishes `baseline_bm25.csv` (see [`publish_file`]).
 pub fn write_baseline(study_dir: &Path, rows: &[BaselineRow]) -> Result<(), PublishError> {
     publish_file(study_dir, BASELINE_FILE, |dir| write_baselines(dir, rows))
+}
+
+/// Publishes `baseline_tasks.jsonl` (see [`publish_file`]).
+pub fn write_baseline_tasks(study_dir: &Path, records: &[BaselineTask]) -> Result<(), PublishError> {
+    publish_file(study_dir, BASELINE_TASKS_FILE, |dir| write_baseline_records(dir, records))
 }
 
 /// Publishes the text file `name` in `dir` (see [`publish_file`]); `what`

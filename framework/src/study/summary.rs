@@ -1,7 +1,13 @@
 //! A finished (or partly finished) study's results, read back from disk:
 //! `manifest.json` (written before the runs start), each run's `metrics.csv`,
-//! and baseline rows (`baseline_bm25.csv`). Reading from disk rather than from
-//! memory lets a later `study merge` summarise runs that ran elsewhere.
+//! and baseline rows (`baseline_bm25.csv`: the file keeps the name it had when
+//! BM25 was the only baseline, and holds every baseline's row, the grep
+//! heuristic's included). Reading from disk rather than from memory lets a
+//! later `study merge` summarise runs that ran elsewhere.
+//!
+//! The per-task records (each run's `eval.jsonl`, the study's
+//! `baseline_tasks.jsonl`) feed the per-repository tables ([`super::by_repo`]);
+//! a study without them (trained before they existed) still summarises.
 //!
 //! Per run, the held-out columns come from the last evaluated row of
 //! `metrics.csv` (the engine evaluates on the last step), and the training
@@ -13,31 +19,46 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::baseline::BaselineTask;
+use super::by_repo::{self, RepoSummary};
 use super::load::{RunSpec, Study};
 use super::stats::MeanCi;
-use crate::engine::MetricsRow;
+use crate::engine::{EvalRecord, MetricsRow};
 
-/// File names under `results/<study>/`.
+/// File names under `results/<study>/`: the [`Manifest`].
 pub const MANIFEST_FILE: &str = "manifest.json";
+/// Every baseline's row ([`BaselineRow`]); named when BM25 was the only one.
 pub const BASELINE_FILE: &str = "baseline_bm25.csv";
+/// The baselines' per-task records ([`BaselineTask`], one JSON line each).
+pub const BASELINE_TASKS_FILE: &str = "baseline_tasks.jsonl";
+/// The overall table as CSV.
 pub const SUMMARY_CSV: &str = "summary.csv";
+/// The overall table as markdown.
 pub const SUMMARY_MD: &str = "summary.md";
 
 /// What the runner records before training: enough to summarise without the study file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
+    /// The study's name.
     pub name: String,
+    /// The held-out precision a variant must reach to pass.
     pub precision_gate: f64,
+    /// The k of the BM25 top-k baseline.
     pub bm25_k: usize,
     /// Variant names in study order.
     pub variants: Vec<String>,
+    /// Every run of the study.
     pub runs: Vec<ManifestRun>,
 }
 
+/// One run of a [`Manifest`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ManifestRun {
+    /// The run's variant name.
     pub variant: String,
+    /// Which of the study's seeds (0-based).
     pub seed_index: usize,
+    /// The engine seed.
     pub seed: u64,
     /// Relative to the study directory.
     pub dir: PathBuf,
@@ -46,12 +67,19 @@ pub struct ManifestRun {
 /// A baseline's held-out scores (one row of `baseline_bm25.csv`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BaselineRow {
+    /// The row's name (`BM25 top-2`, `grep heuristic top-1`).
     pub name: String,
+    /// File-level F_β (β = 0.5), mean over tasks.
     pub fb_mean: f64,
+    /// File-level F_β, median over tasks.
     pub fb_median: f64,
+    /// File-level precision, mean over tasks.
     pub precision: f64,
+    /// File-level recall, mean over tasks.
     pub recall: f64,
+    /// Share of tasks with F_β ≥ 0.8.
     pub fb_ge_0_8: f64,
+    /// Tasks scored.
     pub tasks: usize,
 }
 
@@ -72,14 +100,18 @@ pub const COLUMNS: [(&str, &str); 10] = [
 /// One run's metrics.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunResult {
+    /// Which of the study's seeds (0-based).
     pub seed_index: usize,
+    /// Its `metrics.csv` rows.
     pub rows: Vec<MetricsRow>,
 }
 
 /// One variant: its runs and the per-column statistics over seeds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct VariantSummary {
+    /// The variant's name.
     pub name: String,
+    /// Its runs with metrics, in manifest order.
     pub runs: Vec<RunResult>,
     /// Aligned with [`COLUMNS`]; `None` where no run has the value.
     pub stats: Vec<Option<MeanCi>>,
@@ -90,10 +122,17 @@ pub struct VariantSummary {
 /// Everything the tables and plots show.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
+    /// The study's name.
     pub name: String,
+    /// The held-out precision a variant must reach to pass.
     pub precision_gate: f64,
+    /// In study order.
     pub variants: Vec<VariantSummary>,
+    /// In the order of `baseline_bm25.csv`.
     pub baselines: Vec<BaselineRow>,
+    /// The held-out table per repository (empty when no run or baseline left
+    /// per-task records).
+    pub by_repo: Vec<RepoSummary>,
     /// Runs of the manifest with no `metrics.csv` yet (not started or failed early).
     pub missing: Vec<PathBuf>,
 }
@@ -101,26 +140,41 @@ pub struct Summary {
 /// Reading results failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SummaryError {
+    /// Reading or writing the file at `path`.
     #[error("{}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The cause.
         #[source]
         source: std::io::Error,
     },
+    /// A CSV file at `path` is malformed or cannot be written.
     #[error("{}", path.display())]
     Csv {
+        /// The file.
         path: PathBuf,
+        /// The cause.
         #[source]
         source: csv::Error,
     },
+    /// A JSON (or JSON-lines) file at `path` is malformed or cannot be written.
     #[error("{}", path.display())]
     Json {
+        /// The file.
         path: PathBuf,
+        /// The cause.
         #[source]
         source: serde_json::Error,
     },
+    /// Drawing the plot at `path` failed.
     #[error("plotting {path}: {message}")]
-    Plot { path: PathBuf, message: String },
+    Plot {
+        /// The plot's file.
+        path: PathBuf,
+        /// What the plotting library said.
+        message: String,
+    },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SummaryError + '_ {
@@ -128,6 +182,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SummaryError + '_ {
 }
 
 impl Manifest {
+    /// The manifest of `runs` of `study`.
     pub fn new(study: &Study, runs: &[RunSpec]) -> Manifest {
         Manifest {
             name: study.name.clone(),
@@ -146,6 +201,7 @@ impl Manifest {
         }
     }
 
+    /// Writes `manifest.json` into `study_dir` (see [`super::publish::write_manifest`] for concurrent runners).
     pub fn write(&self, study_dir: &Path) -> Result<(), SummaryError> {
         fs::create_dir_all(study_dir).map_err(io(study_dir))?;
         let path = study_dir.join(MANIFEST_FILE);
@@ -154,6 +210,7 @@ impl Manifest {
         fs::write(&path, json + "\n").map_err(io(&path))
     }
 
+    /// Reads `manifest.json` from `study_dir`.
     pub fn read(study_dir: &Path) -> Result<Manifest, SummaryError> {
         let path = study_dir.join(MANIFEST_FILE);
         let text = fs::read_to_string(&path).map_err(io(&path))?;
@@ -179,21 +236,43 @@ pub fn write_baselines(study_dir: &Path, rows: &[BaselineRow]) -> Result<(), Sum
     w.flush().map_err(io(&path))
 }
 
+/// Writes the baselines' per-task records (`baseline_tasks.jsonl`).
+pub fn write_baseline_records(study_dir: &Path, records: &[BaselineTask]) -> Result<(), SummaryError> {
+    let path = study_dir.join(BASELINE_TASKS_FILE);
+    let mut text = Vec::new();
+    for record in records {
+        serde_json::to_writer(&mut text, record).map_err(|source| SummaryError::Json { path: path.clone(), source })?;
+        text.push(b'\n');
+    }
+    fs::write(&path, text).map_err(io(&path))
+}
+
 /// Reads the manifest, every run's metrics and the baselines under `study_dir`.
 pub fn summarize(study_dir: &Path) -> Result<Summary, SummaryError> {
     let manifest = Manifest::read(study_dir)?;
     let mut variants = Vec::new();
+    let mut records: Vec<(String, Vec<Vec<EvalRecord>>)> = Vec::new();
     let mut missing = Vec::new();
     for name in &manifest.variants {
         let mut runs = Vec::new();
+        let mut evals = Vec::new();
         for run in manifest.runs.iter().filter(|r| &r.variant == name) {
             let path = study_dir.join(&run.dir).join(crate::engine::METRICS_FILE);
             if !path.exists() {
                 missing.push(path);
                 continue;
             }
-            runs.push(RunResult { seed_index: run.seed_index, rows: read_metrics(&path)? });
+            let rows = read_metrics(&path)?;
+            // The records of the evaluation the overall table reads, so the
+            // repositories' rows add up to the run's.
+            let last_eval = rows.iter().rev().find(|r| r.eval_fb_mean.is_some()).map(|r| r.step);
+            let eval_path = study_dir.join(&run.dir).join(crate::engine::EVAL_FILE);
+            if let (Some(step), Some(run_records)) = (last_eval, by_repo::read_jsonl::<EvalRecord>(&eval_path)?) {
+                evals.push(run_records.into_iter().filter(|r| r.step == step).collect());
+            }
+            runs.push(RunResult { seed_index: run.seed_index, rows });
         }
+        records.push((name.clone(), evals));
         let per_run: Vec<[Option<f64>; 10]> = runs.iter().map(|r| final_values(&r.rows)).collect();
         let stats: Vec<Option<MeanCi>> =
             (0..COLUMNS.len()).map(|c| MeanCi::of(&per_run.iter().filter_map(|v| v[c]).collect::<Vec<_>>())).collect();
@@ -208,7 +287,9 @@ pub fn summarize(study_dir: &Path) -> Result<Summary, SummaryError> {
     } else {
         Vec::new()
     };
-    Ok(Summary { name: manifest.name, precision_gate: manifest.precision_gate, variants, baselines, missing })
+    let baseline_tasks = by_repo::read_jsonl::<BaselineTask>(&study_dir.join(BASELINE_TASKS_FILE))?.unwrap_or_default();
+    let by_repo = by_repo::breakdown(&records, &baseline_tasks);
+    Ok(Summary { name: manifest.name, precision_gate: manifest.precision_gate, variants, baselines, by_repo, missing })
 }
 
 /// A run's values of [`COLUMNS`].
@@ -229,7 +310,8 @@ fn final_values(rows: &[MetricsRow]) -> [Option<f64>; 10] {
     ]
 }
 
-/// Writes `summary.csv` and `summary.md`.
+/// Writes `summary.csv` and `summary.md`, and `summary_by_repo.{csv,md}`
+/// when there are per-task records to break down.
 pub fn write_tables(summary: &Summary, study_dir: &Path) -> Result<(), SummaryError> {
     fs::create_dir_all(study_dir).map_err(io(study_dir))?;
     let path = study_dir.join(SUMMARY_CSV);
@@ -266,7 +348,11 @@ pub fn write_tables(summary: &Summary, study_dir: &Path) -> Result<(), SummaryEr
 
     let md_path = study_dir.join(SUMMARY_MD);
     let mut f = fs::File::create(&md_path).map_err(io(&md_path))?;
-    f.write_all(render_markdown(summary).as_bytes()).map_err(io(&md_path))
+    f.write_all(render_markdown(summary).as_bytes()).map_err(io(&md_path))?;
+    if !summary.by_repo.is_empty() {
+        by_repo::write_repo_tables(&summary.name, &summary.by_repo, study_dir)?;
+    }
+    Ok(())
 }
 
 /// The markdown summary: one row per variant, then the baselines.
@@ -301,6 +387,13 @@ pub fn render_markdown(summary: &Summary) -> String {
         cells.extend(std::iter::repeat_n("–".to_string(), COLUMNS.len() - 5));
         cells.push(gate(Some(b.precision >= summary.precision_gate)).to_string());
         out.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    if !summary.by_repo.is_empty() {
+        out.push_str(&format!(
+            "\nPer repository ({} of them): `{}`.\n",
+            summary.by_repo.len(),
+            by_repo::SUMMARY_BY_REPO_MD
+        ));
     }
     if !summary.missing.is_empty() {
         out.push_str(&format!("\n{} run(s) have no metrics yet:\n\n", summary.missing.len()));

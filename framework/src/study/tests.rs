@@ -279,6 +279,21 @@ fn study_bm25_baseline_on_a_synthetic_source() {
 }
 
 #[test]
+fn study_heuristic_baseline_on_a_synthetic_source() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config =
+        crate::synthetic::SyntheticConfig { seed: 3, files: 60, commits: 2, tasks: 16, held_out_fraction: 0.25 };
+    let source = crate::synthetic::generate(&config, dir.path()).expect("generate");
+    let tasks = crate::engine::TaskSet::from_synthetic(&source, 0.15).expect("tasks");
+    let row = heuristic_baseline_with(&tasks, &|repo| PathBuf::from(repo)).expect("heuristic");
+    assert_eq!((row.name.as_str(), row.tasks), ("grep heuristic top-1", tasks.held_out.len()));
+    // One file per answer: each task's precision is 0 or 1, so the mean of n tasks is a multiple of 1/n.
+    let scaled = row.precision * row.tasks as f64;
+    assert!((scaled - scaled.round()).abs() < 1e-9, "{row:?}");
+    assert!(row.recall > 0.0 && row.fb_mean > 0.0 && row.fb_mean <= 1.0, "{row:?}");
+}
+
+#[test]
 fn study_checkpoints_about_twenty_times_per_run_unless_told() {
     let variant = "[[variants]]\nname = \"a\"\nreward = 'Fb(file)'\n";
     let every = |training: &str| parse(&format!("{HEAD}{training}{variant}")).expect("valid").training.checkpoint_every;
@@ -330,4 +345,110 @@ fn study_function_level_features_are_refused_for_the_proxy_policy() {
     // Other policies may name functions.
     let qwen = HEAD.replace("kind = \"proxy\"", "kind = \"qwen3\"\nmodel = \"m\"");
     parse(&format!("{qwen}[[variants]]\nname = \"f\"\nreward = 'F1(func)'\n")).expect("valid for qwen3");
+}
+
+/// Trains a two-variant proxy study for two steps (evaluating at both) into
+/// `dir` on the tasks of two generated repositories; returns the
+/// repositories' names as the tasks give them.
+fn two_repository_study(dir: &Path) -> Vec<String> {
+    use std::sync::Arc;
+
+    use rewardlab_models::proxy::ProxyPolicy;
+    use rewardlab_sandbox::RepoStore;
+
+    use crate::engine::TaskSet;
+
+    let text = "seeds = 1\n[tasks]\nsource = \"synthetic\"\n[policy]\nkind = \"proxy\"\n[training]\ntotal_steps = 2\n\
+                prompts_per_step = 2\ngroup_size = 2\neval_every = 1\n[[variants]]\nname = \"fb\"\nreward = 'Fb(file)'\n\
+                [[variants]]\nname = \"recall\"\nreward = 'R(file)'\n";
+    let study = parse_study(&dir.join("t.toml"), text, &read_file).expect("a valid study");
+    let mut set = TaskSet::default();
+    let mut repos = Vec::new();
+    for (seed, name) in [(3, "alpha.git"), (4, "beta.git")] {
+        let config =
+            crate::synthetic::SyntheticConfig { seed, files: 40, commits: 2, tasks: 12, held_out_fraction: 0.25 };
+        let repo = dir.join("data").join(name);
+        let mut source = crate::synthetic::generate(&config, &repo).expect("generate");
+        source.repo_path = repo.canonicalize().expect("absolute");
+        let part = TaskSet::from_synthetic(&source, 0.15).expect("tasks");
+        let offset = set.tasks.len();
+        set.train.extend(part.train.iter().map(|i| i + offset));
+        set.held_out.extend(part.held_out.iter().map(|i| i + offset));
+        set.tasks.extend(part.tasks);
+        repos.push(source.repo_path.to_string_lossy().into_owned());
+    }
+    let store = RepoStore::open(dir.join("store")).expect("store");
+    let repo_dirs = repos.iter().map(|r| (r.clone(), PathBuf::from(r))).collect();
+    let tasks = StudyTasks { tasks: Arc::new(set), store: Arc::new(store), repo_dirs };
+    let runs = study.runs();
+    Manifest::new(&study, &runs).write(dir).expect("manifest");
+    let policy = |_: &RunSpec, _: &PolicyContext<'_>| Ok::<_, publish::BoxError>(ProxyPolicy::default());
+    let hook = |_: &RunSpec, _: &crate::engine::Engine<ProxyPolicy>, _: &Path| Ok::<_, publish::BoxError>(());
+    train_runs(&study, &tasks, &runs, 1, dir, policy, hook, &train::Quiet).expect("the study trains");
+    repos
+}
+
+#[test]
+fn study_summary_breaks_held_out_scores_down_by_repository() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let repos = two_repository_study(dir);
+    let s = summarize(dir).expect("summary");
+    write_tables(&s, dir).expect("tables");
+
+    // Both baselines are rows of the overall table.
+    let names: Vec<&str> = s.baselines.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(names, ["BM25 top-2", "grep heuristic top-1"]);
+    let md = std::fs::read_to_string(dir.join("summary.md")).expect("md");
+    assert!(md.contains("| BM25 top-2 | – |") && md.contains("| grep heuristic top-1 | – |"), "{md}");
+    assert!(md.contains("Per repository (2 of them): `summary_by_repo.md`."), "{md}");
+
+    // One table per repository, sorted, each with both variants and both baselines.
+    let mut sorted = repos.clone();
+    sorted.sort();
+    assert_eq!(s.by_repo.iter().map(|r| r.repo.clone()).collect::<Vec<_>>(), sorted);
+    for r in &s.by_repo {
+        assert_eq!(r.variants.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(), ["fb", "recall"]);
+        assert_eq!(r.baselines.iter().map(|b| b.name.as_str()).collect::<Vec<_>>(), names);
+        let held = r.baselines[0].tasks;
+        assert!(held > 0 && r.variants.iter().all(|v| v.tasks == held && v.seeds == 1), "{r:?}");
+    }
+    // The repositories' tables add up to the overall one: task-weighted means
+    // of the per-repository means are the overall means, for runs and baselines.
+    let weighted = |value: &dyn Fn(&by_repo::RepoSummary) -> (f64, usize)| {
+        let (sum, n) = s.by_repo.iter().map(value).fold((0.0, 0), |(s, n), (v, k)| (s + v * k as f64, n + k));
+        sum / n as f64
+    };
+    for (v, variant) in s.variants.iter().enumerate() {
+        for c in [0, 2, 3, 5] {
+            let overall = variant.stats[c].expect("evaluated").mean;
+            let parts = weighted(&|r| (r.variants[v].stats[c].expect("evaluated").mean, r.variants[v].tasks));
+            assert!((overall - parts).abs() < 1e-9, "{} column {c}: {overall} vs {parts}", variant.name);
+        }
+    }
+    for (b, baseline) in s.baselines.iter().enumerate() {
+        let parts = weighted(&|r| (r.baselines[b].fb_mean, r.baselines[b].tasks));
+        assert!((baseline.fb_mean - parts).abs() < 1e-9, "{}", baseline.name);
+        assert_eq!(s.by_repo.iter().map(|r| r.baselines[b].tasks).sum::<usize>(), baseline.tasks);
+    }
+    let by_repo_md = std::fs::read_to_string(dir.join(by_repo::SUMMARY_BY_REPO_MD)).expect("md");
+    for repo in &repos {
+        assert!(by_repo_md.contains(&format!("## `{repo}`")), "{by_repo_md}");
+    }
+    assert_eq!(by_repo_md.matches("| grep heuristic top-1 | – |").count(), 2, "{by_repo_md}");
+    let csv = std::fs::read_to_string(dir.join(by_repo::SUMMARY_BY_REPO_CSV)).expect("csv");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 1 + 2 * 4, "{csv}");
+    assert!(lines[0].starts_with("repo,variant,seeds,fb_mean_mean,fb_mean_ci95,") && lines[0].ends_with(",tasks"));
+    assert!(lines[1].starts_with(&format!("{},fb,1,", sorted[0])), "{csv}");
+
+    // A study from before the per-task records still summarises, without the breakdown.
+    std::fs::remove_file(dir.join(summary::BASELINE_TASKS_FILE)).expect("remove");
+    for spec in Manifest::read(dir).expect("manifest").runs {
+        std::fs::remove_file(dir.join(&spec.dir).join(crate::engine::EVAL_FILE)).expect("remove");
+    }
+    let old = summarize(dir).expect("summary without records");
+    assert!(old.by_repo.is_empty());
+    assert_eq!((&old.variants, &old.baselines), (&s.variants, &s.baselines));
+    assert!(!summary::render_markdown(&old).contains("Per repository"));
 }

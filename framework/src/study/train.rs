@@ -15,9 +15,10 @@ use std::sync::Arc;
 use rewardlab_models::agent::Policy;
 use rewardlab_sandbox::{Limits, RepoStore, Sandbox};
 
+use super::baseline::{self, baseline_row};
 use super::publish::{self, BoxError, PublishError};
 use super::runs::{self, Start};
-use super::{RunSpec, Study, bm25_baseline_with, error_chain};
+use super::{RunSpec, Study, error_chain};
 use crate::bm25::Bm25Error;
 use crate::engine::{Engine, EngineError, RewardVariant, StepReport, TaskSource, VariantError};
 
@@ -156,6 +157,9 @@ pub enum TrainError {
     #[error("BM25 baseline")]
     /// The BM25 baseline could not be computed.
     Baseline(#[source] Bm25Error),
+    /// The grep heuristic baseline could not index a held-out task's commit.
+    #[error("grep heuristic baseline")]
+    HeuristicBaseline(#[source] Bm25Error),
     #[error(transparent)]
     /// Publishing a shared file of the results directory failed.
     Publish(#[from] PublishError),
@@ -185,8 +189,11 @@ pub enum TrainError {
 /// `study_dir.join(&run.dir)`, with policies from `make_policy` (called once
 /// per run that trains; a resumed run's policy is then restored from its
 /// checkpoint), and calls `after_run` with the finished engine and the run's
-/// directory when a run completes. Publishes the BM25 baseline of the study's
-/// held-out tasks first (so `runs` may be empty to prepare a study).
+/// directory when a run completes. Publishes the baselines of the study's
+/// held-out tasks first (so `runs` may be empty to prepare a study): the BM25
+/// and grep heuristic rows in `baseline_bm25.csv` (the file keeps its first
+/// name so older studies and tools still find it) and their per-task records
+/// in `baseline_tasks.jsonl`.
 ///
 /// Errors of single runs are collected and returned together
 /// ([`TrainError::RunsFailed`]) after every other run had its turn.
@@ -213,10 +220,18 @@ where
         return Err(TrainError::NoWorkers);
     }
     let repo_dir = |repo: &str| tasks.repo_dirs.get(repo).cloned().unwrap_or_else(|| repo.into());
-    let baseline =
-        bm25_baseline_with(tasks.tasks.as_ref(), study.summary.bm25_k, &repo_dir).map_err(TrainError::Baseline)?;
-    // Atomically: concurrent runners of the study (Slurm array tasks) all write it.
-    publish::write_baseline(study_dir, &[baseline])?;
+    let bm25 =
+        baseline::bm25_tasks(tasks.tasks.as_ref(), study.summary.bm25_k, &repo_dir).map_err(TrainError::Baseline)?;
+    let params = crate::heuristic::HeuristicParams::default();
+    let heuristic =
+        baseline::heuristic_tasks(tasks.tasks.as_ref(), params, &repo_dir).map_err(TrainError::HeuristicBaseline)?;
+    let rows = [
+        baseline_row(baseline::bm25_name(study.summary.bm25_k), &bm25),
+        baseline_row(baseline::heuristic_name(&params), &heuristic),
+    ];
+    // Atomically: concurrent runners of the study (Slurm array tasks) all write them.
+    publish::write_baseline(study_dir, &rows)?;
+    publish::write_baseline_tasks(study_dir, &[bm25, heuristic].concat())?;
 
     let group_size = study.training.group_size;
     let variants = study

@@ -8,8 +8,8 @@ use std::sync::{Arc, OnceLock};
 
 use rewardlab_framework::engine::loss::{LossConfig, SequenceInput, grpo_loss};
 use rewardlab_framework::engine::{
-    Engine, EngineConfig, EngineError, LrSchedule, OptimConfig, Phase, RewardDevice, RewardVariant, TaskSet,
-    TaskSource, latest_checkpoint,
+    EVAL_FILE, Engine, EngineConfig, EngineError, EvalRecord, LrSchedule, OptimConfig, Phase, RewardDevice,
+    RewardVariant, TaskSet, TaskSource, latest_checkpoint,
 };
 use rewardlab_framework::synthetic::{self, SyntheticConfig};
 use rewardlab_models::agent::{OptimStep, Policy, Sampling, StepStats, TaskPrompt, TurnInfo, TurnOutput};
@@ -153,6 +153,7 @@ fn resuming_from_a_checkpoint_continues_bit_identically() {
 
     assert_eq!(read(&straight.join("metrics.csv")), read(&dir.join("metrics.csv")));
     assert_eq!(read(&straight.join("rollouts.jsonl")), read(&dir.join("rollouts.jsonl")));
+    assert_eq!(read(&straight.join(EVAL_FILE)), read(&dir.join(EVAL_FILE)));
     let a = std::fs::read(straight.join("checkpoints/step-000004/policy.json")).expect("final policy");
     let b = std::fs::read(dir.join("checkpoints/step-000004/policy.json")).expect("final policy");
     assert_eq!(a, b, "the final parameters and optimiser state are identical");
@@ -163,6 +164,72 @@ fn resuming_from_a_checkpoint_continues_bit_identically() {
         .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// The lines of a run's `eval.jsonl`.
+fn eval_records(dir: &Path) -> Vec<EvalRecord> {
+    read(&dir.join(EVAL_FILE)).lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"))).collect()
+}
+
+#[test]
+fn eval_records_are_the_held_out_tasks_behind_the_eval_columns() {
+    let dir = run_to_end(config(), "engine-eval-records");
+    let records = eval_records(&dir);
+    let set = tasks();
+    let held: Vec<&str> = set.held_out().iter().take(3).map(|&i| set.tasks()[i].id.as_str()).collect();
+    // `eval_every = 2` of 4 steps, `eval_tasks = 3`: the first three held-out tasks at steps 2 and 4.
+    assert_eq!(records.len(), 6);
+    for (k, r) in records.iter().enumerate() {
+        assert_eq!((r.step, r.task.as_str()), (2 * (k / 3 + 1), held[k % 3]), "{r:?}");
+        let task = set.tasks().iter().find(|t| t.id == r.task).expect("a task of the set");
+        assert_eq!(r.repo, task.repo);
+        // The scores are those of the answered files against the task's targets.
+        let target = task.target.files.clone().unwrap_or_default();
+        let (precision, recall, fb) = crate::common::file_scores(&r.files, &target);
+        assert!((r.precision - precision).abs() < 1e-12 && (r.recall - recall).abs() < 1e-12, "{r:?}");
+        assert!((r.fb - fb).abs() < 1e-12 && r.turns >= 1.0, "{r:?}");
+    }
+    // Their means are the metrics row's eval columns.
+    let mut reader = csv::Reader::from_path(dir.join("metrics.csv")).expect("metrics.csv");
+    let rows: Vec<rewardlab_framework::engine::MetricsRow> = reader.deserialize().map(|r| r.expect("row")).collect();
+    for row in rows.iter().filter(|r| r.eval_fb_mean.is_some()) {
+        let of_step: Vec<&EvalRecord> = records.iter().filter(|r| r.step == row.step).collect();
+        let mean = |f: fn(&EvalRecord) -> f64| of_step.iter().map(|r| f(r)).sum::<f64>() / of_step.len() as f64;
+        assert!((mean(|r| r.fb) - row.eval_fb_mean.expect("fb")).abs() < 1e-12);
+        assert!((mean(|r| r.precision) - row.eval_precision.expect("p")).abs() < 1e-12);
+        assert!((mean(|r| r.turns) - row.eval_turns.expect("turns")).abs() < 1e-12);
+    }
+    // Without eval steps the file is there, and empty.
+    let none = run_to_end(EngineConfig { total_steps: 1, eval_every: 0, ..config() }, "engine-eval-none");
+    assert_eq!(read(&none.join(EVAL_FILE)), "");
+}
+
+#[test]
+fn a_killed_run_resumes_without_duplicated_or_lost_eval_records() {
+    let config = EngineConfig { checkpoint_every: 2, eval_every: 1, ..config() };
+    let straight = run_to_end(config.clone(), "engine-eval-straight");
+    assert_eq!(eval_records(&straight).len(), 4 * 3, "three tasks at every step");
+
+    // Killed after step 3 (checkpoint at 2) while writing a fourth line.
+    let dir = scratch("engine-eval-killed");
+    let mut first = engine(config.clone(), "engine-eval-killed");
+    first.run_steps(&dir, 3, |_| {}).expect("three steps");
+    drop(first);
+    let mut file = std::fs::OpenOptions::new().append(true).open(dir.join(EVAL_FILE)).expect("eval.jsonl");
+    std::io::Write::write_all(&mut file, b"{\"step\":4,\"task\":\"half").expect("a torn line");
+    drop(file);
+    assert_eq!(complete_lines(&dir.join(EVAL_FILE)), 9, "rows of steps 1 to 3 before the resume");
+    let checkpoint = latest_checkpoint(&dir).expect("a checkpoint exists");
+    let mut resumed =
+        Engine::resume(&checkpoint, ToyPolicy::default(), tasks(), sandbox("engine-eval-resumed"), variant(4))
+            .expect("resume");
+    resumed.run(&dir, |_| {}).expect("the rest of the run");
+    assert_eq!(read(&straight.join(EVAL_FILE)), read(&dir.join(EVAL_FILE)), "step 3 once, step 4 complete");
+}
+
+/// How many complete (newline-terminated) lines the file at `path` holds.
+fn complete_lines(path: &Path) -> usize {
+    read(path).matches('\n').count()
 }
 
 #[test]

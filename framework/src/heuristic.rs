@@ -1,0 +1,370 @@
+//! A non-learned grep heuristic: the second baseline beside BM25 that a
+//! learned locator has to beat (issue 14, item 4).
+//!
+//! It does what a developer does first with an issue: take the identifiers
+//! it names, grep the tree for each, trust the rare ones, and open the file
+//! that *defines* the name. Concretely, for a commit's files:
+//!
+//! ```text
+//! score(f) = Σ_{t ∈ T(issue) ∩ T(f)} w(t) · idf(t)  +  bonus · Σ_{t ∈ T(issue) ∩ D(f)} w(t) · idf(t)
+//! idf(t)   = ln(N / n(t))          n(t): files containing t, N: files
+//! w(t)     = code_weight when the issue writes t like code, else 1
+//! ```
+//!
+//! - `T(x)` is the *set* of tokens of `x`, from BM25's tokenizer
+//!   ([`crate::bm25::tokenize`]: whole identifiers and their subwords,
+//!   lowercase, stopwords dropped); a file's tokens include its path. Term
+//!   frequency is ignored on purpose: a grep hit is a hit.
+//! - A term is written *like code* when the issue word it is the whole of
+//!   has an inner `_` or capital, a digit, is called (`name(`), dotted
+//!   (`a.name`, `name.b`) or in backticks.
+//! - `D(f)` are the names `f` defines: `def name`, `async def name` and
+//!   `class name` at any indentation, and `name =` / `name:` at column 0
+//!   (module-level assignments), lowercased. Defining a name the issue uses
+//!   is the strongest single signal of the file to change.
+//! - A term in every file has idf 0 and counts for nothing.
+//! - Only *source files* are answers by default
+//!   ([`HeuristicParams::source_files_only`]): files with a programming
+//!   language's extension that are not tests (a `test`/`tests`/`testing`
+//!   directory, `test_*`, `*_test.*`, `*_tests.*`, `conftest.py`). Every file
+//!   still counts for idf. A developer greps the code, not the changelog: on
+//!   real repositories a changelog or a long documentation page mentions most
+//!   of an issue's words and would otherwise win nearly every time (on
+//!   pytest's SWE-bench Lite instances, `CHANGELOG.rst` was the top-1 of 7 of
+//!   the first 8), and SWE-bench's gold patches never change tests.
+//!
+//! The API mirrors [`crate::bm25::Bm25Index`] (`from_documents`,
+//! `from_commit`, `scores`, `top_k` returning [`Hit`]s, ties broken by path),
+//! so a study prints its row beside BM25's; the heuristic's own answer size
+//! is [`HeuristicParams::top_k`] (1 by default).
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use crate::bm25::{Bm25Error, Hit, tokenize};
+
+/// The heuristic's knobs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HeuristicParams {
+    /// Weight of a defined term relative to a mere mention (added on top of it).
+    pub definition_bonus: f64,
+    /// Weight of a term the issue writes like code, relative to a prose word.
+    pub code_weight: f64,
+    /// How many files the heuristic answers with.
+    pub top_k: usize,
+    /// Answer with source files only (see the module docs); all files when false.
+    pub source_files_only: bool,
+}
+
+impl Default for HeuristicParams {
+    fn default() -> Self {
+        HeuristicParams { definition_bonus: 2.0, code_weight: 2.0, top_k: 1, source_files_only: true }
+    }
+}
+
+/// A grep-and-definition index over the files of one commit.
+#[derive(Clone, Debug)]
+pub struct GrepHeuristic {
+    params: HeuristicParams,
+    paths: Vec<String>,
+    /// Whether each document is a source file (see the module docs), in index order.
+    source: Vec<bool>,
+    /// Term → files containing it, ascending.
+    postings: HashMap<String, Vec<u32>>,
+    /// Term → files defining it, ascending.
+    definitions: HashMap<String, Vec<u32>>,
+}
+
+impl GrepHeuristic {
+    /// Indexes `(path, content)` documents (the path is tokenized with the content).
+    pub fn from_documents<I, P, T>(documents: I, params: HeuristicParams) -> GrepHeuristic
+    where
+        I: IntoIterator<Item = (P, T)>,
+        P: Into<String>,
+        T: AsRef<str>,
+    {
+        let mut index = GrepHeuristic {
+            params,
+            paths: Vec::new(),
+            source: Vec::new(),
+            postings: HashMap::new(),
+            definitions: HashMap::new(),
+        };
+        for (path, text) in documents {
+            let doc = u32::try_from(index.paths.len()).expect("fewer than 2^32 documents");
+            let path: String = path.into();
+            let text = text.as_ref();
+            let mut terms: HashSet<String> = tokenize(&path).into_iter().collect();
+            terms.extend(tokenize(text));
+            for term in terms {
+                index.postings.entry(term).or_default().push(doc);
+            }
+            let defined: HashSet<String> = defined_names(text).map(str::to_lowercase).collect();
+            for name in defined {
+                index.definitions.entry(name).or_default().push(doc);
+            }
+            index.source.push(is_source_file(&path));
+            index.paths.push(path);
+        }
+        // HashSet order is arbitrary; postings must be ascending for determinism downstream.
+        for list in index.postings.values_mut().chain(index.definitions.values_mut()) {
+            list.sort_unstable();
+        }
+        index
+    }
+
+    /// Indexes every non-binary file of commit `rev` (a full hex id or a
+    /// reference name) of the repository at `repo`, as
+    /// [`crate::bm25::Bm25Index::from_commit`] reads them.
+    pub fn from_commit(repo: &Path, rev: &str, params: HeuristicParams) -> Result<GrepHeuristic, Bm25Error> {
+        Ok(GrepHeuristic::from_documents(commit_documents(repo, rev)?, params))
+    }
+
+    /// Changes the knobs without reindexing (the index does not depend on them).
+    pub fn set_params(&mut self, params: HeuristicParams) {
+        self.params = params;
+    }
+
+    /// Number of documents.
+    pub fn len(&self) -> usize {
+        self.paths.len()
+    }
+
+    /// True when nothing is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+
+    /// Document paths in index order.
+    pub fn paths(&self) -> &[String] {
+        &self.paths
+    }
+
+    /// `ln(N / n(t))` of an already tokenized term; 0 for a term in no file or in every file.
+    pub fn idf(&self, term: &str) -> f64 {
+        let n = self.postings.get(term).map_or(0, Vec::len);
+        if n == 0 {
+            return 0.0;
+        }
+        (self.paths.len() as f64 / n as f64).ln()
+    }
+
+    /// The files that define `name` (compared lowercased).
+    pub fn definers(&self, name: &str) -> Vec<&str> {
+        let ids = self.definitions.get(&name.to_lowercase()).map_or(&[][..], Vec::as_slice);
+        ids.iter().map(|&d| self.paths[d as usize].as_str()).collect()
+    }
+
+    /// The score of every document for `issue`, in index order.
+    pub fn scores(&self, issue: &str) -> Vec<f64> {
+        let mut scores = vec![0.0; self.paths.len()];
+        for (term, code_like) in issue_terms(issue) {
+            let weight = self.idf(&term) * if code_like { self.params.code_weight } else { 1.0 };
+            if weight <= 0.0 {
+                continue;
+            }
+            for &doc in self.postings.get(&term).map_or(&[][..], Vec::as_slice) {
+                scores[doc as usize] += weight;
+            }
+            for &doc in self.definitions.get(&term).map_or(&[][..], Vec::as_slice) {
+                scores[doc as usize] += self.params.definition_bonus * weight;
+            }
+        }
+        scores
+    }
+
+    /// The `k` best documents with a positive score, best first, ties by
+    /// path; only source files when [`HeuristicParams::source_files_only`].
+    pub fn top_k(&self, issue: &str, k: usize) -> Vec<Hit> {
+        let mut hits: Vec<Hit> = self
+            .scores(issue)
+            .into_iter()
+            .zip(&self.paths)
+            .zip(&self.source)
+            .filter(|((score, _), source)| *score > 0.0 && (**source || !self.params.source_files_only))
+            .map(|((score, path), _)| Hit { path: path.clone(), score })
+            .collect();
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.path.cmp(&b.path)));
+        hits.truncate(k);
+        hits
+    }
+
+    /// The heuristic's answer: its [`HeuristicParams::top_k`] best files.
+    pub fn locate(&self, issue: &str) -> Vec<String> {
+        self.top_k(issue, self.params.top_k).into_iter().map(|h| h.path).collect()
+    }
+}
+
+/// Every non-binary file of commit `rev` as `(path, content)`, sorted by path.
+fn commit_documents(repo: &Path, rev: &str) -> Result<Vec<(String, String)>, Bm25Error> {
+    let revision = |detail: String| Bm25Error::Revision { path: repo.to_path_buf(), rev: rev.to_string(), detail };
+    let repository =
+        gix::open(repo).map_err(|e| Bm25Error::Open { path: repo.to_path_buf(), detail: e.to_string() })?;
+    let commit = match gix::ObjectId::from_hex(rev.as_bytes()) {
+        Ok(id) => repository.find_commit(id).map_err(|e| revision(e.to_string()))?,
+        Err(_) => repository
+            .find_reference(rev)
+            .map_err(|e| revision(e.to_string()))?
+            .peel_to_commit()
+            .map_err(|e| revision(e.to_string()))?,
+    };
+    let tree = commit.tree().map_err(|e| revision(e.to_string()))?;
+    let entries = tree.traverse().breadthfirst.files().map_err(|e| revision(e.to_string()))?;
+    let mut documents = Vec::new();
+    for entry in entries.iter().filter(|e| e.mode.is_blob()) {
+        let file = entry.filepath.to_string();
+        let blob = repository.find_blob(entry.oid).map_err(|e| Bm25Error::Blob {
+            path: repo.to_path_buf(),
+            rev: rev.to_string(),
+            file: file.clone(),
+            detail: e.to_string(),
+        })?;
+        if blob.data.contains(&0) {
+            continue;
+        }
+        documents.push((file, String::from_utf8_lossy(&blob.data).into_owned()));
+    }
+    documents.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(documents)
+}
+
+/// Extensions of the languages whose files count as source files.
+const SOURCE_EXTENSIONS: &[&str] = &[
+    "py", "pyi", "pyx", "pxd", "c", "h", "cc", "cpp", "cxx", "hpp", "hh", "rs", "go", "java", "kt", "scala", "js",
+    "jsx", "ts", "tsx", "mjs", "rb", "php", "cs", "swift", "m", "mm", "jl", "r", "lua", "pl", "sh",
+];
+
+/// Whether `path` is a source file that is not a test (see the module docs).
+pub fn is_source_file(path: &str) -> bool {
+    let mut parts: Vec<&str> = path.split('/').collect();
+    let Some(name) = parts.pop() else { return false };
+    let Some((stem, extension)) = name.rsplit_once('.') else { return false };
+    if !SOURCE_EXTENSIONS.contains(&extension.to_ascii_lowercase().as_str()) {
+        return false;
+    }
+    let stem = stem.to_ascii_lowercase();
+    let test_dir = parts.iter().any(|d| matches!(d.to_ascii_lowercase().as_str(), "test" | "tests" | "testing"));
+    let test_file = stem.starts_with("test_")
+        || stem.ends_with("_test")
+        || stem.ends_with("_tests")
+        || stem == "conftest"
+        || stem == "tests";
+    !(test_dir || test_file)
+}
+
+/// The distinct tokens of an issue, each with whether the issue writes it like code.
+pub fn issue_terms(issue: &str) -> Vec<(String, bool)> {
+    let mut code: HashSet<String> = HashSet::new();
+    let bytes = issue.as_bytes();
+    let is_word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut in_backticks = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'`' {
+            in_backticks = !in_backticks;
+            i += 1;
+            continue;
+        }
+        if !is_word(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && is_word(bytes[i]) {
+            i += 1;
+        }
+        let word = &issue[start..i];
+        let before = start.checked_sub(1).map(|j| bytes[j]);
+        let after = bytes.get(i).copied();
+        let dotted_before = before == Some(b'.') && start >= 2 && is_word(bytes[start - 2]);
+        let dotted_after = after == Some(b'.') && bytes.get(i + 1).copied().is_some_and(is_word);
+        let trimmed = word.trim_matches('_');
+        let shaped = trimmed.contains('_')
+            || trimmed.bytes().skip(1).any(|c| c.is_ascii_uppercase())
+            || trimmed.bytes().any(|c| c.is_ascii_digit());
+        if in_backticks || shaped || after == Some(b'(') || dotted_before || dotted_after {
+            // The whole identifier is the first token whenever the word has several parts.
+            if let Some(whole) = tokenize(word).into_iter().next() {
+                code.insert(whole);
+            }
+        }
+    }
+    let mut seen = HashSet::new();
+    tokenize(issue)
+        .into_iter()
+        .filter(|t| seen.insert(t.clone()))
+        .map(|t| {
+            let like_code = code.contains(&t);
+            (t, like_code)
+        })
+        .collect()
+}
+
+/// Names a file defines: `def`/`async def`/`class` names at any indentation,
+/// and module-level `name =` or `name:` assignments.
+fn defined_names(text: &str) -> impl Iterator<Item = &str> {
+    text.lines().filter_map(|line| {
+        let stripped = line.trim_start();
+        let indented = stripped.len() != line.len();
+        let rest = stripped.strip_prefix("async ").unwrap_or(stripped);
+        if let Some(rest) = rest.strip_prefix("def ").or_else(|| rest.strip_prefix("class ")) {
+            return identifier_prefix(rest.trim_start());
+        }
+        if indented {
+            return None;
+        }
+        let name = identifier_prefix(line)?;
+        let after = line[name.len()..].trim_start();
+        let assigns = (after.starts_with('=') && !after.starts_with("==")) || after.starts_with(':');
+        let keyword = matches!(name, "if" | "else" | "elif" | "for" | "while" | "try" | "except" | "finally" | "with");
+        (assigns && !keyword).then_some(name)
+    })
+}
+
+/// The identifier at the start of `text`, if it starts with one.
+fn identifier_prefix(text: &str) -> Option<&str> {
+    let end = text.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(text.len());
+    let name = &text[..end];
+    (!name.is_empty() && !name.starts_with(|c: char| c.is_ascii_digit())).then_some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn definitions_and_module_assignments() {
+        let text = "import os\nclass Widget(Base):\n    def render(self):\n        x = 1\nasync def fetch():\n    pass\nMAX_SIZE = 3\nname: int = 4\nif a == b:\n    y = 2\nelse:\n    pass\n";
+        let names: Vec<&str> = defined_names(text).collect();
+        assert_eq!(names, ["Widget", "render", "fetch", "MAX_SIZE", "name"]);
+    }
+
+    #[test]
+    fn source_files_are_code_that_is_not_a_test() {
+        for path in ["src/_pytest/python.py", "requests/models.py", "lib/core.RS", "setup.py", "attest/latest.py"] {
+            assert!(is_source_file(path), "{path}");
+        }
+        for path in [
+            "CHANGELOG.rst",
+            "doc/en/fixture.rst",
+            "README",
+            "testing/code/test_excinfo.py",
+            "tests/models.py",
+            "sympy/core/tests/test_basic.py",
+            "pkg/widget_test.go",
+            "conftest.py",
+            "Makefile",
+        ] {
+            assert!(!is_source_file(path), "{path}");
+        }
+    }
+
+    #[test]
+    fn code_shaped_words_are_marked() {
+        let terms = issue_terms("Calling `frobnicate` on a SafeDict breaks parse_headers(x) and os.path here.");
+        let code: Vec<&str> = terms.iter().filter(|(_, c)| *c).map(|(t, _)| t.as_str()).collect();
+        assert_eq!(code, ["frobnicate", "safedict", "parse_headers", "os", "path"]);
+        assert!(terms.iter().any(|(t, c)| t == "calling" && !c));
+        assert!(terms.iter().any(|(t, c)| t == "here" && !c), "a sentence's full stop is not a dot");
+    }
+}
