@@ -7,6 +7,8 @@
 //! - [`synthetic`]: the seeded synthetic repository and its issues, the offline task source.
 //! - [`warm_start`]: the SFT warm start of the Qwen3 policy on filtered scripted trajectories.
 //! - [`bm25`]: the lexical BM25 baseline that retrieval policies are compared against.
+//! - [`heuristic`]: the non-learned grep heuristic, the second baseline row of every study.
+//! - [`locate`]: a trained policy as a retriever on any SWE-bench-style instances (Table 2).
 
 #![warn(missing_docs)]
 
