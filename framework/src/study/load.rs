@@ -22,6 +22,7 @@ use toml::Spanned;
 use super::spec::{CommitsSpec, GridSpec, PolicySpec, StudyFile, SummarySpec, TaskSpec, VariantSpec};
 use super::synth::{Synth, string_content_start};
 use crate::engine::EngineConfig;
+use rewardlab_models::proxy::ProxyConfig;
 
 /// A checked study, ready to run.
 #[derive(Clone, Debug)]
@@ -67,6 +68,9 @@ pub struct Variant {
     /// `param` overrides to apply when compiling `source` (reward files only;
     /// inline params are declarations inside `source`).
     pub params: Vec<(String, f64)>,
+    /// The proxy policy's settings for this variant when its `policy` table changes the
+    /// study's (`None`: the study's `[policy]`).
+    pub proxy: Option<ProxyConfig>,
 }
 
 /// One training run: a variant at a seed index. Common random numbers: `seed`
@@ -349,6 +353,7 @@ impl Checker<'_> {
             }
             p => p,
         };
+        self.policy_overrides(&spec.variants, &policy, &mut variants);
         Some(Study {
             name,
             path: path.to_owned(),
@@ -363,6 +368,33 @@ impl Checker<'_> {
             variants,
             warnings: StudyDiagnostics::default(),
         })
+    }
+
+    /// Applies each variant's `policy` table to the study's proxy settings.
+    fn policy_overrides(&mut self, specs: &[VariantSpec], policy: &PolicySpec, variants: &mut [Variant]) {
+        for spec in specs {
+            let Some(table) = &spec.policy else { continue };
+            let name = spec.name.get_ref();
+            let PolicySpec::Proxy(base) = policy else {
+                self.error(span_of(table), format!("variant `{name}`: `policy` overrides apply to the proxy policy only"));
+                continue;
+            };
+            let merged = toml::Table::try_from(base).map(|mut settings| {
+                settings.extend(table.get_ref().clone());
+                settings
+            });
+            match merged.map_err(|e| e.to_string()).and_then(|t| t.try_into::<ProxyConfig>().map_err(|e| e.to_string())) {
+                Ok(config) => {
+                    if let Some(variant) = variants.iter_mut().find(|v| v.name == *name) {
+                        variant.proxy = Some(config);
+                    }
+                }
+                Err(message) => self.error(
+                    span_of(table),
+                    format!("variant `{name}`: invalid proxy policy settings: {}", message.trim()),
+                ),
+            }
+        }
     }
 
     /// The task sources' own rules: fractions in [0, 1], no split beside an
@@ -487,7 +519,13 @@ impl Checker<'_> {
                 self.error(span_of(value), format!("{} declares no param `{param}`", path.display()));
             }
         }
-        Some(Variant { name: name.to_owned(), origin: path.display().to_string(), source: text, params: overrides })
+        Some(Variant {
+            name: name.to_owned(),
+            origin: path.display().to_string(),
+            source: text,
+            params: overrides,
+            proxy: None,
+        })
     }
 
     /// Synthesises `param` lines and `reward`/`adv`/`advantage` lines, checks
@@ -541,6 +579,7 @@ impl Checker<'_> {
             origin: source.name().to_string(),
             source: synth.text,
             params: Vec::new(),
+            proxy: None,
         })
     }
 

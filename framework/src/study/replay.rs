@@ -174,7 +174,7 @@ mod tests {
     }
 
     fn variant(name: &str, source: &str) -> Variant {
-        Variant { name: name.into(), origin: name.into(), source: source.into(), params: Vec::new() }
+        Variant { name: name.into(), origin: name.into(), source: source.into(), params: Vec::new(), proxy: None }
     }
 
     #[test]

@@ -366,6 +366,9 @@ pub struct VariantSpec {
     /// Overrides of the reward file's `param`s; for inline formulas, `param` declarations.
     #[serde(default)]
     pub params: BTreeMap<String, Spanned<f64>>,
+    /// Settings of the study's proxy policy that this variant changes (`policy = { rarity =
+    /// false }`): an ablation of policy features inside one study, beside the reward variants.
+    pub policy: Option<Spanned<toml::Table>>,
 }
 
 /// A cartesian product of formula choices and param values. Variants are

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use super::summary::{BaselineRow, Manifest, write_baselines};
 use super::*;
 use crate::engine::MetricsRow;
+use rewardlab_models::proxy::ProxyConfig;
 
 fn studies_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../studies")
@@ -451,4 +452,29 @@ fn study_summary_breaks_held_out_scores_down_by_repository() {
     assert!(old.by_repo.is_empty());
     assert_eq!((&old.variants, &old.baselines), (&s.variants, &s.baselines));
     assert!(!summary::render_markdown(&old).contains("Per repository"));
+}
+
+#[test]
+fn study_variants_may_change_proxy_settings_for_an_ablation() {
+    let text = format!(
+        "{HEAD}[[variants]]\nname = \"full\"\nreward = 'Fb(file)'\n\
+         [[variants]]\nname = \"no-rarity\"\nreward = 'Fb(file)'\npolicy = {{ rarity = false, max_answer_size = 2 }}\n"
+    );
+    let study = parse(&text).expect("valid");
+    let base = match &study.policy {
+        PolicySpec::Proxy(config) => *config,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(study.variants[0].proxy, None);
+    let ablated = study.variants[1].proxy.expect("an override");
+    assert!(base.rarity && !ablated.rarity);
+    assert_eq!(ablated.max_answer_size, 2);
+    // Everything not named keeps the study's value.
+    assert_eq!(ProxyConfig { rarity: true, max_answer_size: base.max_answer_size, ..ablated }, base);
+
+    let typo = text.replace("rarity = false", "rarty = false");
+    let out = invalid(&typo);
+    assert!(out.contains("variant `no-rarity`: invalid proxy policy settings") && out.contains("rarty"), "{out}");
+    let qwen = typo.replace("kind = \"proxy\"", "kind = \"qwen3\"\nmodel = \"m\"");
+    assert!(invalid(&qwen).contains("apply to the proxy policy only"));
 }

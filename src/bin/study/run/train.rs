@@ -18,8 +18,11 @@ use rewardlab_models::proxy::ProxyPolicy;
 pub fn train(study: &Study, runs: &[RunSpec], jobs: usize, study_dir: &Path) -> Result<()> {
     match &study.policy {
         PolicySpec::Proxy(config) => {
-            let config = *config;
-            train_with(study, runs, jobs, study_dir, |_, _| Ok(ProxyPolicy::new(config)), |_, _, _| Ok(()))
+            // A variant's `policy` table (an ablation) replaces the study's settings for its runs.
+            let config_of = |run: &RunSpec| {
+                study.variants.iter().find(|v| v.name == run.variant_name).and_then(|v| v.proxy).unwrap_or(*config)
+            };
+            train_with(study, runs, jobs, study_dir, |run, _| Ok(ProxyPolicy::new(config_of(run))), |_, _, _| Ok(()))
         }
         PolicySpec::Qwen3(spec) => super::qwen3::train(study, spec, runs, jobs, study_dir),
     }
