@@ -15,11 +15,13 @@
 //! score; a term in no document contributes nothing. Tokens come from
 //! [`tokenize`].
 
+pub mod corpus;
 mod tokenize;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+pub use corpus::{BlobTerms, CommitFile, TermCache};
 pub use tokenize::{STOPWORDS, tokenize};
 
 /// BM25's free parameters.
@@ -125,38 +127,46 @@ impl Bm25Index {
     /// in the git repository at `repo` (bare or not), each as its path followed by its content. Files that
     /// look binary (a NUL byte) are skipped.
     pub fn from_commit(repo: &Path, rev: &str, params: Bm25Params) -> Result<Bm25Index, Bm25Error> {
-        let open = |detail: String| Bm25Error::Open { path: repo.to_path_buf(), detail };
-        let revision = |detail: String| Bm25Error::Revision { path: repo.to_path_buf(), rev: rev.to_string(), detail };
-        let repository = gix::open(repo).map_err(|e| open(e.to_string()))?;
-        // A full hex id or a reference name (`main`, `refs/tags/v0.2.0`):
-        // full revision syntax would need gix's `revision` feature.
-        let commit = match gix::ObjectId::from_hex(rev.as_bytes()) {
-            Ok(id) => repository.find_commit(id).map_err(|e| revision(e.to_string()))?,
-            Err(_) => repository
-                .find_reference(rev)
-                .map_err(|e| revision(e.to_string()))?
-                .peel_to_commit()
-                .map_err(|e| revision(e.to_string()))?,
-        };
-        let tree = commit.tree().map_err(|e| revision(e.to_string()))?;
-        let entries = tree.traverse().breadthfirst.files().map_err(|e| revision(e.to_string()))?;
-        let mut documents = Vec::new();
-        for entry in entries.iter().filter(|e| e.mode.is_blob()) {
-            let file = entry.filepath.to_string();
-            let blob = repository.find_blob(entry.oid).map_err(|e| Bm25Error::Blob {
-                path: repo.to_path_buf(),
-                rev: rev.to_string(),
-                file: file.clone(),
-                detail: e.to_string(),
-            })?;
-            if blob.data.contains(&0) {
-                continue;
+        Bm25Index::from_commit_cached(repo, rev, params, &TermCache::default())
+    }
+
+    /// [`Bm25Index::from_commit`] with each blob's tokens taken from `cache`
+    /// (and added to it): the same index, built once per blob rather than per commit.
+    pub fn from_commit_cached(
+        repo: &Path,
+        rev: &str,
+        params: Bm25Params,
+        cache: &TermCache,
+    ) -> Result<Bm25Index, Bm25Error> {
+        Ok(Bm25Index::from_files(&cache.commit_files(repo, rev)?, params))
+    }
+
+    /// Indexes the text files of a commit, each as its path's tokens followed by its content's.
+    pub fn from_files(files: &[CommitFile], params: Bm25Params) -> Bm25Index {
+        let mut index =
+            Bm25Index { params, paths: Vec::new(), lengths: Vec::new(), average_length: 0.0, postings: HashMap::new() };
+        for file in files {
+            let Some(terms) = &file.terms else { continue };
+            let doc = u32::try_from(index.paths.len()).expect("fewer than 2^32 documents");
+            let path_tokens = tokenize(&file.path);
+            index.lengths.push((path_tokens.len() + terms.length as usize) as f64);
+            index.paths.push(file.path.clone());
+            let mut counts: HashMap<&str, u32> = terms.counts.iter().map(|(t, n)| (t.as_str(), *n)).collect();
+            for token in &path_tokens {
+                *counts.entry(token.as_str()).or_default() += 1;
             }
-            let text = format!("{file}\n{}", String::from_utf8_lossy(&blob.data));
-            documents.push((file, text));
+            for (term, tf) in counts {
+                match index.postings.get_mut(term) {
+                    Some(list) => list.push((doc, tf)),
+                    None => {
+                        index.postings.insert(term.to_owned(), vec![(doc, tf)]);
+                    }
+                }
+            }
         }
-        documents.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(Bm25Index::from_documents(documents, params))
+        let total: f64 = index.lengths.iter().sum();
+        index.average_length = if index.lengths.is_empty() { 0.0 } else { total / index.lengths.len() as f64 };
+        index
     }
 
     /// Number of documents.

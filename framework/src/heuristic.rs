@@ -40,8 +40,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 
-use crate::bm25::{Bm25Error, Hit, tokenize};
+use crate::bm25::{BlobTerms, Bm25Error, CommitFile, Hit, TermCache, tokenize};
 
 /// The heuristic's knobs.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -83,6 +84,32 @@ impl GrepHeuristic {
         P: Into<String>,
         T: AsRef<str>,
     {
+        let files: Vec<CommitFile> = documents
+            .into_iter()
+            .map(|(path, text)| CommitFile { path: path.into(), terms: Some(Arc::new(BlobTerms::of(text.as_ref()))) })
+            .collect();
+        GrepHeuristic::from_files(&files, params)
+    }
+
+    /// Indexes every non-binary file of commit `rev` (a full hex id or a
+    /// reference name) of the repository at `repo`, as
+    /// [`crate::bm25::Bm25Index::from_commit`] reads them.
+    pub fn from_commit(repo: &Path, rev: &str, params: HeuristicParams) -> Result<GrepHeuristic, Bm25Error> {
+        GrepHeuristic::from_commit_cached(repo, rev, params, &TermCache::default())
+    }
+
+    /// [`GrepHeuristic::from_commit`] with each blob's terms taken from `cache` (and added to it).
+    pub fn from_commit_cached(
+        repo: &Path,
+        rev: &str,
+        params: HeuristicParams,
+        cache: &TermCache,
+    ) -> Result<GrepHeuristic, Bm25Error> {
+        Ok(GrepHeuristic::from_files(&cache.commit_files(repo, rev)?, params))
+    }
+
+    /// Indexes the text files of a commit: a file's terms are its path's tokens and its content's.
+    pub fn from_files(files: &[CommitFile], params: HeuristicParams) -> GrepHeuristic {
         let mut index = GrepHeuristic {
             params,
             paths: Vec::new(),
@@ -90,34 +117,22 @@ impl GrepHeuristic {
             postings: HashMap::new(),
             definitions: HashMap::new(),
         };
-        for (path, text) in documents {
+        for file in files {
+            let Some(terms) = &file.terms else { continue };
             let doc = u32::try_from(index.paths.len()).expect("fewer than 2^32 documents");
-            let path: String = path.into();
-            let text = text.as_ref();
-            let mut terms: HashSet<String> = tokenize(&path).into_iter().collect();
-            terms.extend(tokenize(text));
-            for term in terms {
-                index.postings.entry(term).or_default().push(doc);
+            let mut all: HashSet<&str> = terms.counts.iter().map(|(t, _)| t.as_str()).collect();
+            let path_tokens = tokenize(&file.path);
+            all.extend(path_tokens.iter().map(String::as_str));
+            for term in all {
+                index.postings.entry(term.to_owned()).or_default().push(doc);
             }
-            let defined: HashSet<String> = defined_names(text).map(str::to_lowercase).collect();
-            for name in defined {
-                index.definitions.entry(name).or_default().push(doc);
+            for name in &terms.defined {
+                index.definitions.entry(name.clone()).or_default().push(doc);
             }
-            index.source.push(is_source_file(&path));
-            index.paths.push(path);
-        }
-        // HashSet order is arbitrary; postings must be ascending for determinism downstream.
-        for list in index.postings.values_mut().chain(index.definitions.values_mut()) {
-            list.sort_unstable();
+            index.source.push(is_source_file(&file.path));
+            index.paths.push(file.path.clone());
         }
         index
-    }
-
-    /// Indexes every non-binary file of commit `rev` (a full hex id or a
-    /// reference name) of the repository at `repo`, as
-    /// [`crate::bm25::Bm25Index::from_commit`] reads them.
-    pub fn from_commit(repo: &Path, rev: &str, params: HeuristicParams) -> Result<GrepHeuristic, Bm25Error> {
-        Ok(GrepHeuristic::from_documents(commit_documents(repo, rev)?, params))
     }
 
     /// Changes the knobs without reindexing (the index does not depend on them).
@@ -196,38 +211,6 @@ impl GrepHeuristic {
 }
 
 /// Every non-binary file of commit `rev` as `(path, content)`, sorted by path.
-fn commit_documents(repo: &Path, rev: &str) -> Result<Vec<(String, String)>, Bm25Error> {
-    let revision = |detail: String| Bm25Error::Revision { path: repo.to_path_buf(), rev: rev.to_string(), detail };
-    let repository =
-        gix::open(repo).map_err(|e| Bm25Error::Open { path: repo.to_path_buf(), detail: e.to_string() })?;
-    let commit = match gix::ObjectId::from_hex(rev.as_bytes()) {
-        Ok(id) => repository.find_commit(id).map_err(|e| revision(e.to_string()))?,
-        Err(_) => repository
-            .find_reference(rev)
-            .map_err(|e| revision(e.to_string()))?
-            .peel_to_commit()
-            .map_err(|e| revision(e.to_string()))?,
-    };
-    let tree = commit.tree().map_err(|e| revision(e.to_string()))?;
-    let entries = tree.traverse().breadthfirst.files().map_err(|e| revision(e.to_string()))?;
-    let mut documents = Vec::new();
-    for entry in entries.iter().filter(|e| e.mode.is_blob()) {
-        let file = entry.filepath.to_string();
-        let blob = repository.find_blob(entry.oid).map_err(|e| Bm25Error::Blob {
-            path: repo.to_path_buf(),
-            rev: rev.to_string(),
-            file: file.clone(),
-            detail: e.to_string(),
-        })?;
-        if blob.data.contains(&0) {
-            continue;
-        }
-        documents.push((file, String::from_utf8_lossy(&blob.data).into_owned()));
-    }
-    documents.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(documents)
-}
-
 /// Extensions of the languages whose files count as source files.
 const SOURCE_EXTENSIONS: &[&str] = &[
     "py", "pyi", "pyx", "pxd", "c", "h", "cc", "cpp", "cxx", "hpp", "hh", "rs", "go", "java", "kt", "scala", "js",
@@ -302,7 +285,7 @@ pub fn issue_terms(issue: &str) -> Vec<(String, bool)> {
 
 /// Names a file defines: `def`/`async def`/`class` names at any indentation,
 /// and module-level `name =` or `name:` assignments.
-fn defined_names(text: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn defined_names(text: &str) -> impl Iterator<Item = &str> {
     text.lines().filter_map(|line| {
         let stripped = line.trim_start();
         let indented = stripped.len() != line.len();

@@ -8,14 +8,14 @@
 //! commit's files by BM25 on the issue text. Both are scored by the same
 //! [`score`], so the rows compare like for like.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use rewardlab_rewards::metrics::Counts;
 use rewardlab_rewards::rollout::Rollout;
 use serde::{Deserialize, Serialize};
 
-use crate::bm25::{Bm25Error, Bm25Index, Bm25Params};
+use crate::bm25::{Bm25Error, Bm25Index, Bm25Params, TermCache};
 use crate::engine::EngineTask;
 
 /// β of the file-level F_β, as in the engine's held-out columns.
@@ -93,16 +93,19 @@ pub fn bm25_predictions(
     k: usize,
     repo_dir: &dyn Fn(&str) -> PathBuf,
 ) -> Result<Vec<Prediction>, Bm25Error> {
-    let mut indexes: HashMap<(String, String), Bm25Index> = HashMap::new();
+    // One index at a time (instances rarely share a commit); blobs are tokenized once.
+    let cache = TermCache::default();
+    let mut current: Option<((&str, &str), Bm25Index)> = None;
     let mut out = Vec::with_capacity(tasks.len());
     for task in tasks {
-        let key = (task.repo.clone(), task.commit.clone());
-        if !indexes.contains_key(&key) {
-            let index = Bm25Index::from_commit(&repo_dir(&task.repo), &task.commit, Bm25Params::default())?;
-            indexes.insert(key.clone(), index);
-        }
-        let files: Vec<String> = indexes[&key].top_k(&task.prompt, k).into_iter().map(|h| h.path).collect();
+        let key = (task.repo.as_str(), task.commit.as_str());
+        let index = match current.take() {
+            Some((k, index)) if k == key => index,
+            _ => Bm25Index::from_commit_cached(&repo_dir(&task.repo), &task.commit, Bm25Params::default(), &cache)?,
+        };
+        let files: Vec<String> = index.top_k(&task.prompt, k).into_iter().map(|h| h.path).collect();
         out.push(score(task, files, Vec::new(), 0, 0, true));
+        current = Some((key, index));
     }
     Ok(out)
 }

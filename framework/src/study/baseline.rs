@@ -19,7 +19,7 @@ use rewardlab_rewards::metrics::Counts;
 use serde::{Deserialize, Serialize};
 
 use super::summary::BaselineRow;
-use crate::bm25::{Bm25Error, Bm25Index, Bm25Params};
+use crate::bm25::{Bm25Error, Bm25Index, Bm25Params, TermCache};
 use crate::engine::{EngineTask, TaskSource};
 use crate::heuristic::{GrepHeuristic, HeuristicParams};
 
@@ -79,10 +79,11 @@ pub fn bm25_tasks(
     repo_dir: &dyn Fn(&str) -> PathBuf,
 ) -> Result<Vec<BaselineTask>, Bm25Error> {
     let name = bm25_name(k);
+    let cache = TermCache::default();
     score_held_out(
         tasks,
         &name,
-        |task| Bm25Index::from_commit(&repo_dir(&task.repo), &task.commit, Bm25Params::default()),
+        |task| Bm25Index::from_commit_cached(&repo_dir(&task.repo), &task.commit, Bm25Params::default(), &cache),
         |index, task| index.top_k(&task.prompt, k).into_iter().map(|h| h.path).collect(),
     )
 }
@@ -104,10 +105,11 @@ pub fn heuristic_tasks(
     repo_dir: &dyn Fn(&str) -> PathBuf,
 ) -> Result<Vec<BaselineTask>, Bm25Error> {
     let name = heuristic_name(&params);
+    let cache = TermCache::default();
     score_held_out(
         tasks,
         &name,
-        |task| GrepHeuristic::from_commit(&repo_dir(&task.repo), &task.commit, params),
+        |task| GrepHeuristic::from_commit_cached(&repo_dir(&task.repo), &task.commit, params, &cache),
         |index, task| index.locate(&task.prompt),
     )
 }

@@ -376,14 +376,18 @@ impl Checker<'_> {
             let Some(table) = &spec.policy else { continue };
             let name = spec.name.get_ref();
             let PolicySpec::Proxy(base) = policy else {
-                self.error(span_of(table), format!("variant `{name}`: `policy` overrides apply to the proxy policy only"));
+                self.error(
+                    span_of(table),
+                    format!("variant `{name}`: `policy` overrides apply to the proxy policy only"),
+                );
                 continue;
             };
             let merged = toml::Table::try_from(base).map(|mut settings| {
                 settings.extend(table.get_ref().clone());
                 settings
             });
-            match merged.map_err(|e| e.to_string()).and_then(|t| t.try_into::<ProxyConfig>().map_err(|e| e.to_string())) {
+            match merged.map_err(|e| e.to_string()).and_then(|t| t.try_into::<ProxyConfig>().map_err(|e| e.to_string()))
+            {
                 Ok(config) => {
                     if let Some(variant) = variants.iter_mut().find(|v| v.name == *name) {
                         variant.proxy = Some(config);

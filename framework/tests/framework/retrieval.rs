@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
-use rewardlab_framework::bm25::{Bm25Index, Bm25Params};
+use rewardlab_framework::bm25::{Bm25Index, Bm25Params, TermCache};
+use rewardlab_framework::heuristic::{GrepHeuristic, HeuristicParams};
 use rewardlab_framework::synthetic::{MIN_WEIGHT, Task};
 use rewardlab_framework::warm_start::{IssueLiteral, issue_literals};
 
@@ -31,6 +32,40 @@ fn bm25_indexes_every_file_of_a_commit() {
     .expect("index by tag");
     assert_eq!(by_tag.len(), source.commits[0].files);
     assert!(Bm25Index::from_commit(&source.repo_path, "refs/heads/nope", Bm25Params::default()).is_err());
+}
+
+/// The blob cache changes nothing: across every commit, indexes built through one shared
+/// [`TermCache`] score every task exactly as indexes of the commit's files read with `git show`
+/// (path, newline, content), and each blob shared by several commits is tokenized once.
+#[test]
+fn indexes_through_a_shared_blob_cache_equal_fresh_ones() {
+    let source = default_source();
+    let cache = TermCache::default();
+    let mut files_read = 0;
+    for commit in &source.commits {
+        let listing = git(&source.repo_path, &["ls-tree", "-r", "--name-only", &commit.id]);
+        let documents: Vec<(String, String)> = listing
+            .lines()
+            .map(|path| (path.to_owned(), git(&source.repo_path, &["show", &format!("{}:{path}", commit.id)])))
+            .collect();
+        files_read += documents.len();
+        let cached =
+            Bm25Index::from_commit_cached(&source.repo_path, &commit.id, Bm25Params::default(), &cache).expect("index");
+        let fresh = Bm25Index::from_documents(
+            documents.iter().map(|(p, text)| (p.clone(), format!("{p}\n{text}"))),
+            Bm25Params::default(),
+        );
+        let heuristic =
+            GrepHeuristic::from_commit_cached(&source.repo_path, &commit.id, HeuristicParams::default(), &cache)
+                .expect("heuristic");
+        let fresh_heuristic = GrepHeuristic::from_documents(documents.iter().cloned(), HeuristicParams::default());
+        assert_eq!(cached.paths(), fresh.paths());
+        for task in &source.tasks {
+            assert_eq!(cached.scores(&task.prompt), fresh.scores(&task.prompt), "{}", task.id);
+            assert_eq!(heuristic.scores(&task.prompt), fresh_heuristic.scores(&task.prompt), "{}", task.id);
+        }
+    }
+    assert!(cache.len() < files_read, "{} blobs for {files_read} files", cache.len());
 }
 
 #[test]

@@ -19,7 +19,7 @@ use rewardlab_framework::engine::checkpoint::{checkpoint_config, read_policy_sta
 use rewardlab_framework::engine::greedy::run_episodes;
 use rewardlab_framework::engine::{EngineConfig, EngineTask, latest_checkpoint};
 use rewardlab_framework::locate::{self, Prediction};
-use rewardlab_framework::study::{self, PolicySpec, StudyError};
+use rewardlab_framework::study::{self, PolicySpec, StudyError, StudyTasks};
 use rewardlab_models::agent::Policy;
 use rewardlab_models::proxy::{ProxyPolicy, ProxyState};
 use rewardlab_sandbox::{Limits, Sandbox};
@@ -28,8 +28,12 @@ use rewardlab_sandbox::{Limits, Sandbox};
 #[derive(Debug, clap::Args)]
 pub struct LocateArgs {
     /// The run directory (`results/<study>/runs/<variant>/seed-NNN`); its latest checkpoint is used.
-    #[arg(long)]
-    run: PathBuf,
+    #[arg(long, required_unless_present = "fresh_proxy")]
+    run: Option<PathBuf>,
+    /// Use an untrained proxy policy (default settings, the engine's default evaluation) instead
+    /// of a run: the "step 0" row of a learning curve.
+    #[arg(long, conflicts_with_all = ["run", "study"])]
+    fresh_proxy: bool,
     /// SWE-bench-style JSONL (instance_id, repo, base_commit, problem_statement, patch).
     #[arg(long)]
     instances: PathBuf,
@@ -51,12 +55,22 @@ pub struct LocateArgs {
 }
 
 pub fn run(args: LocateArgs) -> Result<u8> {
-    let checkpoint = latest_checkpoint(&args.run)
-        .with_context(|| format!("{} holds no checkpoint (checkpoints/step-NNNNNN/engine.json)", args.run.display()))?;
-    if !args.run.join("done").is_file() {
-        eprintln!("note: {} has not finished training; using {}", args.run.display(), checkpoint.display());
-    }
-    let config = checkpoint_config(&checkpoint)?;
+    let checkpoint = match &args.run {
+        Some(run) => {
+            let checkpoint = latest_checkpoint(run).with_context(|| {
+                format!("{} holds no checkpoint (checkpoints/step-NNNNNN/engine.json)", run.display())
+            })?;
+            if !run.join("done").is_file() {
+                eprintln!("note: {} has not finished training; using {}", run.display(), checkpoint.display());
+            }
+            Some(checkpoint)
+        }
+        None => None,
+    };
+    let config = match &checkpoint {
+        Some(checkpoint) => checkpoint_config(checkpoint)?,
+        None => EngineConfig::default(),
+    };
     let (store_dir, temporary) = match &args.store {
         Some(dir) => (dir.clone(), None),
         None => {
@@ -67,8 +81,13 @@ pub fn run(args: LocateArgs) -> Result<u8> {
     let prepared = study::prepare_instances(&args.instances, &args.repos, &store_dir)?;
     let tasks = prepared.tasks.tasks().to_vec();
     let sandbox = Sandbox::new(prepared.store.clone(), Limits::default());
-    eprintln!("locating {} instance(s) with {}", tasks.len(), checkpoint.display());
     let started = std::time::Instant::now();
+    let Some(checkpoint) = checkpoint else {
+        eprintln!("locating {} instance(s) with an untrained proxy policy", tasks.len());
+        let policy = episodes(&ProxyPolicy::default(), &sandbox, &tasks, &config)?;
+        return finish(&args, policy, &tasks, prepared, started, (sandbox, temporary));
+    };
+    eprintln!("locating {} instance(s) with {}", tasks.len(), checkpoint.display());
     let policy = match policy_spec(args.study.as_deref())? {
         None | Some(PolicySpec::Proxy(_)) => {
             let state: ProxyState = read_policy_state(&checkpoint).with_context(|| {
@@ -90,9 +109,23 @@ pub fn run(args: LocateArgs) -> Result<u8> {
             episodes(&agent, &sandbox, &tasks, &config)?
         }
     };
+    finish(&args, policy, &tasks, prepared, started, (sandbox, temporary))
+}
+
+/// Scores BM25 beside the policy's predictions, writes them and prints the table; then drops the
+/// sandbox, the store and the temporary store directory, in that order (trees before the store
+/// they live in).
+fn finish(
+    args: &LocateArgs,
+    policy: Vec<Prediction>,
+    tasks: &[EngineTask],
+    prepared: StudyTasks,
+    started: std::time::Instant,
+    held: (Sandbox, Option<crate::common::TempStore>),
+) -> Result<u8> {
     let seconds = started.elapsed().as_secs_f64();
     let repo_dir = |repo: &str| prepared.repo_dirs.get(repo).cloned().unwrap_or_else(|| repo.into());
-    let bm25 = locate::bm25_predictions(&tasks, args.bm25_k, &repo_dir)?;
+    let bm25 = locate::bm25_predictions(tasks, args.bm25_k, &repo_dir)?;
     if let Some(out) = &args.out {
         write_predictions(out, &policy)?;
     }
@@ -100,7 +133,7 @@ pub fn run(args: LocateArgs) -> Result<u8> {
     let rows = locate::table(&[("policy", &policy), (&bm25_name, &bm25)]);
     print!("{}", locate::markdown(&rows));
     eprintln!("{} episode(s) in {seconds:.1} s", tasks.len());
-    // The sandbox's trees live in the store; they go before a temporary store does.
+    let (sandbox, temporary) = held;
     drop(sandbox);
     drop(prepared);
     drop(temporary);

@@ -1,0 +1,113 @@
+//! The files of a commit as the lexical baselines read them, with the work
+//! per file shared across commits: SWE-bench instances and mined tasks sit
+//! at many commits of the same repository, which share almost every blob, so
+//! each blob is read, tokenized and scanned for definitions once
+//! ([`TermCache`]) however many commits contain it.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use super::{Bm25Error, tokenize};
+
+/// What the baselines need of one blob's content.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BlobTerms {
+    /// Each token of the content with its count, sorted by token.
+    pub counts: Vec<(String, u32)>,
+    /// Tokens of the content, repetitions included.
+    pub length: u32,
+    /// Names the content defines (`def`/`class` lines), lowercased, sorted, once each.
+    pub defined: Vec<String>,
+}
+
+/// One file of a commit: its path and its blob's terms (`None` for a binary file).
+#[derive(Clone, Debug)]
+pub struct CommitFile {
+    /// Repository-relative path.
+    pub path: String,
+    /// The content's terms; binary blobs (a NUL byte) have none.
+    pub terms: Option<Arc<BlobTerms>>,
+}
+
+/// Blob id → its terms, shared by every commit read through it. Memory grows
+/// with the distinct blobs read (a few KiB each); drop it with the baseline.
+#[derive(Debug, Default)]
+pub struct TermCache {
+    blobs: Mutex<HashMap<gix::ObjectId, Option<Arc<BlobTerms>>>>,
+}
+
+impl TermCache {
+    /// Distinct blobs read so far.
+    pub fn len(&self) -> usize {
+        self.blobs.lock().map_or(0, |b| b.len())
+    }
+
+    /// True before any blob was read.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every file of commit `rev` (a full hex id or a reference name) of the
+    /// repository at `repo`, sorted by path.
+    pub fn commit_files(&self, repo: &Path, rev: &str) -> Result<Vec<CommitFile>, Bm25Error> {
+        let revision = |detail: String| Bm25Error::Revision { path: repo.to_path_buf(), rev: rev.to_string(), detail };
+        let repository =
+            gix::open(repo).map_err(|e| Bm25Error::Open { path: repo.to_path_buf(), detail: e.to_string() })?;
+        // A full hex id or a reference name (`main`, `refs/tags/v0.2.0`):
+        // full revision syntax would need gix's `revision` feature.
+        let commit = match gix::ObjectId::from_hex(rev.as_bytes()) {
+            Ok(id) => repository.find_commit(id).map_err(|e| revision(e.to_string()))?,
+            Err(_) => repository
+                .find_reference(rev)
+                .map_err(|e| revision(e.to_string()))?
+                .peel_to_commit()
+                .map_err(|e| revision(e.to_string()))?,
+        };
+        let tree = commit.tree().map_err(|e| revision(e.to_string()))?;
+        let entries = tree.traverse().breadthfirst.files().map_err(|e| revision(e.to_string()))?;
+        let mut files = Vec::new();
+        for entry in entries.iter().filter(|e| e.mode.is_blob()) {
+            let path = entry.filepath.to_string();
+            let cached = self.blobs.lock().ok().and_then(|b| b.get(&entry.oid).cloned());
+            let terms = match cached {
+                Some(terms) => terms,
+                None => {
+                    let blob = repository.find_blob(entry.oid).map_err(|e| Bm25Error::Blob {
+                        path: repo.to_path_buf(),
+                        rev: rev.to_string(),
+                        file: path.clone(),
+                        detail: e.to_string(),
+                    })?;
+                    let terms = (!blob.data.contains(&0))
+                        .then(|| Arc::new(BlobTerms::of(&String::from_utf8_lossy(&blob.data))));
+                    if let Ok(mut blobs) = self.blobs.lock() {
+                        blobs.insert(entry.oid, terms.clone());
+                    }
+                    terms
+                }
+            };
+            files.push(CommitFile { path, terms });
+        }
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(files)
+    }
+}
+
+impl BlobTerms {
+    /// The terms of `text`.
+    pub fn of(text: &str) -> BlobTerms {
+        let tokens = tokenize(text);
+        let length = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
+        let mut counts: HashMap<String, u32> = HashMap::new();
+        for token in tokens {
+            *counts.entry(token).or_default() += 1;
+        }
+        let mut counts: Vec<(String, u32)> = counts.into_iter().collect();
+        counts.sort_unstable();
+        let mut defined: Vec<String> = crate::heuristic::defined_names(text).map(str::to_lowercase).collect();
+        defined.sort_unstable();
+        defined.dedup();
+        BlobTerms { counts, length, defined }
+    }
+}
