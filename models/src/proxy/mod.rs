@@ -210,8 +210,16 @@ pub struct ProxyState {
 #[derive(Debug, Error, PartialEq)]
 #[non_exhaustive]
 pub enum ProxyError {
+    /// A vector of the state has another length than this build's [`DIM`].
     #[error("proxy state has {field} of length {got}, expected {expected} (a checkpoint of another layout)")]
-    Dimension { field: &'static str, got: usize, expected: usize },
+    Dimension {
+        /// Which vector (`theta`, `reference`, `m`, `v`).
+        field: &'static str,
+        /// Its length in the state.
+        got: usize,
+        /// [`DIM`].
+        expected: usize,
+    },
 }
 
 impl Default for ProxyPolicy {
@@ -239,6 +247,7 @@ impl ProxyPolicy {
         }
     }
 
+    /// The shape settings it was built with.
     pub fn config(&self) -> &ProxyConfig {
         &self.config
     }
