@@ -59,7 +59,8 @@ pub const DIM: usize = INCLUDE_FILE + 1 + FILE;
 
 /// Index of "turn 0" in the state vector (the prior uses it).
 pub(crate) const STATE_TURN0: usize = 1;
-/// Index of "hit by a message grep" in the file features.
+/// Index of "hit by a message grep" in the file features (the tests check it is learned).
+#[cfg(test)]
 pub(crate) const FILE_BY_MESSAGE: usize = 3;
 /// Index of "defines an issue name" in the file features.
 pub(crate) const FILE_DEFINES: usize = 16;

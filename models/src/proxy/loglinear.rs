@@ -112,8 +112,10 @@ impl Unit {
 /// every policy whose gradients are closed-form (this one and the engine's toy policy).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Adam {
+    /// First-moment estimates, one per parameter.
     #[serde(with = "bits")]
     pub m: Vec<f64>,
+    /// Second-moment estimates, one per parameter.
     #[serde(with = "bits")]
     pub v: Vec<f64>,
     /// Steps taken.
@@ -121,6 +123,7 @@ pub struct Adam {
 }
 
 impl Adam {
+    /// Zero moments for `dim` parameters, no step taken.
     pub fn new(dim: usize) -> Self {
         Adam { m: vec![0.0; dim], v: vec![0.0; dim], t: 0 }
     }

@@ -68,6 +68,30 @@
 //! ablations; a switched-off group is all zeros and its candidates are not
 //! offered.
 //!
+//! # Parameter layout
+//!
+//! One flat θ of [`DIM`] parameters, in blocks (sizes and indices in
+//! `features.rs`): count bias (answer, 1 … 8 calls); the turn state on
+//! "answer now" and, scaled by n/8, on "n calls"; the call kind (tool × source,
+//! 11 kinds); grep-term and glob-term features (16 each); read features (9);
+//! the rank block (21 file features); the size biases (k = 1 … 8); the size ×
+//! files block (21, the summed features of picks 2 … k); and the Bernoulli
+//! include block (a bias and 21 file features) that only the ablation without
+//! a learned size uses.
+//!
+//! # Ablation switches
+//!
+//! | switch | off means |
+//! |---|---|
+//! | [`ProxyConfig::rarity`] | no rarity file or term features, no "rare hit" state |
+//! | [`ProxyConfig::definitions`] | no `def`/`class` greps, no "defines an issue name" features |
+//! | [`ProxyConfig::module_paths`] | no dotted-module globs, no "found by a named path" feature |
+//! | [`ProxyConfig::path_overlap`] | no path/issue-word overlap or depth features |
+//! | [`ProxyConfig::answer_size`] | a Bernoulli include per seen file instead of ranking + size |
+//!
+//! A study sets them under `[policy]` (`kind = "proxy"`, then e.g.
+//! `definitions = false`); one study per switch makes the ablation table.
+//!
 //! # Model
 //!
 //! `p(a) ∝ exp(θ · φ(a) / T)` with one flat `θ` (`features` has the layout,
@@ -210,8 +234,16 @@ pub struct ProxyState {
 #[derive(Debug, Error, PartialEq)]
 #[non_exhaustive]
 pub enum ProxyError {
+    /// A vector of the state has another length than this build's [`DIM`].
     #[error("proxy state has {field} of length {got}, expected {expected} (a checkpoint of another layout)")]
-    Dimension { field: &'static str, got: usize, expected: usize },
+    Dimension {
+        /// Which vector (`theta`, `reference`, `m`, `v`).
+        field: &'static str,
+        /// Its length in the state.
+        got: usize,
+        /// [`DIM`].
+        expected: usize,
+    },
 }
 
 impl Default for ProxyPolicy {
@@ -239,6 +271,7 @@ impl ProxyPolicy {
         }
     }
 
+    /// The shape settings it was built with.
     pub fn config(&self) -> &ProxyConfig {
         &self.config
     }

@@ -102,8 +102,14 @@ fn run(call: &ToolCall) -> ToolResult {
     }
 }
 
-/// `*` matches anything (this fake does not distinguish `*` from `**`).
+/// `*` matches anything (this fake does not distinguish `*` from `**`), and a
+/// leading `**/` also matches no directory, as in the real glob.
 fn wildcard(pattern: &str, text: &str) -> bool {
+    if let Some(rest) = pattern.strip_prefix("**/")
+        && wildcard(rest, text)
+    {
+        return true;
+    }
     let parts: Vec<&str> = pattern.split('*').collect();
     let mut rest = text;
     for (i, part) in parts.iter().enumerate() {
@@ -194,38 +200,68 @@ fn terms_come_from_messages_tracebacks_identifiers_and_prose() {
 #[test]
 fn gradient_matches_finite_differences() {
     let policy = perturbed();
-    let episodes = episodes(&policy, 6);
+    let mut episodes = episodes(&policy, 6);
+    // Sampled rollouts rarely glob the traceback's path, so one episode is fed
+    // that glob and a definition grep before it answers, to put named paths and
+    // definitions into the ranking for certain.
+    let task = TaskPrompt { id: "t".into(), text: ISSUE.into() };
+    let mut fed = policy.begin(&task, Sampling::Sample { temperature: 0.7 }, 99).expect("begin");
+    let glob = ToolCall::Glob(rewardlab_sandbox::GlobArgs { pattern: "**/net/retry.py".into() });
+    feed(&mut fed, episode::CallKind::GlobPath, glob, None);
+    feed(&mut fed, episode::CallKind::GrepDefinition, grep("class RetryTimer"), None);
+    let _ = policy.answer(&mut fed);
+    episodes.push(fed);
     let refs: Vec<&ProxyEpisode> = episodes.iter().collect();
     let lens: Vec<usize> = refs.iter().map(|e| e.units.len()).collect();
     assert!(lens.iter().sum::<usize>() > 20, "rollouts made decisions: {lens:?}");
-    // One-hot coefficients on a spread of units, each checked on its own.
-    let mut checked = 0;
-    for (e, &len) in lens.iter().enumerate() {
-        for u in (0..len).step_by(3) {
-            let coeffs: Vec<Vec<f64>> =
-                lens.iter().enumerate().map(|(j, &n)| (0..n).map(|k| f64::from(j == e && k == u)).collect()).collect();
-            let mut probe = policy.clone();
-            probe.backward(&refs, &coeffs).expect("backward");
-            let analytic = probe.grad.clone();
-            for (i, &analytic) in analytic.iter().enumerate() {
-                let h = 1e-5;
-                let mut plus = policy.clone();
-                plus.theta[i] += h;
-                let mut minus = policy.clone();
-                minus.theta[i] -= h;
-                let numeric = (plus.logprobs(&refs).expect("logprobs")[e][u]
-                    - minus.logprobs(&refs).expect("logprobs")[e][u])
-                    / (2.0 * h);
-                let scale = analytic.abs().max(numeric.abs()).max(1e-3);
-                assert!(
-                    (analytic - numeric).abs() / scale < 1e-6,
-                    "unit {e}/{u}, parameter {i}: analytic {analytic} vs numeric {numeric}"
-                );
-            }
-            checked += 1;
+    // The new feature families must be among the checked units: definition greps
+    // and module globs among the calls, rarity, definitions, named paths and path
+    // overlap in the ranking, and sizes beyond one.
+    let required = [
+        (features::CALL_KIND + episode::CallKind::GrepDefinition as usize, "definition grep"),
+        (features::CALL_KIND + episode::CallKind::GlobModule as usize, "module glob"),
+        (features::GREP_TEXT + 14, "term rarity"),
+        (features::RANK_FILE + 13, "rarity sum"),
+        (features::RANK_FILE + features::FILE_DEFINES, "defines an issue name"),
+        (features::RANK_FILE + 18, "found by a named path"),
+        (features::RANK_FILE + 19, "path overlap"),
+        (features::SIZE_BIAS + 1, "answer size 2"),
+        (features::SIZE_FILE, "size × file features"),
+    ];
+    let uses = |e: usize, u: usize, index: usize| {
+        refs[e].units[u].options.iter().flatten().any(|&(i, x)| i == index && x != 0.0)
+    };
+    // A spread of units (every third), plus the first unit that uses each required feature.
+    let mut units: BTreeSet<(usize, usize)> =
+        lens.iter().enumerate().flat_map(|(e, &len)| (0..len).step_by(3).map(move |u| (e, u))).collect();
+    for (index, what) in required {
+        let first = lens.iter().enumerate().find_map(|(e, &len)| (0..len).find(|&u| uses(e, u, index)).map(|u| (e, u)));
+        units.insert(first.unwrap_or_else(|| panic!("no rollout unit has a {what} feature ({index})")));
+    }
+    // One-hot coefficients, each unit checked on its own.
+    for &(e, u) in &units {
+        let coeffs: Vec<Vec<f64>> =
+            lens.iter().enumerate().map(|(j, &n)| (0..n).map(|k| f64::from(j == e && k == u)).collect()).collect();
+        let mut probe = policy.clone();
+        probe.backward(&refs, &coeffs).expect("backward");
+        let analytic = probe.grad.clone();
+        for (i, &analytic) in analytic.iter().enumerate() {
+            let h = 1e-5;
+            let mut plus = policy.clone();
+            plus.theta[i] += h;
+            let mut minus = policy.clone();
+            minus.theta[i] -= h;
+            let numeric = (plus.logprobs(&refs).expect("logprobs")[e][u]
+                - minus.logprobs(&refs).expect("logprobs")[e][u])
+                / (2.0 * h);
+            let scale = analytic.abs().max(numeric.abs()).max(1e-3);
+            assert!(
+                (analytic - numeric).abs() / scale < 1e-6,
+                "unit {e}/{u}, parameter {i}: analytic {analytic} vs numeric {numeric}"
+            );
         }
     }
-    assert!(checked >= 8);
+    assert!(units.len() >= 8);
 }
 
 #[test]
