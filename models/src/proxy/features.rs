@@ -64,6 +64,10 @@ pub(crate) const STATE_TURN0: usize = 1;
 pub(crate) const FILE_BY_MESSAGE: usize = 3;
 /// Index of "defines an issue name" in the file features.
 pub(crate) const FILE_DEFINES: usize = 16;
+/// Index of "test or doc path" in the file features.
+pub(crate) const FILE_TEST_OR_DOC: usize = 9;
+/// Index of the summed term rarity in the file features.
+pub(crate) const FILE_RARITY_SUM: usize = 13;
 
 /// The turn state: `[1, turn 0, turn 1, turn ≥ 2, no file seen, 1–3, 4–10, > 10,
 /// any grep hit, a message grep hit, ≤ 2 candidates left, 3–8, > 8, new files
@@ -186,11 +190,11 @@ pub(crate) fn file_features(episode: &ProxyEpisode, file: &SeenFile, rank: usize
         (6, flag(file.by_glob && file.hits == 0)),
         (7, 1.0 / (1.0 + rank as f64)),
         (8, flag(rank == 0)),
-        (9, flag(is_test_or_doc(&file.path))),
+        (FILE_TEST_OR_DOC, flag(is_test_or_doc(&file.path))),
         (10, flag(stem_matches(episode, &file.path))),
         (11, if total_hits > 0 { file.hits as f64 / total_hits as f64 } else { 0.0 }),
         (12, flag(file.by_title)),
-        (13, if config.rarity { file.rarity_sum } else { 0.0 }),
+        (FILE_RARITY_SUM, if config.rarity { file.rarity_sum } else { 0.0 }),
         (14, if config.rarity { file.rarity_max } else { 0.0 }),
         (15, flag(config.rarity && file.rare_hit)),
         (FILE_DEFINES, flag(config.definitions && !file.defines.is_empty())),

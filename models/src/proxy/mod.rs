@@ -88,9 +88,11 @@
 //! | [`ProxyConfig::module_paths`] | no dotted-module globs, no "found by a named path" feature |
 //! | [`ProxyConfig::path_overlap`] | no path/issue-word overlap or depth features |
 //! | [`ProxyConfig::answer_size`] | a Bernoulli include per seen file instead of ranking + size |
+//! | [`ProxyConfig::ranking_prior`] (off by default) | on: the ranking starts from the grep heuristic's bias |
 //!
 //! A study sets them under `[policy]` (`kind = "proxy"`, then e.g.
-//! `definitions = false`); one study per switch makes the ablation table.
+//! `definitions = false`), or per variant (`policy = { definitions = false }`),
+//! so one study holds the whole ablation table.
 //!
 //! # Model
 //!
@@ -113,7 +115,9 @@
 //! file). Greedy evaluation at the start makes one call (the issue's first
 //! candidate) and answers with the file it hit most. The ranking starts at
 //! θ = 0 (hit order), so what the new features are worth is learned, not
-//! built in, and learning is visible.
+//! built in, and learning is visible. With [`ProxyConfig::ranking_prior`] the
+//! ranking starts from the non-learned grep heuristic's bias instead (rarity,
+//! definitions, tests and docs last), and GRPO refines it from there.
 //!
 //! # Token equivalents
 //!
@@ -158,6 +162,14 @@ pub const TOKENS_PER_FILE: usize = 6;
 const PRIOR_ANSWER_TURN0: f64 = -0.5;
 /// The prior on answer size 1 (the other sizes start at 0).
 const PRIOR_SIZE_ONE: f64 = 1.0;
+/// With [`ProxyConfig::ranking_prior`]: rank weight of a file's summed term rarity.
+pub const PRIOR_RANK_RARITY: f64 = 1.0;
+/// With [`ProxyConfig::ranking_prior`]: rank weight of "defines a name the issue uses"
+/// (the grep heuristic's definition bonus).
+pub const PRIOR_RANK_DEFINES: f64 = 2.0;
+/// With [`ProxyConfig::ranking_prior`]: rank weight of a test or doc path (the heuristic
+/// answers with source files only).
+pub const PRIOR_RANK_TEST_OR_DOC: f64 = -1.0;
 
 /// Shape settings of the proxy policy (saved with its state).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -188,6 +200,11 @@ pub struct ProxyConfig {
     pub module_paths: bool,
     /// Path/issue-word overlap and directory depth as file features.
     pub path_overlap: bool,
+    /// Start the answer ranking from the grep heuristic's inductive bias instead of hit order:
+    /// +[`PRIOR_RANK_RARITY`] per unit of a file's summed term rarity, +[`PRIOR_RANK_DEFINES`]
+    /// when it defines a name the issue uses, [`PRIOR_RANK_TEST_OR_DOC`] for test and doc paths.
+    /// Off by default, so the ranking's worth is learned from θ = 0 unless a study asks.
+    pub ranking_prior: bool,
 }
 
 impl Default for ProxyConfig {
@@ -203,6 +220,7 @@ impl Default for ProxyConfig {
             definitions: true,
             module_paths: true,
             path_overlap: true,
+            ranking_prior: false,
         }
     }
 }
@@ -258,6 +276,11 @@ impl ProxyPolicy {
         let mut theta = vec![0.0; DIM];
         theta[features::COUNT_ANSWER + features::STATE_TURN0] = PRIOR_ANSWER_TURN0;
         theta[features::SIZE_BIAS] = PRIOR_SIZE_ONE;
+        if config.ranking_prior {
+            theta[features::RANK_FILE + features::FILE_RARITY_SUM] = PRIOR_RANK_RARITY;
+            theta[features::RANK_FILE + features::FILE_DEFINES] = PRIOR_RANK_DEFINES;
+            theta[features::RANK_FILE + features::FILE_TEST_OR_DOC] = PRIOR_RANK_TEST_OR_DOC;
+        }
         ProxyPolicy::with_theta(config, theta)
     }
 

@@ -30,9 +30,9 @@ pub struct LocateArgs {
     /// The run directory (`results/<study>/runs/<variant>/seed-NNN`); its latest checkpoint is used.
     #[arg(long, required_unless_present = "fresh_proxy")]
     run: Option<PathBuf>,
-    /// Use an untrained proxy policy (default settings, the engine's default evaluation) instead
-    /// of a run: the "step 0" row of a learning curve.
-    #[arg(long, conflicts_with_all = ["run", "study"])]
+    /// Use an untrained proxy policy (the `--study`'s proxy settings, or the defaults; the
+    /// engine's default evaluation) instead of a run: the "step 0" row of a learning curve.
+    #[arg(long, conflicts_with = "run")]
     fresh_proxy: bool,
     /// SWE-bench-style JSONL (instance_id, repo, base_commit, problem_statement, patch).
     #[arg(long)]
@@ -84,7 +84,12 @@ pub fn run(args: LocateArgs) -> Result<u8> {
     let started = std::time::Instant::now();
     let Some(checkpoint) = checkpoint else {
         eprintln!("locating {} instance(s) with an untrained proxy policy", tasks.len());
-        let policy = episodes(&ProxyPolicy::default(), &sandbox, &tasks, &config)?;
+        let settings = match policy_spec(args.study.as_deref())? {
+            Some(PolicySpec::Proxy(settings)) => settings,
+            Some(PolicySpec::Qwen3(_)) => bail!("--fresh-proxy takes a proxy study's settings"),
+            None => Default::default(),
+        };
+        let policy = episodes(&ProxyPolicy::new(settings), &sandbox, &tasks, &config)?;
         return finish(&args, policy, &tasks, prepared, started, (sandbox, temporary));
     };
     eprintln!("locating {} instance(s) with {}", tasks.len(), checkpoint.display());
