@@ -84,7 +84,7 @@ pub enum TaskError {
         what: String,
         /// The sandbox's error.
         #[source]
-        source: rewardlab_sandbox::Error,
+        source: Box<rewardlab_sandbox::Error>,
     },
     /// Generating the synthetic repository failed.
     #[error("generating the synthetic tasks into {}", path.display())]
@@ -173,7 +173,7 @@ pub enum TaskError {
         path: PathBuf,
         /// The sandbox's error.
         #[source]
-        source: rewardlab_sandbox::Error,
+        source: Box<rewardlab_sandbox::Error>,
     },
     /// The task list of a source could not become engine tasks.
     #[error("{source_name}: building the task set")]
@@ -316,8 +316,10 @@ struct Loaded {
 /// Builds the study's tasks and opens its store (see the module docs).
 pub fn prepare_tasks(study: &Study, study_dir: &Path) -> Result<PreparedTasks, TaskError> {
     let store_root = study_dir.join("store");
-    let store = RepoStore::open(&store_root)
-        .map_err(|source| TaskError::Store { what: format!("opening the store {}", store_root.display()), source })?;
+    let store = RepoStore::open(&store_root).map_err(|source| TaskError::Store {
+        what: format!("opening the store {}", store_root.display()),
+        source: Box::new(source),
+    })?;
     let with_eval = study.eval.is_some();
     let name_of = |i: usize| if study.tasks.len() == 1 { "tasks".to_owned() } else { format!("tasks[{i}]") };
     let mut report = TaskReport::default();
@@ -374,8 +376,10 @@ pub fn prepare_tasks(study: &Study, study_dir: &Path) -> Result<PreparedTasks, T
 /// `rewardlab locate` runs a trained policy on. Missing mirrors and commits
 /// are errors, as for a study's sources.
 pub fn prepare_instances(jsonl: &Path, repos: &Path, store_dir: &Path) -> Result<StudyTasks, TaskError> {
-    let store = RepoStore::open(store_dir)
-        .map_err(|source| TaskError::Store { what: format!("opening the store {}", store_dir.display()), source })?;
+    let store = RepoStore::open(store_dir).map_err(|source| TaskError::Store {
+        what: format!("opening the store {}", store_dir.display()),
+        source: Box::new(source),
+    })?;
     let source =
         TaskSpec::Swebench { path: jsonl.to_owned(), repos: repos.to_owned(), seed: 0, held_out_fraction: None };
     let loaded = load_source(&source, "instances", 1.0, store_dir)?;
@@ -543,7 +547,7 @@ fn link_repositories(all: &mut [Sourced], store: &RepoStore) -> Result<BTreeMap<
             // write into the user's checkout.
             let repo = store.repo_at(&path).map_err(|source| TaskError::Store {
                 what: format!("cloning {} into the store", path.display()),
-                source,
+                source: Box::new(source),
             })?;
             repo.name().to_owned()
         };
@@ -573,7 +577,8 @@ fn preferred_name(path: &Path) -> Result<String, TaskError> {
             return Ok(name);
         }
     }
-    local_mirror_name(path).map_err(|source| TaskError::Store { what: format!("naming {}", path.display()), source })
+    local_mirror_name(path)
+        .map_err(|source| TaskError::Store { what: format!("naming {}", path.display()), source: Box::new(source) })
 }
 
 /// A git directory without a working tree.
@@ -700,7 +705,7 @@ fn check_mirrors(
         };
         let mirror = mirror_name(repo).map_err(|source| TaskError::Store {
             what: format!("{name}: task `{}`: repository `{repo}`", task.id),
-            source,
+            source: Box::new(source),
         })?;
         wanted.entry(repo).or_insert((mirror, 0)).1 += 1;
     }
@@ -741,14 +746,14 @@ fn check_commits(all: &[Sourced], store: &RepoStore) -> Result<(), TaskError> {
         }
         let repo = store.repo(&task.repo).map_err(|source| TaskError::Store {
             what: format!("task `{}`: opening repository `{}`", task.id, task.repo),
-            source,
+            source: Box::new(source),
         })?;
         repo.resolve(&task.commit).map_err(|source| TaskError::MissingCommit {
             task: task.id.clone(),
             repo: task.repo.clone(),
             commit: task.commit.clone(),
             path: sourced.repo_path.clone(),
-            source,
+            source: Box::new(source),
         })?;
     }
     Ok(())
