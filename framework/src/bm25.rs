@@ -20,6 +20,7 @@ mod tokenize;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub use corpus::{BlobTerms, CommitFile, TermCache};
 pub use tokenize::{STOPWORDS, tokenize};
@@ -48,15 +49,25 @@ pub struct Hit {
     pub score: f64,
 }
 
-/// An inverted index over documents.
+/// BM25 over documents. Each document keeps its terms (shared with a
+/// [`TermCache`] when built from a commit) rather than the index keeping
+/// postings: a baseline asks one or two queries per commit, so scanning the
+/// documents for the query's terms is cheaper than inverting every term of a
+/// repository's tree per commit.
 #[derive(Clone, Debug)]
 pub struct Bm25Index {
     params: Bm25Params,
     paths: Vec<String>,
     lengths: Vec<f64>,
     average_length: f64,
-    /// Term → (document, term frequency), documents ascending.
-    postings: HashMap<String, Vec<(u32, u32)>>,
+    /// Per document: its content's terms and its path's token counts (sorted; empty for
+    /// documents given as text).
+    docs: Vec<(Arc<BlobTerms>, Vec<(String, u32)>)>,
+}
+
+/// The count of `term` in sorted `(term, count)` pairs.
+fn count_of(counts: &[(String, u32)], term: &str) -> u32 {
+    counts.binary_search_by(|(t, _)| t.as_str().cmp(term)).map_or(0, |i| counts[i].1)
 }
 
 /// Errors of [`Bm25Index::from_commit`].
@@ -103,24 +114,34 @@ impl Bm25Index {
         P: Into<String>,
         T: AsRef<str>,
     {
+        let docs = documents.into_iter().map(|(path, text)| {
+            let terms = Arc::new(BlobTerms::of(text.as_ref()));
+            (path.into(), terms, Vec::new())
+        });
+        Bm25Index::build(docs, params)
+    }
+
+    fn build(
+        docs: impl Iterator<Item = (String, Arc<BlobTerms>, Vec<(String, u32)>)>,
+        params: Bm25Params,
+    ) -> Bm25Index {
         let mut index =
-            Bm25Index { params, paths: Vec::new(), lengths: Vec::new(), average_length: 0.0, postings: HashMap::new() };
-        for (path, text) in documents {
-            let doc = u32::try_from(index.paths.len()).expect("fewer than 2^32 documents");
-            let tokens = tokenize(text.as_ref());
-            index.lengths.push(tokens.len() as f64);
-            index.paths.push(path.into());
-            let mut counts: HashMap<String, u32> = HashMap::new();
-            for token in tokens {
-                *counts.entry(token).or_default() += 1;
-            }
-            for (term, tf) in counts {
-                index.postings.entry(term).or_default().push((doc, tf));
-            }
+            Bm25Index { params, paths: Vec::new(), lengths: Vec::new(), average_length: 0.0, docs: Vec::new() };
+        for (path, terms, path_counts) in docs {
+            let path_length: u32 = path_counts.iter().map(|(_, n)| n).sum();
+            index.lengths.push(f64::from(terms.length + path_length));
+            index.paths.push(path);
+            index.docs.push((terms, path_counts));
         }
         let total: f64 = index.lengths.iter().sum();
         index.average_length = if index.lengths.is_empty() { 0.0 } else { total / index.lengths.len() as f64 };
         index
+    }
+
+    /// The frequency of `term` in document `doc`.
+    fn tf(&self, doc: usize, term: &str) -> u32 {
+        let (terms, path) = &self.docs[doc];
+        count_of(&terms.counts, term) + count_of(path, term)
     }
 
     /// Indexes every file of commit `rev` (a full hex id or a reference name)
@@ -143,30 +164,17 @@ impl Bm25Index {
 
     /// Indexes the text files of a commit, each as its path's tokens followed by its content's.
     pub fn from_files(files: &[CommitFile], params: Bm25Params) -> Bm25Index {
-        let mut index =
-            Bm25Index { params, paths: Vec::new(), lengths: Vec::new(), average_length: 0.0, postings: HashMap::new() };
-        for file in files {
-            let Some(terms) = &file.terms else { continue };
-            let doc = u32::try_from(index.paths.len()).expect("fewer than 2^32 documents");
-            let path_tokens = tokenize(&file.path);
-            index.lengths.push((path_tokens.len() + terms.length as usize) as f64);
-            index.paths.push(file.path.clone());
-            let mut counts: HashMap<&str, u32> = terms.counts.iter().map(|(t, n)| (t.as_str(), *n)).collect();
-            for token in &path_tokens {
-                *counts.entry(token.as_str()).or_default() += 1;
+        let docs = files.iter().filter_map(|file| {
+            let terms = file.terms.clone()?;
+            let mut path_counts: HashMap<String, u32> = HashMap::new();
+            for token in tokenize(&file.path) {
+                *path_counts.entry(token).or_default() += 1;
             }
-            for (term, tf) in counts {
-                match index.postings.get_mut(term) {
-                    Some(list) => list.push((doc, tf)),
-                    None => {
-                        index.postings.insert(term.to_owned(), vec![(doc, tf)]);
-                    }
-                }
-            }
-        }
-        let total: f64 = index.lengths.iter().sum();
-        index.average_length = if index.lengths.is_empty() { 0.0 } else { total / index.lengths.len() as f64 };
-        index
+            let mut path_counts: Vec<(String, u32)> = path_counts.into_iter().collect();
+            path_counts.sort_unstable();
+            Some((file.path.clone(), terms, path_counts))
+        });
+        Bm25Index::build(docs, params)
     }
 
     /// Number of documents.
@@ -187,7 +195,7 @@ impl Bm25Index {
     /// Inverse document frequency of an already tokenized `term`; 0 for a
     /// term no document contains.
     pub fn idf(&self, term: &str) -> f64 {
-        let n = self.postings.get(term).map_or(0, Vec::len) as f64;
+        let n = (0..self.docs.len()).filter(|&d| self.tf(d, term) > 0).count() as f64;
         if n == 0.0 {
             return 0.0;
         }
@@ -200,13 +208,18 @@ impl Bm25Index {
         let mut scores = vec![0.0; self.paths.len()];
         let Bm25Params { k1, b } = self.params;
         for term in tokenize(query) {
-            let Some(postings) = self.postings.get(&term) else { continue };
-            let idf = self.idf(&term);
-            for &(doc, tf) in postings {
+            let tfs: Vec<(usize, u32)> =
+                (0..self.docs.len()).map(|d| (d, self.tf(d, &term))).filter(|&(_, tf)| tf > 0).collect();
+            if tfs.is_empty() {
+                continue;
+            }
+            let total = self.paths.len() as f64;
+            let n = tfs.len() as f64;
+            let idf = (1.0 + (total - n + 0.5) / (n + 0.5)).ln();
+            for (doc, tf) in tfs {
                 let tf = f64::from(tf);
-                let relative =
-                    if self.average_length > 0.0 { self.lengths[doc as usize] / self.average_length } else { 1.0 };
-                scores[doc as usize] += idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * relative));
+                let relative = if self.average_length > 0.0 { self.lengths[doc] / self.average_length } else { 1.0 };
+                scores[doc] += idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * relative));
             }
         }
         scores

@@ -38,7 +38,7 @@
 //! so a study prints its row beside BM25's; the heuristic's own answer size
 //! is [`HeuristicParams::top_k`] (1 by default).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -70,10 +70,9 @@ pub struct GrepHeuristic {
     paths: Vec<String>,
     /// Whether each document is a source file (see the module docs), in index order.
     source: Vec<bool>,
-    /// Term → files containing it, ascending.
-    postings: HashMap<String, Vec<u32>>,
-    /// Term → files defining it, ascending.
-    definitions: HashMap<String, Vec<u32>>,
+    /// Per document: its content's terms (shared with a [`TermCache`]) and its path's tokens
+    /// (sorted, once each). Queries scan the documents (see [`crate::bm25::Bm25Index`]).
+    docs: Vec<(Arc<BlobTerms>, Vec<String>)>,
 }
 
 impl GrepHeuristic {
@@ -110,29 +109,29 @@ impl GrepHeuristic {
 
     /// Indexes the text files of a commit: a file's terms are its path's tokens and its content's.
     pub fn from_files(files: &[CommitFile], params: HeuristicParams) -> GrepHeuristic {
-        let mut index = GrepHeuristic {
-            params,
-            paths: Vec::new(),
-            source: Vec::new(),
-            postings: HashMap::new(),
-            definitions: HashMap::new(),
-        };
+        let mut index = GrepHeuristic { params, paths: Vec::new(), source: Vec::new(), docs: Vec::new() };
         for file in files {
             let Some(terms) = &file.terms else { continue };
-            let doc = u32::try_from(index.paths.len()).expect("fewer than 2^32 documents");
-            let mut all: HashSet<&str> = terms.counts.iter().map(|(t, _)| t.as_str()).collect();
-            let path_tokens = tokenize(&file.path);
-            all.extend(path_tokens.iter().map(String::as_str));
-            for term in all {
-                index.postings.entry(term.to_owned()).or_default().push(doc);
-            }
-            for name in &terms.defined {
-                index.definitions.entry(name.clone()).or_default().push(doc);
-            }
+            let mut path_tokens = tokenize(&file.path);
+            path_tokens.sort_unstable();
+            path_tokens.dedup();
+            index.docs.push((terms.clone(), path_tokens));
             index.source.push(is_source_file(&file.path));
             index.paths.push(file.path.clone());
         }
         index
+    }
+
+    /// Whether document `doc` contains `term` (in its content or its path).
+    fn contains(&self, doc: usize, term: &str) -> bool {
+        let (terms, path) = &self.docs[doc];
+        terms.counts.binary_search_by(|(t, _)| t.as_str().cmp(term)).is_ok()
+            || path.binary_search_by(|t| t.as_str().cmp(term)).is_ok()
+    }
+
+    /// Whether document `doc` defines `name` (lowercase).
+    fn defines(&self, doc: usize, name: &str) -> bool {
+        self.docs[doc].0.defined.binary_search_by(|t| t.as_str().cmp(name)).is_ok()
     }
 
     /// Changes the knobs without reindexing (the index does not depend on them).
@@ -157,7 +156,7 @@ impl GrepHeuristic {
 
     /// `ln(N / n(t))` of an already tokenized term; 0 for a term in no file or in every file.
     pub fn idf(&self, term: &str) -> f64 {
-        let n = self.postings.get(term).map_or(0, Vec::len);
+        let n = (0..self.docs.len()).filter(|&d| self.contains(d, term)).count();
         if n == 0 {
             return 0.0;
         }
@@ -166,8 +165,8 @@ impl GrepHeuristic {
 
     /// The files that define `name` (compared lowercased).
     pub fn definers(&self, name: &str) -> Vec<&str> {
-        let ids = self.definitions.get(&name.to_lowercase()).map_or(&[][..], Vec::as_slice);
-        ids.iter().map(|&d| self.paths[d as usize].as_str()).collect()
+        let name = name.to_lowercase();
+        (0..self.docs.len()).filter(|&d| self.defines(d, &name)).map(|d| self.paths[d].as_str()).collect()
     }
 
     /// The score of every document for `issue`, in index order.
@@ -178,11 +177,15 @@ impl GrepHeuristic {
             if weight <= 0.0 {
                 continue;
             }
-            for &doc in self.postings.get(&term).map_or(&[][..], Vec::as_slice) {
-                scores[doc as usize] += weight;
+            for (doc, score) in scores.iter_mut().enumerate() {
+                if self.contains(doc, &term) {
+                    *score += weight;
+                }
             }
-            for &doc in self.definitions.get(&term).map_or(&[][..], Vec::as_slice) {
-                scores[doc as usize] += self.params.definition_bonus * weight;
+            for (doc, score) in scores.iter_mut().enumerate() {
+                if self.defines(doc, &term) {
+                    *score += self.params.definition_bonus * weight;
+                }
             }
         }
         scores
@@ -210,7 +213,6 @@ impl GrepHeuristic {
     }
 }
 
-/// Every non-binary file of commit `rev` as `(path, content)`, sorted by path.
 /// Extensions of the languages whose files count as source files.
 const SOURCE_EXTENSIONS: &[&str] = &[
     "py", "pyi", "pyx", "pxd", "c", "h", "cc", "cpp", "cxx", "hpp", "hh", "rs", "go", "java", "kt", "scala", "js",
