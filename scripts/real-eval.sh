@@ -12,7 +12,8 @@
 # with a clone there takes part. The mirrors are only read. Knobs (environment):
 #   SEEDS=3 STEPS=80 PROMPTS=8 GROUP=8 EVAL_EVERY=20 MAX_TASKS=600 (mined per repository)
 #   VARIANTS="v3" (shipped reward files rewards/codegrep_<v>.reward) BIN=target/release
-#   PROXY="" (extra `key = value` lines for the proxy's [policy] table, e.g. for an ablation)
+#   PROXY="" (extra `key = value` lines for the proxy's [policy] table, e.g. "ranking_prior = true",
+#   which the README's numbers use, or a switch off for an ablation)
 #   CHECK_ONLY=1 stops after `study check` (mining, the leakage report)
 set -euo pipefail
 
