@@ -6,7 +6,7 @@
 //! checking of every expression (`lower`), and then — only on a file free of
 //! errors — interval analysis (`intervals`) and the lints (`lints`), which
 //! run on a typed tree that still has spans before it is lowered to
-//! [`hir`](crate::hir). [`verify()`] proves or property-tests the file's
+//! [`hir`]. [`verify()`] proves or property-tests the file's
 //! `check` statements on a checked program (module `verify`: the case
 //! generator in `verify::cases`, the shrinker in `verify::shrink`).
 //! "Did you mean" lives in `suggest`.

@@ -8,14 +8,14 @@
 //! elementwise stage's registers (linear-scan allocation onto chunk-sized
 //! buffers; feature and column loads are read in place, constants and params
 //! get a buffer filled once) and cuts the stage list into passes at batch
-//! stages ([`plan`]).
+//! stages (`plan`).
 //!
 //! [`CompiledProgram::eval`] runs the passes in order. A pass walks the table
-//! in blocks of whole groups (about [`exec::BLOCK`] rows); rayon runs blocks
+//! in blocks of whole groups (about `exec::BLOCK` rows); rayon runs blocks
 //! in parallel. Within a block each stage of the pass runs in turn: an
-//! elementwise stage loops over chunks of [`exec::CHUNK`] rows, each op a
+//! elementwise stage loops over chunks of `exec::CHUNK` rows, each op a
 //! tight `r3[i] = r1[i] * r2[i]` loop over register buffers that stay in L1
-//! ([`kernels`]), and stores only the columns later stages or the caller need;
+//! (`kernels`), and stores only the columns later stages or the caller need;
 //! a group reduction reduces each group of the block while its argument is
 //! still in cache; the next elementwise stage reads the group's values back
 //! at once. So GRPO's `reward`, `group.mean`/`group.std` and `adv` are one

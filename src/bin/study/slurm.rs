@@ -31,7 +31,7 @@ pub struct SlurmArgs {
     /// Where `<study>/` goes; on shared storage.
     #[arg(long, default_value = "results")]
     results: PathBuf,
-    /// Where the script, run manifest and `logs/` go [default: <results>/<study>/slurm].
+    /// Where the script, run manifest and `logs/` go (default: `<results>/<study>/slurm`).
     #[arg(long)]
     output_dir: Option<PathBuf>,
     /// `#SBATCH --partition`.
