@@ -62,8 +62,11 @@ pub struct Bm25Index {
     average_length: f64,
     /// Per document: its content's terms and its path's token counts (sorted; empty for
     /// documents given as text).
-    docs: Vec<(Arc<BlobTerms>, Vec<(String, u32)>)>,
+    docs: Vec<(Arc<BlobTerms>, TermCounts)>,
 }
+
+/// `(token, count)` pairs sorted by token.
+type TermCounts = Vec<(String, u32)>;
 
 /// The count of `term` in sorted `(term, count)` pairs.
 fn count_of(counts: &[(String, u32)], term: &str) -> u32 {
