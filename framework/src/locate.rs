@@ -4,22 +4,19 @@
 //! beside BM25 top-k, overall and per repository.
 //!
 //! The policy runs one greedy episode per instance
-//! ([`crate::engine::greedy::run_episodes`]); the baseline ranks each
-//! commit's files by BM25 on the issue text. Both are scored by the same
-//! [`score`], so the rows compare like for like.
+//! ([`crate::engine::greedy::run_episodes`]); the baseline is the study's
+//! BM25 top-k ([`crate::study::baseline::bm25_tasks`]). Both are scored and
+//! aggregated as the study's baseline rows are, so the rows compare like for like.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use rewardlab_rewards::metrics::Counts;
 use rewardlab_rewards::rollout::Rollout;
 use serde::{Deserialize, Serialize};
 
-use crate::bm25::{Bm25Error, Bm25Index, Bm25Params, TermCache};
-use crate::engine::EngineTask;
-
-/// β of the file-level F_β, as in the engine's held-out columns.
-const BETA: f64 = 0.5;
+use crate::bm25::Bm25Error;
+use crate::engine::{EngineTask, TaskSet};
+use crate::study::baseline::{self, bm25_tasks, file_scores};
 
 /// One instance's prediction and its scores (a line of `predictions.jsonl`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -46,7 +43,7 @@ pub struct Prediction {
     pub recall: f64,
 }
 
-/// Scores `files` against a task's target files.
+/// Scores `files` against a task's target files (as the study's baselines are scored).
 pub fn score(
     task: &EngineTask,
     files: Vec<String>,
@@ -55,14 +52,13 @@ pub fn score(
     calls: usize,
     valid: bool,
 ) -> Prediction {
-    let target = task.target.files.clone().unwrap_or_default();
-    let counts = Counts::of_sets(&files, &target);
+    let (fb, precision, recall) = file_scores(&files, task);
     Prediction {
         instance_id: task.id.clone(),
         repo: task.repo.clone(),
-        fb: counts.f_beta(BETA),
-        precision: counts.precision(),
-        recall: counts.recall(),
+        fb,
+        precision,
+        recall,
         files,
         line_ranges,
         turns,
@@ -86,28 +82,31 @@ pub fn from_rollouts(tasks: &[EngineTask], rollouts: &[Rollout]) -> Vec<Predicti
         .collect()
 }
 
-/// BM25 top-`k` predictions, one per task; `repo_dir` maps a task's `repo`
-/// to its git directory. Each (repository, commit) is indexed once.
+/// BM25 top-`k` predictions, one per task, in task order: the study's BM25
+/// baseline ([`bm25_tasks`]) with every task held out; `repo_dir` maps a
+/// task's `repo` to its git directory.
 pub fn bm25_predictions(
     tasks: &[EngineTask],
     k: usize,
     repo_dir: &dyn Fn(&str) -> PathBuf,
 ) -> Result<Vec<Prediction>, Bm25Error> {
-    // One index at a time (instances rarely share a commit); blobs are tokenized once.
-    let cache = TermCache::default();
-    let mut current: Option<((&str, &str), Bm25Index)> = None;
-    let mut out = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        let key = (task.repo.as_str(), task.commit.as_str());
-        let index = match current.take() {
-            Some((k, index)) if k == key => index,
-            _ => Bm25Index::from_commit_cached(&repo_dir(&task.repo), &task.commit, Bm25Params::default(), &cache)?,
-        };
-        let files: Vec<String> = index.top_k(&task.prompt, k).into_iter().map(|h| h.path).collect();
-        out.push(score(task, files, Vec::new(), 0, 0, true));
-        current = Some((key, index));
-    }
-    Ok(out)
+    let all = TaskSet { tasks: tasks.to_vec(), train: Vec::new(), held_out: (0..tasks.len()).collect() };
+    let records = bm25_tasks(&all, k, repo_dir)?;
+    Ok(records
+        .into_iter()
+        .map(|r| Prediction {
+            instance_id: r.task,
+            repo: r.repo,
+            files: r.files,
+            line_ranges: Vec::new(),
+            turns: 0,
+            calls: 0,
+            valid: true,
+            fb: r.fb,
+            precision: r.precision,
+            recall: r.recall,
+        })
+        .collect())
 }
 
 /// One row of Table 2.
@@ -134,27 +133,19 @@ pub struct TableRow {
 }
 
 fn row(method: &str, scope: &str, predictions: &[&Prediction]) -> TableRow {
-    let n = predictions.len();
-    let mean = |f: &dyn Fn(&Prediction) -> f64| {
-        if n == 0 { 0.0 } else { predictions.iter().map(|p| f(p)).sum::<f64>() / n as f64 }
-    };
-    let mut fb: Vec<f64> = predictions.iter().map(|p| p.fb).collect();
-    fb.sort_by(f64::total_cmp);
-    let fb_median = match n {
-        0 => 0.0,
-        n if n % 2 == 1 => fb[n / 2],
-        n => (fb[n / 2 - 1] + fb[n / 2]) / 2.0,
-    };
+    let column = |f: fn(&Prediction) -> f64| predictions.iter().map(|p| f(p)).collect::<Vec<_>>();
+    let scores = baseline::row(method.to_owned(), &column(|p| p.fb), &column(|p| p.precision), &column(|p| p.recall));
+    let turns = column(|p| p.turns as f64);
     TableRow {
-        method: method.to_owned(),
+        method: scores.name,
         scope: scope.to_owned(),
-        tasks: n,
-        fb_mean: mean(&|p| p.fb),
-        fb_median,
-        precision: mean(&|p| p.precision),
-        recall: mean(&|p| p.recall),
-        fb_ge_0_8: mean(&|p| f64::from(u8::from(p.fb >= 0.8))),
-        turns: mean(&|p| p.turns as f64),
+        tasks: scores.tasks,
+        fb_mean: scores.fb_mean,
+        fb_median: scores.fb_median,
+        precision: scores.precision,
+        recall: scores.recall,
+        fb_ge_0_8: scores.fb_ge_0_8,
+        turns: if turns.is_empty() { 0.0 } else { turns.iter().sum::<f64>() / turns.len() as f64 },
     }
 }
 

@@ -104,15 +104,8 @@ fn is_store_name(name: &str) -> bool {
 /// no name is ever taken from unvalidated text.
 pub fn local_mirror_name(path: &Path) -> Result<String, Error> {
     let canonical = fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
-    fn component(path: Option<&Path>) -> Option<&str> {
-        path.and_then(Path::file_name).and_then(|n| n.to_str())
-    }
-    if let (Some(last), Some(owner)) = (component(Some(&canonical)), component(canonical.parent())) {
-        let last = last.strip_suffix(".git").unwrap_or(last);
-        let name = if last.contains("__") { last.to_owned() } else { format!("{owner}__{last}") };
-        if is_store_name(&name) {
-            return Ok(name);
-        }
+    if let Some(name) = component_store_name(&canonical) {
+        return Ok(name);
     }
     let raw = canonical.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let raw = raw.strip_suffix(".git").unwrap_or(&raw);
@@ -124,6 +117,19 @@ pub fn local_mirror_name(path: &Path) -> Result<String, Error> {
     let stem = stem.trim_start_matches(['.', '_']).trim_end_matches('_');
     let stem = if stem.is_empty() { "repo" } else { stem };
     Ok(format!("local__{stem}-{:016x}", fnv1a(canonical.as_os_str().as_encoded_bytes())))
+}
+
+/// The `owner__name` store name that `path`'s last two components make, as written (no
+/// canonicalisation): `mirrors/psf__requests.git` → `psf__requests`, `psf/requests` →
+/// `psf__requests`; `None` when they make no valid store name.
+pub fn component_store_name(path: &Path) -> Option<String> {
+    fn component(path: Option<&Path>) -> Option<&str> {
+        path.and_then(Path::file_name).and_then(|n| n.to_str())
+    }
+    let (last, owner) = (component(Some(path))?, component(path.parent())?);
+    let last = last.strip_suffix(".git").unwrap_or(last);
+    let name = if last.contains("__") { last.to_owned() } else { format!("{owner}__{last}") };
+    is_store_name(&name).then_some(name)
 }
 
 /// 64-bit FNV-1a: stable across Rust versions and platforms, unlike the standard hasher, so a

@@ -145,20 +145,27 @@ fn score_held_out<I>(
         for position in positions {
             let task = &tasks.tasks()[held[position]];
             let files = answer(&index, task);
-            let target = task.target.files.clone().unwrap_or_default();
-            let counts = Counts::of_sets(&files, &target);
+            let (fb, precision, recall) = file_scores(&files, task);
             records[position] = Some(BaselineTask {
                 baseline: name.to_owned(),
                 task: task.id.clone(),
                 repo: task.repo.clone(),
-                fb: counts.f_beta(BETA),
-                precision: counts.precision(),
-                recall: counts.recall(),
+                fb,
+                precision,
+                recall,
                 files,
             });
         }
     }
     Ok(records.into_iter().flatten().collect())
+}
+
+/// File-level F_β (β = 0.5), precision and recall of the answer `files`
+/// against `task`'s target files: how every baseline and `locate` score.
+pub(crate) fn file_scores(files: &[String], task: &EngineTask) -> (f64, f64, f64) {
+    let target = task.target.files.as_deref().unwrap_or_default();
+    let counts = Counts::of_sets(files, target);
+    (counts.f_beta(BETA), counts.precision(), counts.recall())
 }
 
 /// The row `name` from per-task records (all of one baseline).

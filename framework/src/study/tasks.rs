@@ -48,7 +48,7 @@ use rewardlab_rewards::tasks::{
     CommitError, EvalCommit, LeakageError, MineStats, RepoRef, Task, TaskKind, TrainChange, find_leaks, load_swebench,
     mine_cached,
 };
-use rewardlab_sandbox::{RepoStore, local_mirror_name, mirror_name};
+use rewardlab_sandbox::{RepoStore, component_store_name, local_mirror_name, mirror_name};
 
 use super::publish::{self, PublishError};
 use super::spec::{CommitsSpec, TaskSpec};
@@ -569,13 +569,8 @@ fn link_repositories(all: &mut [Sourced], store: &RepoStore) -> Result<BTreeMap<
 /// `psf__requests`, even when `mirrors` holds symbolic links), or, when those
 /// do not make a store name, [`local_mirror_name`]'s.
 fn preferred_name(path: &Path) -> Result<String, TaskError> {
-    let component = |p: Option<&Path>| p.and_then(Path::file_name).and_then(|n| n.to_str()).map(str::to_owned);
-    if let (Some(last), Some(owner)) = (component(Some(path)), component(path.parent())) {
-        let last = last.strip_suffix(".git").unwrap_or(&last);
-        let name = if last.contains("__") { last.to_owned() } else { format!("{owner}__{last}") };
-        if mirror_name(&name).is_ok_and(|n| n == name) {
-            return Ok(name);
-        }
+    if let Some(name) = component_store_name(path) {
+        return Ok(name);
     }
     local_mirror_name(path)
         .map_err(|source| TaskError::Store { what: format!("naming {}", path.display()), source: Box::new(source) })
