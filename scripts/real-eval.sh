@@ -100,4 +100,4 @@ for f in summary_by_repo.md; do
 done
 first=$(echo "$variants" | awk '{print $1}')
 "$bin/rewardlab" locate --run "$out/real/runs/$first/seed-000" --instances "$out/eval.jsonl" --repos "$mirrors" \
-  --out "$out/real/predictions.jsonl"
+  --out "$out/real/predictions.jsonl" --rollouts "$out/real/rollouts.jsonl"

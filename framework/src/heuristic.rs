@@ -43,6 +43,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::bm25::{BlobTerms, Bm25Error, CommitFile, Hit, TermCache, tokenize};
+/// The source-file rule (one definition, in the protocol crate, shared with the proxy policy).
+pub use rewardlab_protocol::paths::is_source_file;
 
 /// The heuristic's knobs.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -213,30 +215,6 @@ impl GrepHeuristic {
     }
 }
 
-/// Extensions of the languages whose files count as source files.
-const SOURCE_EXTENSIONS: &[&str] = &[
-    "py", "pyi", "pyx", "pxd", "c", "h", "cc", "cpp", "cxx", "hpp", "hh", "rs", "go", "java", "kt", "scala", "js",
-    "jsx", "ts", "tsx", "mjs", "rb", "php", "cs", "swift", "m", "mm", "jl", "r", "lua", "pl", "sh",
-];
-
-/// Whether `path` is a source file that is not a test (see the module docs).
-pub fn is_source_file(path: &str) -> bool {
-    let mut parts: Vec<&str> = path.split('/').collect();
-    let Some(name) = parts.pop() else { return false };
-    let Some((stem, extension)) = name.rsplit_once('.') else { return false };
-    if !SOURCE_EXTENSIONS.contains(&extension.to_ascii_lowercase().as_str()) {
-        return false;
-    }
-    let stem = stem.to_ascii_lowercase();
-    let test_dir = parts.iter().any(|d| matches!(d.to_ascii_lowercase().as_str(), "test" | "tests" | "testing"));
-    let test_file = stem.starts_with("test_")
-        || stem.ends_with("_test")
-        || stem.ends_with("_tests")
-        || stem == "conftest"
-        || stem == "tests";
-    !(test_dir || test_file)
-}
-
 /// The distinct tokens of an issue, each with whether the issue writes it like code.
 pub fn issue_terms(issue: &str) -> Vec<(String, bool)> {
     let mut code: HashSet<String> = HashSet::new();
@@ -322,26 +300,6 @@ mod tests {
         let text = "import os\nclass Widget(Base):\n    def render(self):\n        x = 1\nasync def fetch():\n    pass\nMAX_SIZE = 3\nname: int = 4\nif a == b:\n    y = 2\nelse:\n    pass\n";
         let names: Vec<&str> = defined_names(text).collect();
         assert_eq!(names, ["Widget", "render", "fetch", "MAX_SIZE", "name"]);
-    }
-
-    #[test]
-    fn source_files_are_code_that_is_not_a_test() {
-        for path in ["src/_pytest/python.py", "requests/models.py", "lib/core.RS", "setup.py", "attest/latest.py"] {
-            assert!(is_source_file(path), "{path}");
-        }
-        for path in [
-            "CHANGELOG.rst",
-            "doc/en/fixture.rst",
-            "README",
-            "testing/code/test_excinfo.py",
-            "tests/models.py",
-            "sympy/core/tests/test_basic.py",
-            "pkg/widget_test.go",
-            "conftest.py",
-            "Makefile",
-        ] {
-            assert!(!is_source_file(path), "{path}");
-        }
     }
 
     #[test]

@@ -55,6 +55,34 @@ pub fn normalize_lossy(path: &str) -> String {
     normalize(path).unwrap_or_else(|_| path.to_string())
 }
 
+/// Extensions of the languages whose files count as source files.
+const SOURCE_EXTENSIONS: &[&str] = &[
+    "py", "pyi", "pyx", "pxd", "c", "h", "cc", "cpp", "cxx", "hpp", "hh", "rs", "go", "java", "kt", "scala", "js",
+    "jsx", "ts", "tsx", "mjs", "rb", "php", "cs", "swift", "m", "mm", "jl", "r", "lua", "pl", "sh",
+];
+
+/// Whether `path` is a source file that is not a test: a file with a programming language's
+/// extension outside `test`/`tests`/`testing` directories that is not named like a test
+/// (`test_*`, `*_test.*`, `*_tests.*`, `conftest.py`, `tests.py`). Changelogs, documentation
+/// pages and data files are not source files. The grep heuristic answers only with these, and
+/// the proxy policy knows which seen files are.
+pub fn is_source_file(path: &str) -> bool {
+    let mut parts: Vec<&str> = path.split('/').collect();
+    let Some(name) = parts.pop() else { return false };
+    let Some((stem, extension)) = name.rsplit_once('.') else { return false };
+    if !SOURCE_EXTENSIONS.contains(&extension.to_ascii_lowercase().as_str()) {
+        return false;
+    }
+    let stem = stem.to_ascii_lowercase();
+    let test_dir = parts.iter().any(|d| matches!(d.to_ascii_lowercase().as_str(), "test" | "tests" | "testing"));
+    let test_file = stem.starts_with("test_")
+        || stem.ends_with("_test")
+        || stem.ends_with("_tests")
+        || stem == "conftest"
+        || stem == "tests";
+    !(test_dir || test_file)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,5 +103,25 @@ mod tests {
         assert_eq!(normalize("./"), Err(PathError::Directory("./".into())));
         assert_eq!(normalize("."), Err(PathError::Empty));
         assert_eq!(normalize_lossy("/x"), "/x");
+    }
+
+    #[test]
+    fn source_files_are_code_that_is_not_a_test() {
+        for path in ["src/_pytest/python.py", "requests/models.py", "lib/core.RS", "setup.py", "attest/latest.py"] {
+            assert!(is_source_file(path), "{path}");
+        }
+        for path in [
+            "CHANGELOG.rst",
+            "doc/en/fixture.rst",
+            "README",
+            "testing/code/test_excinfo.py",
+            "tests/models.py",
+            "sympy/core/tests/test_basic.py",
+            "pkg/widget_test.go",
+            "conftest.py",
+            "Makefile",
+        ] {
+            assert!(!is_source_file(path), "{path}");
+        }
     }
 }

@@ -20,7 +20,8 @@
 //! File features ([`file_features`], shared by rank, size and include):
 //! `[ln(1+hits), ln(1+distinct terms), read, hit by a message grep, hit by an
 //! identifier grep, hit by prose words only, glob-only, 1/(1+hit rank), hit
-//! rank 0, test/doc path, stem is an issue word, share of all hits, hit by a
+//! rank 0, not source code (a test, doc or example path, or no source
+//! extension: changelogs, docs pages, data), stem is an issue word, share of all hits, hit by a
 //! title term, Σ rarity, max rarity, rare hit (≤ 3 files), defines an issue
 //! name, defines a title name, found by a named path or module, ln(1+path parts
 //! that are issue words), ln(1+directory depth)]`. Rarity of a grep is
@@ -29,6 +30,7 @@
 use super::episode::{CALL_KINDS, CallKind, Candidate, ProxyEpisode, SeenFile};
 use super::loglinear::Features;
 use super::text::looks_rare;
+use rewardlab_protocol::paths::is_source_file;
 
 /// Options of the count decision: answer, then 1 … `MAX_CALLS` calls.
 pub(crate) const MAX_CALLS: usize = rewardlab_sandbox::MAX_CALLS_PER_TURN;
@@ -64,8 +66,8 @@ pub(crate) const STATE_TURN0: usize = 1;
 pub(crate) const FILE_BY_MESSAGE: usize = 3;
 /// Index of "defines an issue name" in the file features.
 pub(crate) const FILE_DEFINES: usize = 16;
-/// Index of "test or doc path" in the file features.
-pub(crate) const FILE_TEST_OR_DOC: usize = 9;
+/// Index of "not source code" (a test or doc path, or not a source file) in the file features.
+pub(crate) const FILE_NOT_SOURCE: usize = 9;
 /// Index of the summed term rarity in the file features.
 pub(crate) const FILE_RARITY_SUM: usize = 13;
 
@@ -190,7 +192,7 @@ pub(crate) fn file_features(episode: &ProxyEpisode, file: &SeenFile, rank: usize
         (6, flag(file.by_glob && file.hits == 0)),
         (7, 1.0 / (1.0 + rank as f64)),
         (8, flag(rank == 0)),
-        (FILE_TEST_OR_DOC, flag(is_test_or_doc(&file.path))),
+        (FILE_NOT_SOURCE, flag(!is_code(&file.path))),
         (10, flag(stem_matches(episode, &file.path))),
         (11, if total_hits > 0 { file.hits as f64 / total_hits as f64 } else { 0.0 }),
         (12, flag(file.by_title)),
@@ -243,6 +245,12 @@ fn flag(b: bool) -> f64 {
 
 fn ln1p(n: usize) -> f64 {
     (n as f64).ln_1p()
+}
+
+/// A source file ([`is_source_file`]: a language's extension, not a test) outside doc and
+/// example directories: what commit-mined targets and SWE-bench gold patches consist of.
+fn is_code(path: &str) -> bool {
+    is_source_file(path) && !is_test_or_doc(path)
 }
 
 /// A path under a test, doc or example directory, or a `test_*` file.

@@ -19,8 +19,10 @@
 //!    files last turn, a seen file defines an issue name, a rare hit).
 //! 2. **Which call**, n times without replacement — a softmax over the calls not
 //!    yet made in this rollout: grep of every issue term (quoted phrases, error
-//!    message heads and whole messages escaped as regex literals, identifiers,
-//!    prose words); for identifiers also a **definition grep**
+//!    message heads and whole messages escaped as regex literals, identifiers —
+//!    names shaped like code, and plain names the issue writes as code, called
+//!    (`bell(n)`, `trigsimp(f)`) or alone in backticks, Python builtins aside —
+//!    and prose words); for identifiers also a **definition grep**
 //!    `(?:def|class) name\b` of the last dotted part and of each CamelCase part
 //!    (`Session.resolve_redirects` → `Session`, `resolve_redirects`); glob of
 //!    identifiers (`**/pkg/sub*`, `**/*retry_policy*`), of **dotted module
@@ -37,7 +39,9 @@
 //!    by a message grep, rank, defines an issue name, rarity, named path.
 //! 3. **Answer** — a **ranking, then a size**. Up to K =
 //!    [`ProxyConfig::max_answer_size`] files are picked one at a time from the
-//!    seen files (the first 16 by grep hits): each pick is a softmax over the
+//!    seen files (the first [`ProxyConfig::max_answer_files`], 64, by grep hits;
+//!    on real repositories a cap of 16 left the gold file out of the candidates
+//!    in 31 of the 79 episodes that had seen it): each pick is a softmax over the
 //!    files not yet picked, with logits `θ_rank · φ_file` (a Plackett–Luce
 //!    ranking, so greedy is "sort by the learned score"). Then a softmax over
 //!    k = 1 … K answers the first k: option k has a bias of its own and the sum
@@ -56,8 +60,9 @@
 //! One vector per seen file (`features::file_features`), used by the rank
 //! picks, the size options and the Bernoulli include, each in its own block:
 //! hits and distinct terms (log), read, hit by a message / identifier / only
-//! prose-word grep, glob-only, the hit rank (1/(1+r) and r = 0), test or doc
-//! path, stem is an issue word, share of all hits, hit by a title term;
+//! prose-word grep, glob-only, the hit rank (1/(1+r) and r = 0), **not source
+//! code** (a test, doc or example path, or not a source file by
+//! `rewardlab_protocol::paths::is_source_file`: changelogs, docs pages), stem is an issue word, share of all hits, hit by a title term;
 //! **rarity** — Σ and max over the terms that hit it of
 //! `1 / (1 + ln(1 + lines the grep hit))`, counting the lines cut at the output
 //! limit (the cut notice says how many), and "hit by a grep naming ≤ 3 files";
@@ -117,7 +122,7 @@
 //! θ = 0 (hit order), so what the new features are worth is learned, not
 //! built in, and learning is visible. With [`ProxyConfig::ranking_prior`] the
 //! ranking starts from the non-learned grep heuristic's bias instead (rarity,
-//! definitions, tests and docs last), and GRPO refines it from there.
+//! definitions, anything that is not source code last), and GRPO refines it from there.
 //!
 //! # Token equivalents
 //!
@@ -167,9 +172,9 @@ pub const PRIOR_RANK_RARITY: f64 = 1.0;
 /// With [`ProxyConfig::ranking_prior`]: rank weight of "defines a name the issue uses"
 /// (the grep heuristic's definition bonus).
 pub const PRIOR_RANK_DEFINES: f64 = 2.0;
-/// With [`ProxyConfig::ranking_prior`]: rank weight of a test or doc path (the heuristic
-/// answers with source files only).
-pub const PRIOR_RANK_TEST_OR_DOC: f64 = -1.0;
+/// With [`ProxyConfig::ranking_prior`]: rank weight of a file that is not source code (the
+/// heuristic answers with source files only, and mined targets are source files).
+pub const PRIOR_RANK_NOT_SOURCE: f64 = -2.0;
 
 /// Shape settings of the proxy policy (saved with its state).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -202,7 +207,7 @@ pub struct ProxyConfig {
     pub path_overlap: bool,
     /// Start the answer ranking from the grep heuristic's inductive bias instead of hit order:
     /// +[`PRIOR_RANK_RARITY`] per unit of a file's summed term rarity, +[`PRIOR_RANK_DEFINES`]
-    /// when it defines a name the issue uses, [`PRIOR_RANK_TEST_OR_DOC`] for test and doc paths.
+    /// when it defines a name the issue uses, [`PRIOR_RANK_NOT_SOURCE`] for files that are not source code.
     /// Off by default, so the ranking's worth is learned from θ = 0 unless a study asks.
     pub ranking_prior: bool,
 }
@@ -211,7 +216,7 @@ impl Default for ProxyConfig {
     fn default() -> Self {
         ProxyConfig {
             max_read_candidates: 6,
-            max_answer_files: 16,
+            max_answer_files: 64,
             line_margin: 3,
             mine_result_names: false,
             answer_size: true,
@@ -279,7 +284,7 @@ impl ProxyPolicy {
         if config.ranking_prior {
             theta[features::RANK_FILE + features::FILE_RARITY_SUM] = PRIOR_RANK_RARITY;
             theta[features::RANK_FILE + features::FILE_DEFINES] = PRIOR_RANK_DEFINES;
-            theta[features::RANK_FILE + features::FILE_TEST_OR_DOC] = PRIOR_RANK_TEST_OR_DOC;
+            theta[features::RANK_FILE + features::FILE_NOT_SOURCE] = PRIOR_RANK_NOT_SOURCE;
         }
         ProxyPolicy::with_theta(config, theta)
     }

@@ -644,3 +644,58 @@ fn the_answer_is_a_ranking_and_a_learned_size() {
     assert!(episode.units.iter().all(|u| u.options.len() == 2 && u.options[0][0] == (features::INCLUDE_FILE, 1.0)));
     assert_eq!(files.len(), episode.seen.len(), "θ = 0 includes every file (ties go to include)");
 }
+
+#[test]
+fn names_written_as_code_are_identifiers_and_builtins_are_not() {
+    let issue = "# bell(n).limit(n, oo) should be oo\n\nThe `Permutation` constructor and `apart` fail; \
+                 print(len(x)) works, and so does trigsimp(f). The bell numbers ...";
+    let terms = text::extract(issue);
+    let identifier = |name: &str| terms.iter().any(|t| t.source == text::Source::Identifier && t.text == name);
+    for name in ["bell", "Permutation", "apart", "trigsimp"] {
+        assert!(identifier(name), "{name}: {terms:?}");
+    }
+    for name in ["print", "len", "limit"] {
+        // `limit` is dotted onto `bell(n)` (`.limit`), which the token rule skips as a name.
+        assert!(!identifier(name), "{name}: {terms:?}");
+    }
+    // An identifier offers a definition grep: `bell(n)` finds where bell is defined.
+    let episode = ProxyEpisode::new(issue, ChaCha8Rng::seed_from_u64(0), None, ProxyConfig::default());
+    assert!(
+        episode
+            .text_candidates
+            .iter()
+            .any(|c| c.kind == episode::CallKind::GrepDefinition && c.call == grep("(?:def|class) bell\\b")),
+        "{:?}",
+        episode.text_candidates
+    );
+}
+
+#[test]
+fn files_that_are_not_source_code_are_marked_and_ranked_last_by_the_prior() {
+    let issue = "`frobnicate` misbehaves";
+    let policy = ProxyPolicy::new(ProxyConfig { ranking_prior: true, ..ProxyConfig::default() });
+    let mut episode = ProxyEpisode::new(issue, ChaCha8Rng::seed_from_u64(0), None, *policy.config());
+    let paths = ["CHANGELOG.rst", "docs/api.py", "pkg/tests/test_core.py", "pkg/core.py", "data/frob.json"];
+    let output: String = paths.iter().map(|p| format!("{p}:3:frobnicate()\n")).collect();
+    let result = ToolResult {
+        status: Status::Ok,
+        output,
+        entities: paths.iter().map(|p| rewardlab_sandbox::Entity::Line { path: (*p).into(), line: 3 }).collect(),
+    };
+    episode.pending.push(episode::Candidate {
+        kind: episode::CallKind::GrepIdentifier,
+        call: grep("frobnicate"),
+        term: Some(0),
+        seen: None,
+    });
+    episode.observe(&[result]);
+    for (i, path) in paths.iter().enumerate() {
+        let phi = features::file_features(&episode, &episode.seen[i], i);
+        let marked = phi.iter().any(|&(j, x)| j == features::FILE_NOT_SOURCE && x == 1.0);
+        assert_eq!(marked, *path != "pkg/core.py", "{path}: {phi:?}");
+    }
+    // Every file has the same hits and rarity, so the prior alone puts the source file first,
+    // although it was found fourth.
+    let Answer::Structured { files, .. } = policy.answer(&mut episode) else { panic!("structured") };
+    assert_eq!(files[0], "pkg/core.py", "{files:?}");
+}

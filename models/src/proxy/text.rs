@@ -18,7 +18,8 @@ pub(crate) enum Source {
     MessageHead,
     /// A whole error message after `Exception: `.
     MessageFull,
-    /// An identifier: dotted, snake_case, CamelCase, or with digits.
+    /// An identifier: dotted, snake_case, CamelCase, with digits, or a name written as code
+    /// (called, `name(`, or alone in backticks).
     Identifier,
     /// A plain lowercase prose word (a paraphrase of what the code says).
     Word,
@@ -48,6 +49,64 @@ const MAX_WORDS: usize = 24;
 const MAX_PATHS: usize = 8;
 const MIN_WORD_LEN: usize = 4;
 const MAX_TERM_LEN: usize = 120;
+/// Shortest called or backticked plain name taken as an identifier.
+const MIN_CODE_NAME_LEN: usize = 3;
+
+/// Python builtins: called everywhere, defined nowhere in a repository.
+const BUILTINS: &[&str] = &[
+    "abs",
+    "all",
+    "any",
+    "bool",
+    "bytes",
+    "callable",
+    "dict",
+    "dir",
+    "divmod",
+    "enumerate",
+    "eval",
+    "exec",
+    "filter",
+    "float",
+    "format",
+    "getattr",
+    "globals",
+    "hasattr",
+    "hash",
+    "help",
+    "hex",
+    "isinstance",
+    "issubclass",
+    "iter",
+    "len",
+    "list",
+    "locals",
+    "map",
+    "max",
+    "min",
+    "next",
+    "object",
+    "oct",
+    "open",
+    "ord",
+    "pow",
+    "print",
+    "range",
+    "repr",
+    "reversed",
+    "round",
+    "set",
+    "setattr",
+    "slice",
+    "sorted",
+    "str",
+    "sum",
+    "super",
+    "tuple",
+    "type",
+    "vars",
+    "zip",
+];
 
 /// Words too common in issue prose to be worth a grep.
 const STOP_WORDS: &[&str] = &[
@@ -227,10 +286,28 @@ fn scan_line(out: &mut Collector, line: &str, start: usize, ctx: Ctx) {
         for (at, quoted) in delimited(line, open, close) {
             if quoted.contains(' ') {
                 out.add(Source::Phrase, quoted, start + at, ctx);
+            } else if open == '`' && is_name(quoted) {
+                // A single name in backticks is written as code (`Permutation`, `bell`).
+                code_name(out, quoted, start + at, ctx);
             }
         }
     }
     scan_tokens(out, line, start, ctx);
+}
+
+/// `name` is a plain identifier (letters, digits, `_`; not starting with a digit).
+fn is_name(name: &str) -> bool {
+    name.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// A name the issue writes as code (called, or in backticks) is an identifier even when it
+/// reads like a word (`bell(n)`, `trigsimp(f)`, `Permutation(...)`), unless it is a Python
+/// builtin or too short to grep for.
+fn code_name(out: &mut Collector, name: &str, at: usize, ctx: Ctx) {
+    if name.len() >= MIN_CODE_NAME_LEN && !BUILTINS.contains(&name) && !STOP_WORDS.contains(&name) {
+        out.add(Source::Identifier, name, at, ctx);
+    }
 }
 
 /// Identifier-like tokens, prose words and paths of one line.
@@ -257,6 +334,10 @@ fn scan_tokens(out: &mut Collector, line: &str, start: usize, ctx: Ctx) {
         let token = &line[begin..i];
         // A token glued to a preceding digit or dot (`3.11`, `.venv`) is not a name.
         if begin > 0 && (bytes[begin - 1].is_ascii_digit() || bytes[begin - 1] == b'.') {
+            continue;
+        }
+        if bytes.get(i) == Some(&b'(') && !looks_rare(token) && is_name(token) {
+            code_name(out, token, start + begin, ctx);
             continue;
         }
         classify(out, token, start + begin, ctx);

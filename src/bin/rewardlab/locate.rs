@@ -9,6 +9,7 @@
 //! episodes run under (turn limits, the evaluation sampling: greedy by default). A proxy run
 //! needs nothing else; a Qwen3 run also needs its study file (`--study`) for the base model and
 //! adapter shape. Prints the seeds' Table 2 beside BM25 top-k, overall and per repository.
+//! `--rollouts` also writes the episodes themselves (calls, the entities they returned, answers).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -22,6 +23,7 @@ use rewardlab_framework::locate::{self, Prediction};
 use rewardlab_framework::study::{self, PolicySpec, StudyError, StudyTasks};
 use rewardlab_models::agent::Policy;
 use rewardlab_models::proxy::{ProxyPolicy, ProxyState};
+use rewardlab_rewards::rollout::Rollout;
 use rewardlab_sandbox::{Limits, Sandbox};
 
 /// Run a trained checkpoint greedily over SWE-bench-style instances and score it beside BM25.
@@ -43,6 +45,11 @@ pub struct LocateArgs {
     /// Write one prediction per instance here (JSONL: files, line ranges, turns, calls, scores).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Also write the policy's rollouts here (rollout JSONL: each turn's tool calls and the
+    /// entities their results named, the answer, the target), to see what it did or to re-score
+    /// them under another formula with `rewardlab eval`.
+    #[arg(long)]
+    rollouts: Option<PathBuf>,
     /// The study file the run belongs to: needed for Qwen3 runs (the base model), optional for proxy runs.
     #[arg(long)]
     study: Option<PathBuf>,
@@ -122,7 +129,7 @@ pub fn run(args: LocateArgs) -> Result<u8> {
 /// they live in).
 fn finish(
     args: &LocateArgs,
-    policy: Vec<Prediction>,
+    (policy, rollouts): (Vec<Prediction>, Vec<Rollout>),
     tasks: &[EngineTask],
     prepared: StudyTasks,
     started: std::time::Instant,
@@ -132,7 +139,10 @@ fn finish(
     let repo_dir = |repo: &str| prepared.repo_dirs.get(repo).cloned().unwrap_or_else(|| repo.into());
     let bm25 = locate::bm25_predictions(tasks, args.bm25_k, &repo_dir)?;
     if let Some(out) = &args.out {
-        write_predictions(out, &policy)?;
+        write_jsonl(out, &policy)?;
+    }
+    if let Some(path) = &args.rollouts {
+        write_jsonl(path, &rollouts)?;
     }
     let bm25_name = format!("BM25 top-{}", args.bm25_k);
     let rows = locate::table(&[("policy", &policy), (&bm25_name, &bm25)]);
@@ -164,16 +174,17 @@ fn episodes<P: Policy>(
     sandbox: &Sandbox,
     tasks: &[EngineTask],
     config: &EngineConfig,
-) -> Result<Vec<Prediction>> {
+) -> Result<(Vec<Prediction>, Vec<Rollout>)> {
     let rollouts = run_episodes(policy, sandbox, tasks, config)?;
-    Ok(locate::from_rollouts(tasks, &rollouts))
+    Ok((locate::from_rollouts(tasks, &rollouts), rollouts))
 }
 
-fn write_predictions(path: &Path, predictions: &[Prediction]) -> Result<()> {
+/// Writes one JSON line per record.
+fn write_jsonl<T: serde::Serialize>(path: &Path, records: &[T]) -> Result<()> {
     let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
     let mut out = BufWriter::new(file);
-    for p in predictions {
-        serde_json::to_writer(&mut out, p).context("serialising a prediction")?;
+    for p in records {
+        serde_json::to_writer(&mut out, p).with_context(|| format!("serialising a record of {}", path.display()))?;
         out.write_all(b"\n").with_context(|| format!("writing {}", path.display()))?;
     }
     out.flush().with_context(|| format!("writing {}", path.display()))
