@@ -347,3 +347,95 @@ fn locate_runs_a_trained_run_over_instances_and_scores_it_beside_bm25() {
     let locate_fb = predictions.iter().map(|p| p["fb"].as_f64().expect("fb")).sum::<f64>() / 2.0;
     assert!((study_fb - locate_fb).abs() < 1e-12, "study {study_fb} vs locate {locate_fb}");
 }
+
+#[test]
+fn locate_runs_a_trained_qwen3_run_with_its_study_file() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let instances = widgets_instances(dir);
+    write(dir, "eval.jsonl", &(instances.join("\n") + "\n"));
+    // One GRPO step of a tiny random Qwen3 (written on first use) on synthetic tasks; the
+    // instances are its evaluation source.
+    let file = r#"name = "qloc"
+seeds = 1
+
+[[tasks]]
+source = "synthetic"
+seed = 1
+files = 20
+commits = 1
+tasks = 2
+
+[eval]
+source = "swebench"
+path = "eval.jsonl"
+repos = "repos"
+
+[policy]
+kind = "qwen3"
+model = "tiny"
+tiny_if_missing = true
+lora_rank = 4
+lora_alpha = 8
+max_new_tokens = 16
+max_completion_tokens = 32
+gradient_checkpointing = false
+
+[training]
+total_steps = 1
+prompts_per_step = 1
+group_size = 2
+max_turns = 2
+eval_every = 1
+checkpoint_every = 1
+
+[training.optim]
+lr = 1e-3
+schedule = { kind = "constant" }
+
+[[variants]]
+name = "fb"
+reward = 'Fb(file)'
+"#;
+    let file = write(dir, "qloc.toml", file);
+    let file = file.to_str().expect("utf-8");
+    assert_ok(&study(dir, &[file, "--results", "results"]), "study");
+    let run = dir.join("results/qloc/runs/fb/seed-000");
+    let locate = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_rewardlab"))
+            .args(["locate", "--run", run.to_str().expect("utf-8"), "--instances", "eval.jsonl", "--repos", "repos"])
+            .args(extra)
+            .current_dir(dir)
+            .output()
+            .expect("rewardlab runs")
+    };
+    // Without the study file the checkpoint is not a proxy state, and the error says what to pass.
+    let out = locate(&[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pass the run's study file with --study"), "{out:?}");
+
+    let out = locate(&["--study", file, "--out", "predictions.jsonl", "--rollouts", "rollouts.jsonl"]);
+    assert_ok(&out, "rewardlab locate --study");
+    let table = stdout_of(&out);
+    assert!(table.contains("| all | policy | 2 |") && table.contains("| all | BM25 top-2 | 2 |"), "{table}");
+    let predictions: Vec<serde_json::Value> = fs::read_to_string(dir.join("predictions.jsonl"))
+        .expect("predictions")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(predictions.len(), 2);
+    assert!(predictions.iter().all(|p| p["turns"].as_u64().is_some_and(|t| (1..=2).contains(&t))), "{predictions:?}");
+    // The rollouts are the episodes themselves: one per instance, each with its target.
+    let rollouts = fs::read_to_string(dir.join("rollouts.jsonl")).expect("rollouts");
+    let rollouts: Vec<serde_json::Value> = rollouts.lines().map(|l| serde_json::from_str(l).expect("json")).collect();
+    assert_eq!(rollouts.len(), 2);
+    assert!(rollouts.iter().all(|r| r["target"]["files"].is_array() && r["turns"].is_array()), "{rollouts:?}");
+    // Greedy episodes of the same checkpoint: locate scores what the study's evaluation scored.
+    let metrics = fs::read_to_string(run.join("metrics.csv")).expect("metrics");
+    let header: Vec<&str> = metrics.lines().next().expect("header").split(',').collect();
+    let last: Vec<&str> = metrics.lines().last().expect("row").split(',').collect();
+    let column = header.iter().position(|h| *h == "eval_fb_mean").expect("eval_fb_mean");
+    let study_fb: f64 = last[column].parse().expect("a number");
+    let locate_fb = predictions.iter().map(|p| p["fb"].as_f64().expect("fb")).sum::<f64>() / 2.0;
+    assert!((study_fb - locate_fb).abs() < 1e-12, "study {study_fb} vs locate {locate_fb}");
+}

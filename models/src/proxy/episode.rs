@@ -82,7 +82,7 @@ pub(crate) struct SeenFile {
     pub rarity_max: f64,
     /// Hit by a grep whose complete output named at most [`RARE_FILES`] files.
     pub rare_hit: bool,
-    /// Names of the issue this file defines (`def name` / `class name` in a grep hit or a read).
+    /// Names of the issue this file defines (`def name` / `class name` in a grep hit or a read), lowercase.
     pub defines: BTreeSet<String>,
     /// Hit by a grep of a term of the issue's title.
     pub by_title: bool,
@@ -114,9 +114,10 @@ pub struct ProxyEpisode {
     pub(crate) tokens: usize,
     /// The policy's shape switches.
     pub(crate) config: super::ProxyConfig,
-    /// Names the issue mentions (identifier parts, ≥ 3 characters): "this file defines one".
-    pub(crate) issue_names: HashSet<String>,
-    /// Names of the issue's title.
+    /// Names the issue mentions (identifier parts, ≥ 3 characters, lowercase), each with where
+    /// it first occurs (a [`Term::position`]): "this file defines one", and how early.
+    pub(crate) issue_names: HashMap<String, f64>,
+    /// Names of the issue's title (lowercase).
     pub(crate) title_names: HashSet<String>,
     /// Rarity weight of each term text whose grep returned, for later call features.
     pub(crate) term_rarity: HashMap<String, f64>,
@@ -124,9 +125,9 @@ pub struct ProxyEpisode {
 
 impl ProxyEpisode {
     pub(crate) fn new(issue: &str, rng: ChaCha8Rng, temperature: Option<f64>, config: super::ProxyConfig) -> Self {
-        let terms = text::extract(issue);
+        let terms = text::extract(issue, config.code_names);
         let mut issue_words = HashSet::new();
-        let mut issue_names = HashSet::new();
+        let mut issue_names: HashMap<String, f64> = HashMap::new();
         let mut title_names = HashSet::new();
         for term in &terms {
             for part in text::snake_case(&term.text).split(|c: char| !c.is_ascii_alphanumeric()) {
@@ -136,10 +137,13 @@ impl ProxyEpisode {
             }
             if term.source == Source::Identifier {
                 for name in definable_names(&term.text) {
+                    // Compared without case: the issue's `LaTeX` is the code's `def latex`.
+                    let name = name.to_ascii_lowercase();
                     if term.in_title {
-                        title_names.insert(name.to_owned());
+                        title_names.insert(name.clone());
                     }
-                    issue_names.insert(name.to_owned());
+                    let at = issue_names.entry(name).or_insert(term.position);
+                    *at = at.min(term.position);
                 }
             }
         }
@@ -166,12 +170,14 @@ impl ProxyEpisode {
         episode
     }
 
-    /// Candidates not yet called: the issue's, then reads of the most-hit unread files.
+    /// Candidates not yet called: the issue's, then reads of the most-hit unread files, source
+    /// code before the rest (a read shows what a file defines, and the answer is source code).
     pub(crate) fn available(&self, max_reads: usize) -> Vec<Candidate> {
         let mut out: Vec<Candidate> =
             self.text_candidates.iter().filter(|c| !self.used.contains(&key(&c.call))).cloned().collect();
         let mut unread: Vec<usize> = (0..self.seen.len()).filter(|&i| !self.seen[i].read).collect();
-        unread.sort_by_key(|&i| (std::cmp::Reverse(self.seen[i].hits), i));
+        unread
+            .sort_by_key(|&i| (!super::features::is_code(&self.seen[i].path), std::cmp::Reverse(self.seen[i].hits), i));
         for i in unread {
             if out.iter().filter(|c| c.kind == CallKind::ReadSeen).count() >= max_reads {
                 break;
@@ -222,8 +228,8 @@ impl ProxyEpisode {
                 if self.config.definitions {
                     let defined: Vec<String> = defined_names(&result.output)
                         .into_iter()
-                        .filter(|n| self.issue_names.contains(*n))
-                        .map(str::to_owned)
+                        .map(|n| n.to_ascii_lowercase())
+                        .filter(|n| self.issue_names.contains_key(n))
                         .collect();
                     if let Some(&i) = self.seen_index.get(&args.path) {
                         self.seen[i].defines.extend(defined);
@@ -271,8 +277,8 @@ impl ProxyEpisode {
             let defined: Vec<String> = match (self.config.definitions, code) {
                 (true, Some(code)) => defined_names(code)
                     .into_iter()
-                    .filter(|name| self.issue_names.contains(*name))
-                    .map(str::to_owned)
+                    .map(|name| name.to_ascii_lowercase())
+                    .filter(|name| self.issue_names.contains_key(name))
                     .collect(),
                 _ => Vec::new(),
             };

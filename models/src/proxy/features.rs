@@ -24,7 +24,8 @@
 //! extension: changelogs, docs pages, data), stem is an issue word, share of all hits, hit by a
 //! title term, Σ rarity, max rarity, rare hit (≤ 3 files), defines an issue
 //! name, defines a title name, found by a named path or module, ln(1+path parts
-//! that are issue words), ln(1+directory depth)]`. Rarity of a grep is
+//! that are issue words), ln(1+directory depth), ln(1+issue names it defines),
+//! how early the issue names what it defines]`. Names are compared without case. Rarity of a grep is
 //! `1 / (1 + ln(1 + lines it hit))`, the cut lines included.
 
 use super::episode::{CALL_KINDS, CallKind, Candidate, ProxyEpisode, SeenFile};
@@ -43,7 +44,7 @@ pub(crate) const TEXT: usize = 16;
 /// Features of a read candidate.
 pub(crate) const READ: usize = 9;
 /// Features of a seen file in the answer decisions.
-pub(crate) const FILE: usize = 21;
+pub(crate) const FILE: usize = 23;
 
 pub(crate) const COUNT_BIAS: usize = 0;
 pub(crate) const COUNT_ANSWER: usize = COUNT_BIAS + MAX_CALLS + 1;
@@ -150,8 +151,10 @@ pub(crate) fn call_features(episode: &ProxyEpisode, candidate: &Candidate) -> Fe
                 15,
                 flag(
                     config.definitions
-                        && super::episode::definable_names(&term.text)
-                            .any(|n| episode.seen.iter().any(|f| f.defines.contains(n))),
+                        && super::episode::definable_names(&term.text).any(|n| {
+                            let n = n.to_ascii_lowercase();
+                            episode.seen.iter().any(|f| f.defines.contains(&n))
+                        }),
                 ),
             ),
         ];
@@ -204,8 +207,17 @@ pub(crate) fn file_features(episode: &ProxyEpisode, file: &SeenFile, rank: usize
         (18, flag(config.module_paths && file.by_named_path)),
         (19, if config.path_overlap { ln1p(path_overlap(episode, &file.path)) } else { 0.0 }),
         (20, if config.path_overlap { ln1p(file.path.matches('/').count()) } else { 0.0 }),
+        (21, if config.definitions { ln1p(file.defines.len()) } else { 0.0 }),
+        (22, if config.definitions { earliest_definition(episode, file) } else { 0.0 }),
     ];
     values.into_iter().filter(|(_, x)| *x != 0.0).collect()
+}
+
+/// How early the issue names what `file` defines: 1 − the first position (in [0, 1]) of the
+/// earliest issue name it defines, 0 when it defines none. Issues name the thing to fix first
+/// (the title, the opening sentence) and mention callers and neighbours later.
+fn earliest_definition(episode: &ProxyEpisode, file: &SeenFile) -> f64 {
+    file.defines.iter().filter_map(|n| episode.issue_names.get(n)).map(|&at| 1.0 - at).fold(0.0, f64::max)
 }
 
 /// Options of one Plackett–Luce pick: each remaining file's features in the rank block.
@@ -249,7 +261,7 @@ fn ln1p(n: usize) -> f64 {
 
 /// A source file ([`is_source_file`]: a language's extension, not a test) outside doc and
 /// example directories: what commit-mined targets and SWE-bench gold patches consist of.
-fn is_code(path: &str) -> bool {
+pub(crate) fn is_code(path: &str) -> bool {
     is_source_file(path) && !is_test_or_doc(path)
 }
 

@@ -29,7 +29,7 @@
 //!    paths** (`sympy.core.basic.Basic` → `**/sympy/core/basic.py`,
 //!    `**/sympy/core.py`) and of paths, traceback frames included (`File
 //!    "…/site-packages/pkg/mod.py", line N` → `**/pkg/mod.py`); read of the six
-//!    unread seen files with the most grep hits (±20 lines around the hits); and
+//!    unread seen files with the most grep hits, source code first (±20 lines around the hits); and
 //!    — when [`ProxyConfig::mine_result_names`] is on — grep of `name\(` for each
 //!    function or class defined in what was read. Features: tool × source
 //!    one-hot, length bucket, position in the issue, rare-looking, in a
@@ -66,7 +66,9 @@
 //! **rarity** — Σ and max over the terms that hit it of
 //! `1 / (1 + ln(1 + lines the grep hit))`, counting the lines cut at the output
 //! limit (the cut notice says how many), and "hit by a grep naming ≤ 3 files";
-//! **definitions** — defines an issue name, defines a name of the title;
+//! **definitions** — defines an issue name, defines a name of the title, how
+//! many issue names it defines (log), how early the issue names the earliest
+//! of them (1 − its position), names compared without case (`LaTeX`, `def latex`);
 //! **named paths** — found by a glob of a path or module the issue names;
 //! **path overlap** — ln(1 + directories and stem that are issue words),
 //! ln(1 + depth). Each group has a [`ProxyConfig`] switch (default on) for
@@ -79,9 +81,9 @@
 //! `features.rs`): count bias (answer, 1 … 8 calls); the turn state on
 //! "answer now" and, scaled by n/8, on "n calls"; the call kind (tool × source,
 //! 11 kinds); grep-term and glob-term features (16 each); read features (9);
-//! the rank block (21 file features); the size biases (k = 1 … 8); the size ×
-//! files block (21, the summed features of picks 2 … k); and the Bernoulli
-//! include block (a bias and 21 file features) that only the ablation without
+//! the rank block (23 file features); the size biases (k = 1 … 8); the size ×
+//! files block (23, the summed features of picks 2 … k); and the Bernoulli
+//! include block (a bias and 23 file features) that only the ablation without
 //! a learned size uses.
 //!
 //! # Ablation switches
@@ -92,6 +94,7 @@
 //! | [`ProxyConfig::definitions`] | no `def`/`class` greps, no "defines an issue name" features |
 //! | [`ProxyConfig::module_paths`] | no dotted-module globs, no "found by a named path" feature |
 //! | [`ProxyConfig::path_overlap`] | no path/issue-word overlap or depth features |
+//! | [`ProxyConfig::code_names`] | called or backticked plain names (`bell(n)`) are not identifiers |
 //! | [`ProxyConfig::answer_size`] | a Bernoulli include per seen file instead of ranking + size |
 //! | [`ProxyConfig::ranking_prior`] (off by default) | on: the ranking starts from the grep heuristic's bias |
 //!
@@ -205,6 +208,10 @@ pub struct ProxyConfig {
     pub module_paths: bool,
     /// Path/issue-word overlap and directory depth as file features.
     pub path_overlap: bool,
+    /// Plain names the issue writes as code — called (`bell(n)`) or alone in backticks — are
+    /// identifiers (grep, definition grep, glob candidates); off: only names shaped like code
+    /// (`snake_case`, `CamelCase`, dotted, with digits) are.
+    pub code_names: bool,
     /// Start the answer ranking from the grep heuristic's inductive bias instead of hit order:
     /// +[`PRIOR_RANK_RARITY`] per unit of a file's summed term rarity, +[`PRIOR_RANK_DEFINES`]
     /// when it defines a name the issue uses, [`PRIOR_RANK_NOT_SOURCE`] for files that are not source code.
@@ -225,6 +232,7 @@ impl Default for ProxyConfig {
             definitions: true,
             module_paths: true,
             path_overlap: true,
+            code_names: true,
             ranking_prior: false,
         }
     }

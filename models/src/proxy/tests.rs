@@ -177,7 +177,7 @@ fn episodes(policy: &ProxyPolicy, n: u64) -> Vec<ProxyEpisode> {
 
 #[test]
 fn terms_come_from_messages_tracebacks_identifiers_and_prose() {
-    let terms = text::extract(ISSUE);
+    let terms = text::extract(ISSUE, true);
     let find = |source, text: &str| terms.iter().find(|t| t.source == source && t.text == text);
     let head = find(text::Source::MessageHead, "invalid retry budget").expect("message head");
     assert!(head.in_traceback && head.in_code);
@@ -499,24 +499,49 @@ fn definition_greps_find_the_file_that_defines_an_issue_name() {
     let (pattern, term) = definitions.iter().find(|(p, _)| p.contains("RetryPolicy")).expect("the class grep").clone();
     feed(&mut episode, episode::CallKind::GrepDefinition, grep(&pattern), Some(term));
     let target = &episode.seen[episode.seen_index[TARGET]];
-    assert_eq!(target.defines.iter().collect::<Vec<_>>(), ["RetryPolicy"]);
+    // Names are kept lowercase: the issue's `LaTeX` is the code's `def latex`.
+    assert_eq!(target.defines.iter().collect::<Vec<_>>(), ["retrypolicy"]);
     assert!(target.by_identifier && target.rare_hit, "{target:?}");
     // A plain grep whose hit line is a definition counts too; a use of the name does not.
     feed(&mut episode, episode::CallKind::GrepIdentifier, grep("RetryTimer"), None);
     feed(&mut episode, episode::CallKind::GrepIdentifier, grep("RetryPolicy"), None);
     let timer = &episode.seen[episode.seen_index["acme/net/timer.py"]];
-    assert!(timer.defines.contains("RetryTimer"), "{timer:?}");
+    assert!(timer.defines.contains("retrytimer"), "{timer:?}");
     let test = &episode.seen[episode.seen_index["tests/test_retry.py"]];
     assert!(test.hits > 0 && test.defines.is_empty(), "{test:?}");
     let defines = features::FILE_DEFINES;
     let phi = |path: &str| features::file_features(&episode, &episode.seen[episode.seen_index[path]], 0);
     assert!(phi(TARGET).contains(&(defines, 1.0)));
     assert!(phi("tests/test_retry.py").iter().all(|&(i, _)| i != defines));
+    // One name defined (ln 2), named early in the issue (its title): 1 − position ≈ 1.
+    let count = |path: &str| phi(path).iter().find(|&&(i, _)| i == 21).map(|&(_, x)| x);
+    let early = |path: &str| phi(path).iter().find(|&&(i, _)| i == 22).map(|&(_, x)| x);
+    assert_eq!(count(TARGET), Some(2f64.ln()));
+    assert!(early(TARGET).is_some_and(|x| x > 0.9), "{:?}", phi(TARGET));
+    assert!(early("acme/net/timer.py").is_some_and(|x| x < early(TARGET).unwrap_or(0.0)), "{:?}", phi(TARGET));
+    assert_eq!((count("tests/test_retry.py"), early("tests/test_retry.py")), (None, None));
     // A read that shows `def send` marks the file as defining `send`.
     let read =
         ToolCall::Read(rewardlab_sandbox::ReadArgs { path: "acme/cache/client.py".into(), start: None, end: None });
     feed(&mut episode, episode::CallKind::ReadSeen, read, None);
     assert!(episode.seen[episode.seen_index["acme/cache/client.py"]].defines.contains("send"));
+    // Without case: an issue that writes `LaTeX` names the file that defines `latex`.
+    let mut latex =
+        ProxyEpisode::new("# `LaTeX` output is wrong", ChaCha8Rng::seed_from_u64(0), None, *policy.config());
+    let hit = ToolResult {
+        status: Status::Ok,
+        output: "pkg/printing/latex.py:7:def latex(expr):".into(),
+        entities: vec![rewardlab_sandbox::Entity::Line { path: "pkg/printing/latex.py".into(), line: 7 }],
+    };
+    latex.pending.push(episode::Candidate {
+        kind: episode::CallKind::GrepWord,
+        call: grep("latex"),
+        term: None,
+        seen: None,
+    });
+    latex.observe(&[hit]);
+    assert!(latex.seen[0].defines.contains("latex"), "{:?}", latex.seen[0]);
+    assert!(features::file_features(&latex, &latex.seen[0], 0).contains(&(17, 1.0)), "a title name");
     // Switched off, neither the candidates nor the feature exist.
     let off = ProxyPolicy::new(ProxyConfig { definitions: false, ..ProxyConfig::default() });
     let mut episode = off.begin(&task, Sampling::Greedy, 0).expect("begin");
@@ -649,8 +674,13 @@ fn the_answer_is_a_ranking_and_a_learned_size() {
 fn names_written_as_code_are_identifiers_and_builtins_are_not() {
     let issue = "# bell(n).limit(n, oo) should be oo\n\nThe `Permutation` constructor and `apart` fail; \
                  print(len(x)) works, and so does trigsimp(f). The bell numbers ...";
-    let terms = text::extract(issue);
+    let terms = text::extract(issue, true);
     let identifier = |name: &str| terms.iter().any(|t| t.source == text::Source::Identifier && t.text == name);
+    // Switched off, only names shaped like code are identifiers.
+    let plain = text::extract(issue, false);
+    assert!(
+        !plain.iter().any(|t| t.source == text::Source::Identifier && ["bell", "apart"].contains(&t.text.as_str()))
+    );
     for name in ["bell", "Permutation", "apart", "trigsimp"] {
         assert!(identifier(name), "{name}: {terms:?}");
     }

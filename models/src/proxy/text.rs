@@ -185,9 +185,10 @@ const STOP_WORDS: &[&str] = &[
     "raise",
 ];
 
-/// Extracts the terms of `text`.
-pub(crate) fn extract(text: &str) -> Vec<Term> {
-    let mut out = Collector { terms: Vec::new(), index: HashMap::new(), len: text.len().max(1) };
+/// Extracts the terms of `text`; with `code_names`, plain names the text writes as code (called
+/// or alone in backticks) are identifiers too.
+pub(crate) fn extract(text: &str, code_names: bool) -> Vec<Term> {
+    let mut out = Collector { terms: Vec::new(), index: HashMap::new(), len: text.len().max(1), code_names };
     let mut offset = 0usize;
     let mut in_code = false;
     let mut traceback = false;
@@ -225,6 +226,8 @@ struct Collector {
     terms: Vec<Term>,
     index: HashMap<(Source, String), usize>,
     len: usize,
+    /// Take names written as code as identifiers ([`code_name`]).
+    code_names: bool,
 }
 
 impl Collector {
@@ -286,7 +289,7 @@ fn scan_line(out: &mut Collector, line: &str, start: usize, ctx: Ctx) {
         for (at, quoted) in delimited(line, open, close) {
             if quoted.contains(' ') {
                 out.add(Source::Phrase, quoted, start + at, ctx);
-            } else if open == '`' && is_name(quoted) {
+            } else if open == '`' && out.code_names && is_name(quoted) {
                 // A single name in backticks is written as code (`Permutation`, `bell`).
                 code_name(out, quoted, start + at, ctx);
             }
@@ -336,7 +339,7 @@ fn scan_tokens(out: &mut Collector, line: &str, start: usize, ctx: Ctx) {
         if begin > 0 && (bytes[begin - 1].is_ascii_digit() || bytes[begin - 1] == b'.') {
             continue;
         }
-        if bytes.get(i) == Some(&b'(') && !looks_rare(token) && is_name(token) {
+        if out.code_names && bytes.get(i) == Some(&b'(') && !looks_rare(token) && is_name(token) {
             code_name(out, token, start + begin, ctx);
             continue;
         }
