@@ -362,7 +362,7 @@ seeds = 1
 [[tasks]]
 source = "synthetic"
 seed = 1
-files = 20
+files = 40
 commits = 1
 tasks = 2
 
