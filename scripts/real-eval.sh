@@ -14,6 +14,8 @@
 #   VARIANTS="v3" (shipped reward files rewards/codegrep_<v>.reward) BIN=target/release
 #   PROXY="" (extra `key = value` lines for the proxy's [policy] table, e.g. "ranking_prior = true",
 #   which the README's numbers use, or a switch off for an ablation)
+#   ABLATION="rarity=false definitions=false ..." makes one study of the first variant's reward:
+#   a "full" variant and one variant per `key=value` proxy override (the README's ablation table)
 #   CHECK_ONLY=1 stops after `study check` (mining, the leakage report)
 set -euo pipefail
 
@@ -85,9 +87,20 @@ schedule = { kind = "constant" }
 precision_gate = 0.45
 bm25_k = 2
 TOML
-  for v in $variants; do
-    printf '\n[[variants]]\nname = "%s"\nfile = "%s/rewards/codegrep_%s.reward"\n' "$v" "$repo_root" "$v"
-  done
+  if [ -n "${ABLATION:-}" ]; then
+    # One study: the first variant's reward with the full proxy, then one variant per switch.
+    v=$(echo "$variants" | awk '{print $1}')
+    printf '\n[[variants]]\nname = "full"\nfile = "%s/rewards/codegrep_%s.reward"\n' "$repo_root" "$v"
+    for switch in $ABLATION; do
+      key=${switch%%=*}
+      printf '\n[[variants]]\nname = "%s"\nfile = "%s/rewards/codegrep_%s.reward"\npolicy = { %s = %s }\n' \
+        "$key-${switch#*=}" "$repo_root" "$v" "$key" "${switch#*=}"
+    done
+  else
+    for v in $variants; do
+      printf '\n[[variants]]\nname = "%s"\nfile = "%s/rewards/codegrep_%s.reward"\n' "$v" "$repo_root" "$v"
+    done
+  fi
 } >"$study"
 
 "$bin/study" check "$study" --results "$out"
@@ -99,5 +112,6 @@ for f in summary_by_repo.md; do
   [ -f "$out/real/$f" ] && cat "$out/real/$f"
 done
 first=$(echo "$variants" | awk '{print $1}')
+[ -n "${ABLATION:-}" ] && first=full
 "$bin/rewardlab" locate --run "$out/real/runs/$first/seed-000" --instances "$out/eval.jsonl" --repos "$mirrors" \
   --out "$out/real/predictions.jsonl" --rollouts "$out/real/rollouts.jsonl"
