@@ -265,6 +265,16 @@ pub(crate) fn component_module(g: &mut Gen, modules: &[Module], place: &Placemen
     let mut all_targets = method_targets.clone();
     all_targets.extend(function_targets.iter().cloned());
 
+    // The module's functions are written in this context; its methods in one
+    // that adds the class's state and the calls open to a method.
+    let module_ctx = BodyContext {
+        domain: domain_index,
+        is_method: false,
+        package_errors: &place.package.errors,
+        call_targets: &function_targets,
+        setting: setting.as_deref(),
+        state_attr: "_state",
+    };
     let mut classes = Vec::new();
     for class_number in 0..g.rng.random_range(1..3) {
         let role = *pick(&mut g.rng, CLASS_ROLES);
@@ -282,14 +292,7 @@ pub(crate) fn component_module(g: &mut Gen, modules: &[Module], place: &Placemen
                 arity: 1,
             });
         }
-        let ctx = BodyContext {
-            domain: domain_index,
-            is_method: true,
-            package_errors: &place.package.errors,
-            call_targets: &targets,
-            setting: setting.as_deref(),
-            state_attr: &state_attr,
-        };
+        let ctx = BodyContext { is_method: true, call_targets: &targets, state_attr: &state_attr, ..module_ctx };
         let mut methods = vec![init_method(&collaborators, base.as_ref().map(|(_, n)| n.as_str()), &state_attr)];
         methods.extend(draw_functions(g, &ctx, &topic, 3..7, BTreeSet::new()));
         let doc = class_doc(&mut g.rng, domain_index, role, &lead);
@@ -312,16 +315,8 @@ pub(crate) fn component_module(g: &mut Gen, modules: &[Module], place: &Placemen
             methods,
         });
     }
-    let ctx = BodyContext {
-        domain: domain_index,
-        is_method: false,
-        package_errors: &place.package.errors,
-        call_targets: &function_targets,
-        setting: setting.as_deref(),
-        state_attr: "_state",
-    };
     let method_names = classes.iter().flat_map(|c| c.methods.iter().map(|m| m.name.clone())).collect();
-    let functions = draw_functions(g, &ctx, &topic, 1..4, method_names);
+    let functions = draw_functions(g, &module_ctx, &topic, 1..4, method_names);
     let constants = vec![(
         format!("DEFAULT_{}_{}", topic.join("_").to_uppercase(), pick(&mut g.rng, CONFIG_ATTRS).to_uppercase()),
         g.rng.random_range(1..300).to_string(),
