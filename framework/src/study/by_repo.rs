@@ -25,7 +25,7 @@ use std::path::Path;
 
 use super::baseline::{BaselineTask, baseline_row};
 use super::stats::MeanCi;
-use super::summary::{BaselineRow, SummaryError, baseline_cells, io, stats_cells, stats_header, write_csv};
+use super::summary::{BaselineRow, COLUMNS, SummaryError, baseline_cells, io, stats_cells, stats_header, write_csv};
 use crate::engine::EvalRecord;
 
 /// File names under `results/<study>/`.
@@ -34,14 +34,12 @@ pub const SUMMARY_BY_REPO_CSV: &str = "summary_by_repo.csv";
 pub const SUMMARY_BY_REPO_MD: &str = "summary_by_repo.md";
 
 /// The per-repository columns of a variant, in table order: (key, header).
-pub const REPO_COLUMNS: [(&str, &str); 6] = [
-    ("fb_mean", "F_β mean"),
-    ("fb_median", "F_β median"),
-    ("precision", "precision"),
-    ("recall", "recall"),
-    ("fb_ge_0_8", "F_β ≥ 0.8"),
-    ("turns", "turns"),
-];
+/// They are the held-out columns that lead [`COLUMNS`] (F_β … turns); a
+/// repository's share of the training columns would mean nothing.
+pub const REPO_COLUMNS: [(&str, &str); 6] = match COLUMNS.first_chunk() {
+    Some(held_out) => *held_out,
+    None => panic!("COLUMNS starts with the six held-out columns"),
+};
 
 /// One variant's held-out scores on one repository's tasks.
 #[derive(Clone, Debug, PartialEq)]
