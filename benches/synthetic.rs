@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use rewardlab_framework::bm25::{Bm25Index, Bm25Params, tokenize};
+use rewardlab_framework::bm25::{Bm25Index, Bm25Params, FileIndex, tokenize};
 use rewardlab_framework::synthetic::{self, SyntheticConfig, SyntheticSource};
 
 fn git(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> Vec<u8> {

@@ -15,7 +15,7 @@ use std::io::BufReader;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rewardlab_framework::bm25::{Bm25Index, Bm25Params};
+use rewardlab_framework::bm25::{Bm25Index, Bm25Params, FileIndex};
 use rewardlab_framework::heuristic::{GrepHeuristic, HeuristicParams};
 use rewardlab_rewards::metrics::Counts;
 use rewardlab_rewards::tasks::{RepoRef, load_swebench};

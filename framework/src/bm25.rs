@@ -19,10 +19,10 @@ pub mod corpus;
 mod tokenize;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use corpus::{BlobTerms, CommitFile, TermCache};
+pub use corpus::{BlobTerms, CommitFile, FileIndex, TermCache};
 pub use tokenize::{STOPWORDS, tokenize};
 
 /// BM25's free parameters.
@@ -43,7 +43,7 @@ impl Default for Bm25Params {
 /// A ranked file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hit {
-    /// The file's path as indexed (repository-relative for [`Bm25Index::from_commit`]).
+    /// The file's path as indexed (repository-relative for [`FileIndex::from_commit`]).
     pub path: String,
     /// Its BM25 score for the query, ≥ 0.
     pub score: f64,
@@ -73,7 +73,7 @@ fn count_of(counts: &[(String, u32)], term: &str) -> u32 {
     counts.binary_search_by(|(t, _)| t.as_str().cmp(term)).map_or(0, |i| counts[i].1)
 }
 
-/// Errors of [`Bm25Index::from_commit`].
+/// Errors of reading a commit's files ([`FileIndex::from_commit`], [`TermCache::commit_files`]).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Bm25Error {
@@ -147,54 +147,6 @@ impl Bm25Index {
         count_of(&terms.counts, term) + count_of(path, term)
     }
 
-    /// Indexes every file of commit `rev` (a full hex id or a reference name)
-    /// in the git repository at `repo` (bare or not), each as its path followed by its content. Files that
-    /// look binary (a NUL byte) are skipped.
-    pub fn from_commit(repo: &Path, rev: &str, params: Bm25Params) -> Result<Bm25Index, Bm25Error> {
-        Bm25Index::from_commit_cached(repo, rev, params, &TermCache::default())
-    }
-
-    /// [`Bm25Index::from_commit`] with each blob's tokens taken from `cache`
-    /// (and added to it): the same index, built once per blob rather than per commit.
-    pub fn from_commit_cached(
-        repo: &Path,
-        rev: &str,
-        params: Bm25Params,
-        cache: &TermCache,
-    ) -> Result<Bm25Index, Bm25Error> {
-        Ok(Bm25Index::from_files(&cache.commit_files(repo, rev)?, params))
-    }
-
-    /// Indexes the text files of a commit, each as its path's tokens followed by its content's.
-    pub fn from_files(files: &[CommitFile], params: Bm25Params) -> Bm25Index {
-        let docs = files.iter().filter_map(|file| {
-            let terms = file.terms.clone()?;
-            let mut path_counts: HashMap<String, u32> = HashMap::new();
-            for token in tokenize(&file.path) {
-                *path_counts.entry(token).or_default() += 1;
-            }
-            let mut path_counts: Vec<(String, u32)> = path_counts.into_iter().collect();
-            path_counts.sort_unstable();
-            Some((file.path.clone(), terms, path_counts))
-        });
-        Bm25Index::build(docs, params)
-    }
-
-    /// Number of documents.
-    pub fn len(&self) -> usize {
-        self.paths.len()
-    }
-
-    /// True when nothing is indexed.
-    pub fn is_empty(&self) -> bool {
-        self.paths.is_empty()
-    }
-
-    /// Document paths in index order.
-    pub fn paths(&self) -> &[String] {
-        &self.paths
-    }
-
     /// Inverse document frequency of an already tokenized `term`; 0 for a
     /// term no document contains.
     pub fn idf(&self, term: &str) -> f64 {
@@ -231,17 +183,42 @@ impl Bm25Index {
     /// The `k` best documents with a positive score, best first; ties are
     /// broken by path so the ranking is deterministic.
     pub fn top_k(&self, query: &str, k: usize) -> Vec<Hit> {
-        let scores = self.scores(query);
-        let mut hits: Vec<Hit> = scores
-            .into_iter()
-            .zip(&self.paths)
-            .filter(|(score, _)| *score > 0.0)
-            .map(|(score, path)| Hit { path: path.clone(), score })
-            .collect();
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.path.cmp(&b.path)));
-        hits.truncate(k);
-        hits
+        top_hits(self.scores(query).into_iter().zip(&self.paths), k)
     }
+}
+
+impl FileIndex for Bm25Index {
+    type Params = Bm25Params;
+
+    /// Indexes the text files of a commit, each as its path's tokens followed by its content's.
+    fn from_files(files: &[CommitFile], params: Bm25Params) -> Bm25Index {
+        let docs = files.iter().filter_map(|file| {
+            let terms = file.terms.clone()?;
+            let mut path_counts: HashMap<String, u32> = HashMap::new();
+            for token in tokenize(&file.path) {
+                *path_counts.entry(token).or_default() += 1;
+            }
+            let mut path_counts: Vec<(String, u32)> = path_counts.into_iter().collect();
+            path_counts.sort_unstable();
+            Some((file.path.clone(), terms, path_counts))
+        });
+        Bm25Index::build(docs, params)
+    }
+
+    fn paths(&self) -> &[String] {
+        &self.paths
+    }
+}
+
+/// The `k` best of `(score, path)` pairs with a positive score, best first,
+/// ties broken by path so the ranking is deterministic: how every baseline
+/// ranks its documents.
+pub(crate) fn top_hits<'a>(scored: impl Iterator<Item = (f64, &'a String)>, k: usize) -> Vec<Hit> {
+    let mut hits: Vec<Hit> =
+        scored.filter(|(score, _)| *score > 0.0).map(|(score, path)| Hit { path: path.clone(), score }).collect();
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.path.cmp(&b.path)));
+    hits.truncate(k);
+    hits
 }
 
 #[cfg(test)]

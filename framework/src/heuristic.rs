@@ -33,16 +33,15 @@
 //!   pytest's SWE-bench Lite instances, `CHANGELOG.rst` was the top-1 of 7 of
 //!   the first 8), and SWE-bench's gold patches never change tests.
 //!
-//! The API mirrors [`crate::bm25::Bm25Index`] (`from_documents`,
-//! `from_commit`, `scores`, `top_k` returning [`Hit`]s, ties broken by path),
-//! so a study prints its row beside BM25's; the heuristic's own answer size
+//! The API mirrors [`crate::bm25::Bm25Index`] (`from_documents`, `scores`,
+//! `top_k` returning [`Hit`]s, ties broken by path, and the commit reading of
+//! [`FileIndex`] they share), so a study prints its row beside BM25's; the heuristic's own answer size
 //! is [`HeuristicParams::top_k`] (1 by default).
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::sync::Arc;
 
-use crate::bm25::{BlobTerms, Bm25Error, CommitFile, Hit, TermCache, tokenize};
+use crate::bm25::{BlobTerms, CommitFile, FileIndex, Hit, tokenize, top_hits};
 /// The source-file rule (one definition, in the protocol crate, shared with the proxy policy).
 pub use rewardlab_protocol::paths::is_source_file;
 
@@ -92,38 +91,6 @@ impl GrepHeuristic {
         GrepHeuristic::from_files(&files, params)
     }
 
-    /// Indexes every non-binary file of commit `rev` (a full hex id or a
-    /// reference name) of the repository at `repo`, as
-    /// [`crate::bm25::Bm25Index::from_commit`] reads them.
-    pub fn from_commit(repo: &Path, rev: &str, params: HeuristicParams) -> Result<GrepHeuristic, Bm25Error> {
-        GrepHeuristic::from_commit_cached(repo, rev, params, &TermCache::default())
-    }
-
-    /// [`GrepHeuristic::from_commit`] with each blob's terms taken from `cache` (and added to it).
-    pub fn from_commit_cached(
-        repo: &Path,
-        rev: &str,
-        params: HeuristicParams,
-        cache: &TermCache,
-    ) -> Result<GrepHeuristic, Bm25Error> {
-        Ok(GrepHeuristic::from_files(&cache.commit_files(repo, rev)?, params))
-    }
-
-    /// Indexes the text files of a commit: a file's terms are its path's tokens and its content's.
-    pub fn from_files(files: &[CommitFile], params: HeuristicParams) -> GrepHeuristic {
-        let mut index = GrepHeuristic { params, paths: Vec::new(), source: Vec::new(), docs: Vec::new() };
-        for file in files {
-            let Some(terms) = &file.terms else { continue };
-            let mut path_tokens = tokenize(&file.path);
-            path_tokens.sort_unstable();
-            path_tokens.dedup();
-            index.docs.push((terms.clone(), path_tokens));
-            index.source.push(is_source_file(&file.path));
-            index.paths.push(file.path.clone());
-        }
-        index
-    }
-
     /// Whether document `doc` contains `term` (in its content or its path).
     fn contains(&self, doc: usize, term: &str) -> bool {
         let (terms, path) = &self.docs[doc];
@@ -139,21 +106,6 @@ impl GrepHeuristic {
     /// Changes the knobs without reindexing (the index does not depend on them).
     pub fn set_params(&mut self, params: HeuristicParams) {
         self.params = params;
-    }
-
-    /// Number of documents.
-    pub fn len(&self) -> usize {
-        self.paths.len()
-    }
-
-    /// True when nothing is indexed.
-    pub fn is_empty(&self) -> bool {
-        self.paths.is_empty()
-    }
-
-    /// Document paths in index order.
-    pub fn paths(&self) -> &[String] {
-        &self.paths
     }
 
     /// `ln(N / n(t))` of an already tokenized term; 0 for a term in no file or in every file.
@@ -196,22 +148,37 @@ impl GrepHeuristic {
     /// The `k` best documents with a positive score, best first, ties by
     /// path; only source files when [`HeuristicParams::source_files_only`].
     pub fn top_k(&self, issue: &str, k: usize) -> Vec<Hit> {
-        let mut hits: Vec<Hit> = self
-            .scores(issue)
-            .into_iter()
-            .zip(&self.paths)
-            .zip(&self.source)
-            .filter(|((score, _), source)| *score > 0.0 && (**source || !self.params.source_files_only))
-            .map(|((score, path), _)| Hit { path: path.clone(), score })
-            .collect();
-        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.path.cmp(&b.path)));
-        hits.truncate(k);
-        hits
+        let scored = self.scores(issue).into_iter().zip(&self.paths).zip(&self.source);
+        let answers = scored.filter(|(_, source)| **source || !self.params.source_files_only).map(|(hit, _)| hit);
+        top_hits(answers, k)
     }
 
     /// The heuristic's answer: its [`HeuristicParams::top_k`] best files.
     pub fn locate(&self, issue: &str) -> Vec<String> {
         self.top_k(issue, self.params.top_k).into_iter().map(|h| h.path).collect()
+    }
+}
+
+impl FileIndex for GrepHeuristic {
+    type Params = HeuristicParams;
+
+    /// Indexes the text files of a commit: a file's terms are its path's tokens and its content's.
+    fn from_files(files: &[CommitFile], params: HeuristicParams) -> GrepHeuristic {
+        let mut index = GrepHeuristic { params, paths: Vec::new(), source: Vec::new(), docs: Vec::new() };
+        for file in files {
+            let Some(terms) = &file.terms else { continue };
+            let mut path_tokens = tokenize(&file.path);
+            path_tokens.sort_unstable();
+            path_tokens.dedup();
+            index.docs.push((terms.clone(), path_tokens));
+            index.source.push(is_source_file(&file.path));
+            index.paths.push(file.path.clone());
+        }
+        index
+    }
+
+    fn paths(&self) -> &[String] {
+        &self.paths
     }
 }
 

@@ -10,7 +10,7 @@
 //! never decided by the interval alone. Bools are `[0, 1]`, or a point when decided.
 
 use crate::ast::{BinOp, UnOp};
-use crate::hir::{Expr, Func, ReduceOp, Scope};
+use crate::hir::{Def, Expr, Func, ReduceOp, Scope};
 use crate::interp::ops::{sigmoid, sign};
 use crate::interval::Interval;
 
@@ -40,6 +40,20 @@ pub(crate) struct Range {
 /// The interval of `expr` under `env`.
 pub(crate) fn eval(expr: &Expr, env: &Env<'_>) -> Interval {
     range(expr, env).iv
+}
+
+/// The range of each of `defs` (in dependency order), each under `leaves`
+/// with the ranges of the definitions before it: the intervals and the
+/// may-be-NaN flags, by definition id. `leaves`' own `defs` are not read.
+pub(crate) fn def_ranges(defs: &[Def], leaves: &Env<'_>) -> (Vec<Interval>, Vec<bool>) {
+    let mut intervals = Vec::with_capacity(defs.len());
+    let mut nans = Vec::with_capacity(defs.len());
+    for def in defs {
+        let r = range(&def.expr, &Env { defs: &intervals, def_nans: &nans, ..*leaves });
+        intervals.push(r.iv);
+        nans.push(r.nan);
+    }
+    (intervals, nans)
 }
 
 /// The interval of `expr` under `env`, and whether it may be NaN.

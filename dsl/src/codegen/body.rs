@@ -8,7 +8,7 @@ use std::fmt::Write;
 use super::{Arg, Grid, Kernel};
 use crate::ast::{BinOp, UnOp};
 use crate::hir::{Func, ReduceOp};
-use crate::ir::{ColumnId, Elementwise, GroupValueId, Op, Reg, Source};
+use crate::ir::{Apply, ColumnId, Elementwise, GroupValueId, Op, Reg, Source};
 
 /// A fused elementwise stage: one kernel, registers stay registers.
 pub(crate) fn fused(stage: usize, e: &Elementwise) -> (Kernel, String) {
@@ -164,10 +164,11 @@ fn load(op: &Op) -> Option<String> {
 
 /// The right-hand side of a computing op, arguments named by `reg`.
 fn compute(op: &Op, reg: &dyn Fn(Reg) -> String) -> String {
-    match *op {
-        Op::Unary(UnOp::Neg, a) => format!("-{}", reg(a)),
-        Op::Unary(UnOp::Not, a) => format!("rl_bool({} == 0)", reg(a)),
-        Op::Binary(op, a, b) => {
+    let Op::Apply(apply) = *op else { unreachable!("loads are emitted by `load`") };
+    match apply {
+        Apply::Unary(UnOp::Neg, a) => format!("-{}", reg(a)),
+        Apply::Unary(UnOp::Not, a) => format!("rl_bool({} == 0)", reg(a)),
+        Apply::Binary(op, a, b) => {
             let (a, b) = (reg(a), reg(b));
             match op {
                 BinOp::Add => format!("{a} + {b}"),
@@ -185,9 +186,9 @@ fn compute(op: &Op, reg: &dyn Fn(Reg) -> String) -> String {
                 BinOp::Or => format!("rl_bool({a} != 0 || {b} != 0)"),
             }
         }
-        Op::Min(a, b) => format!("rl_min({}, {})", reg(a), reg(b)),
-        Op::Max(a, b) => format!("rl_max({}, {})", reg(a), reg(b)),
-        Op::Func(f, a) => {
+        Apply::Min(a, b) => format!("rl_min({}, {})", reg(a), reg(b)),
+        Apply::Max(a, b) => format!("rl_max({}, {})", reg(a), reg(b)),
+        Apply::Func(f, a) => {
             let a = reg(a);
             match f {
                 Func::Sqrt => format!("rl_sqrt({a})"),
@@ -203,13 +204,10 @@ fn compute(op: &Op, reg: &dyn Fn(Reg) -> String) -> String {
                 Func::Clip | Func::If => unreachable!("lowered to min/max and select"),
             }
         }
-        Op::Select(b, x, y) => format!("{} != 0 ? {} : {}", reg(b), reg(x), reg(y)),
-        Op::In(x, lo, hi) => {
+        Apply::Select(b, x, y) => format!("{} != 0 ? {} : {}", reg(b), reg(x), reg(y)),
+        Apply::In(x, lo, hi) => {
             let (x, lo, hi) = (reg(x), reg(lo), reg(hi));
             format!("rl_bool({lo} <= {x} && {x} <= {hi})")
-        }
-        Op::Const(_) | Op::Param(_) | Op::Feature(_) | Op::Column(_) | Op::Group(_) | Op::Batch(_) => {
-            unreachable!("loads are emitted by `load`")
         }
     }
 }

@@ -12,7 +12,7 @@ use super::kernels;
 use super::plan::{Loc, StagePlan, Step};
 use crate::hir::ReduceOp;
 use crate::interp::ops;
-use crate::ir::{ColumnId, Elementwise, GroupValueId, Op, Source, Stage};
+use crate::ir::{Apply, ColumnId, Elementwise, GroupValueId, Op, Source, Stage};
 use crate::table::FeatureTable;
 
 /// Rows per chunk of an elementwise stage: a register is a buffer this long,
@@ -318,13 +318,13 @@ impl Env<'_> {
                         i = end;
                     }
                 }
-                Op::Unary(u, a) => kernels::unary(u, d, arg(a)),
-                Op::Binary(o, a, b) => kernels::binary(o, d, arg(a), arg(b)),
-                Op::Min(a, b) => kernels::min(d, arg(a), arg(b)),
-                Op::Max(a, b) => kernels::max(d, arg(a), arg(b)),
-                Op::Func(f, a) => kernels::func(f, d, arg(a)),
-                Op::Select(c, x, y) => kernels::select(d, arg(c), arg(x), arg(y)),
-                Op::In(x, lo, hi) => kernels::in_range(d, arg(x), arg(lo), arg(hi)),
+                Op::Apply(Apply::Unary(u, a)) => kernels::unary(u, d, arg(a)),
+                Op::Apply(Apply::Binary(o, a, b)) => kernels::binary(o, d, arg(a), arg(b)),
+                Op::Apply(Apply::Min(a, b)) => kernels::min(d, arg(a), arg(b)),
+                Op::Apply(Apply::Max(a, b)) => kernels::max(d, arg(a), arg(b)),
+                Op::Apply(Apply::Func(f, a)) => kernels::func(f, d, arg(a)),
+                Op::Apply(Apply::Select(c, x, y)) => kernels::select(d, arg(c), arg(x), arg(y)),
+                Op::Apply(Apply::In(x, lo, hi)) => kernels::in_range(d, arg(x), arg(lo), arg(hi)),
                 Op::Const(_) | Op::Param(_) | Op::Batch(_) | Op::Feature(_) | Op::Column(_) => {
                     unreachable!("loads are in place or uniform")
                 }

@@ -139,6 +139,7 @@ pub(crate) fn steps(ir: &IrProgram) -> Vec<Step> {
 mod tests {
     use super::*;
     use crate::ast::BinOp;
+    use crate::ir::Apply;
 
     #[test]
     fn buffers_are_reused_after_last_use_and_never_alias_arguments() {
@@ -147,9 +148,9 @@ mod tests {
             ops: vec![
                 Op::Feature(0),
                 Op::Const(2.0),
-                Op::Binary(BinOp::Mul, 0, 1),
-                Op::Binary(BinOp::Add, 2, 2),
-                Op::Binary(BinOp::Sub, 3, 0),
+                Op::Apply(Apply::Binary(BinOp::Mul, 0, 1)),
+                Op::Apply(Apply::Binary(BinOp::Add, 2, 2)),
+                Op::Apply(Apply::Binary(BinOp::Sub, 3, 0)),
             ],
             stores: vec![(4, 0)],
         };

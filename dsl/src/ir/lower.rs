@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{Elementwise, IrProgram, Op, Outputs, Reg, Source, Stage};
+use super::{Apply, Elementwise, IrProgram, Op, Outputs, Reg, Source, Stage};
 use crate::ast::{BinOp, UnOp};
 use crate::hir::{DefId, Expr, FeatureId, Func, ParamId, Program, ReduceOp, Scope};
 use crate::interp::ops;
@@ -34,25 +34,18 @@ enum Node {
     Const(u64),
     Param(ParamId),
     Feature(FeatureId),
-    Unary(UnOp, NodeId),
-    Binary(BinOp, NodeId, NodeId),
-    Min(NodeId, NodeId),
-    Max(NodeId, NodeId),
-    Func(Func, NodeId),
-    Select(NodeId, NodeId, NodeId),
-    In(NodeId, NodeId, NodeId),
+    Apply(Apply<NodeId>),
     Reduce(Scope, ReduceOp, Option<NodeId>),
 }
 
 impl Node {
     fn children(&self) -> impl Iterator<Item = NodeId> {
-        let (n, ids) = match *self {
-            Node::Const(_) | Node::Param(_) | Node::Feature(_) | Node::Reduce(_, _, None) => (0, [0; 3]),
-            Node::Unary(_, a) | Node::Func(_, a) | Node::Reduce(_, _, Some(a)) => (1, [a, 0, 0]),
-            Node::Binary(_, a, b) | Node::Min(a, b) | Node::Max(a, b) => (2, [a, b, 0]),
-            Node::Select(a, b, c) | Node::In(a, b, c) => (3, [a, b, c]),
+        let (apply, reduced) = match *self {
+            Node::Apply(apply) => (Some(apply), None),
+            Node::Reduce(_, _, arg) => (None, arg),
+            Node::Const(_) | Node::Param(_) | Node::Feature(_) => (None, None),
         };
-        ids.into_iter().take(n)
+        apply.into_iter().flat_map(|a| a.operands()).chain(reduced)
     }
 }
 
@@ -93,22 +86,14 @@ impl Dag<'_> {
     fn intern(&mut self, node: Node) -> NodeId {
         let c = |n: NodeId| self.constant(n);
         let folded = match node {
-            Node::Unary(op, a) => c(a).map(|a| ops::unary(op, a)),
-            Node::Binary(op, a, b) => c(a).zip(c(b)).map(|(a, b)| ops::binary(op, a, b)),
-            Node::Min(a, b) => c(a).zip(c(b)).map(|(a, b)| ops::min(a, b)),
-            Node::Max(a, b) => c(a).zip(c(b)).map(|(a, b)| ops::max(a, b)),
-            Node::Func(f, a) => c(a).map(|a| ops::func1(f, a)),
-            Node::In(x, lo, hi) => match (c(x), c(lo), c(hi)) {
-                (Some(x), Some(lo), Some(hi)) => Some(ops::in_range(x, lo, hi)),
-                _ => None,
-            },
             // A constant condition picks its branch (the other is dead).
-            Node::Select(b, x, y) => {
+            Node::Apply(Apply::Select(b, x, y)) => {
                 if let Some(b) = c(b) {
                     return if ops::truthy(b) { x } else { y };
                 }
                 None
             }
+            Node::Apply(apply) => apply.try_map(c).map(fold),
             _ => None,
         };
         let node = match folded {
@@ -123,6 +108,10 @@ impl Dag<'_> {
         self.nodes.len() - 1
     }
 
+    fn apply(&mut self, apply: Apply<NodeId>) -> NodeId {
+        self.intern(Node::Apply(apply))
+    }
+
     fn expr(&mut self, expr: &Expr) -> NodeId {
         match expr {
             Expr::Number(x) => self.num(*x),
@@ -132,15 +121,15 @@ impl Dag<'_> {
             Expr::Def(d) => self.def(*d),
             Expr::Unary(op, a) => {
                 let a = self.expr(a);
-                self.intern(Node::Unary(*op, a))
+                self.apply(Apply::Unary(*op, a))
             }
             Expr::Binary(op, a, b) => {
                 let (a, b) = (self.expr(a), self.expr(b));
-                self.intern(Node::Binary(*op, a, b))
+                self.apply(Apply::Binary(*op, a, b))
             }
             Expr::In(x, lo, hi) => {
                 let (x, lo, hi) = (self.expr(x), self.expr(lo), self.expr(hi));
-                self.intern(Node::In(x, lo, hi))
+                self.apply(Apply::In(x, lo, hi))
             }
             Expr::Call(f, args) => {
                 let args: Vec<NodeId> = args.iter().map(|a| self.expr(a)).collect();
@@ -159,9 +148,11 @@ impl Dag<'_> {
     fn is_zero_or_one(&self, node: NodeId) -> bool {
         match self.nodes[node] {
             Node::Const(bits) => bits == 0.0f64.to_bits() || bits == 1.0f64.to_bits(),
-            Node::Binary(op, ..) => !matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Pow),
-            Node::Unary(UnOp::Not, _) | Node::In(..) | Node::Func(Func::Mask, _) => true,
-            Node::Select(_, x, y) => self.is_zero_or_one(x) && self.is_zero_or_one(y),
+            Node::Apply(Apply::Binary(op, ..)) => {
+                !matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Pow)
+            }
+            Node::Apply(Apply::Unary(UnOp::Not, _) | Apply::In(..) | Apply::Func(Func::Mask, _)) => true,
+            Node::Apply(Apply::Select(_, x, y)) => self.is_zero_or_one(x) && self.is_zero_or_one(y),
             _ => false,
         }
     }
@@ -169,20 +160,40 @@ impl Dag<'_> {
     fn call(&mut self, f: Func, args: &[NodeId]) -> NodeId {
         match (f, args) {
             // Folded left, as `ops::call` folds.
-            (Func::Min, [first, rest @ ..]) => rest.iter().fold(*first, |a, &b| self.intern(Node::Min(a, b))),
-            (Func::Max, [first, rest @ ..]) => rest.iter().fold(*first, |a, &b| self.intern(Node::Max(a, b))),
+            (Func::Min, [first, rest @ ..]) => rest.iter().fold(*first, |a, &b| self.apply(Apply::Min(a, b))),
+            (Func::Max, [first, rest @ ..]) => rest.iter().fold(*first, |a, &b| self.apply(Apply::Max(a, b))),
             (Func::Clip, [x, lo, hi]) => {
-                let low = self.intern(Node::Max(*x, *lo));
-                self.intern(Node::Min(low, *hi))
+                let low = self.apply(Apply::Max(*x, *lo));
+                self.apply(Apply::Min(low, *hi))
             }
-            (Func::If, [b, x, y]) => self.intern(Node::Select(*b, *x, *y)),
+            (Func::If, [b, x, y]) => self.apply(Apply::Select(*b, *x, *y)),
             // `mask` of a value that is already exactly 0 or 1 is that value.
             (Func::Mask, [b]) if self.is_zero_or_one(*b) => *b,
-            (f, [x]) => self.intern(Node::Func(f, *x)),
+            (f, [x]) => self.apply(Apply::Func(f, *x)),
             (f, args) => {
                 panic!("{}() with {} arguments reached lowering; the checker rejects it", f.name(), args.len())
             }
         }
+    }
+}
+
+/// The value of an operator on constants, computed with `ops` exactly as the
+/// interpreter computes it at run time.
+fn fold(apply: Apply<f64>) -> f64 {
+    match apply {
+        Apply::Unary(op, a) => ops::unary(op, a),
+        Apply::Binary(op, a, b) => ops::binary(op, a, b),
+        Apply::Min(a, b) => ops::min(a, b),
+        Apply::Max(a, b) => ops::max(a, b),
+        Apply::Func(f, a) => ops::func1(f, a),
+        Apply::Select(b, x, y) => {
+            if ops::truthy(b) {
+                x
+            } else {
+                y
+            }
+        }
+        Apply::In(x, lo, hi) => ops::in_range(x, lo, hi),
     }
 }
 
@@ -398,30 +409,7 @@ impl<'d, 'p> Scheduler<'d, 'p> {
             _ if self.level[id] < k && self.column[id].is_some() => {
                 Op::Column(self.column[id].expect("checked in the guard"))
             }
-            Node::Unary(op, a) => Op::Unary(op, self.emit(k, a, stage, regs)),
-            Node::Binary(op, a, b) => {
-                let a = self.emit(k, a, stage, regs);
-                Op::Binary(op, a, self.emit(k, b, stage, regs))
-            }
-            Node::Min(a, b) => {
-                let a = self.emit(k, a, stage, regs);
-                Op::Min(a, self.emit(k, b, stage, regs))
-            }
-            Node::Max(a, b) => {
-                let a = self.emit(k, a, stage, regs);
-                Op::Max(a, self.emit(k, b, stage, regs))
-            }
-            Node::Func(f, a) => Op::Func(f, self.emit(k, a, stage, regs)),
-            Node::Select(b, x, y) => {
-                let b = self.emit(k, b, stage, regs);
-                let x = self.emit(k, x, stage, regs);
-                Op::Select(b, x, self.emit(k, y, stage, regs))
-            }
-            Node::In(x, lo, hi) => {
-                let x = self.emit(k, x, stage, regs);
-                let lo = self.emit(k, lo, stage, regs);
-                Op::In(x, lo, self.emit(k, hi, stage, regs))
-            }
+            Node::Apply(apply) => Op::Apply(apply.map(|a| self.emit(k, a, stage, regs))),
         };
         stage.ops.push(op);
         let reg = stage.ops.len() - 1;

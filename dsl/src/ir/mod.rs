@@ -154,32 +154,71 @@ pub enum Op {
     Group(GroupValueId),
     /// Load a batch scalar from a batch reduction.
     Batch(BatchValueId),
-    /// A prefix operator on a register.
-    Unary(UnOp, Reg),
-    /// An infix operator on two registers.
-    Binary(BinOp, Reg, Reg),
-    /// NaN-propagating binary min / max (`ops::min`, `ops::max`).
-    Min(Reg, Reg),
-    /// NaN-propagating binary max (see [`Op::Min`]).
-    Max(Reg, Reg),
+    /// An operator on registers.
+    Apply(Apply<Reg>),
+}
+
+/// An operator on operands `R`: everything a reward computes row by row
+/// besides loading values. Lowering's DAG applies it to nodes and an
+/// elementwise stage to registers ([`Op::Apply`]), so the two name the same
+/// operators the same way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Apply<R> {
+    /// A prefix operator.
+    Unary(UnOp, R),
+    /// An infix operator.
+    Binary(BinOp, R, R),
+    /// NaN-propagating binary min (`ops::min`).
+    Min(R, R),
+    /// NaN-propagating binary max (`ops::max`).
+    Max(R, R),
     /// A one-argument built-in: sqrt, exp, log, abs, sign, sigmoid, tanh, mask.
-    Func(Func, Reg),
+    Func(Func, R),
     /// `if(b, x, y)`.
-    Select(Reg, Reg, Reg),
+    Select(R, R, R),
     /// `x in [lo, hi]`.
-    In(Reg, Reg, Reg),
+    In(R, R, R),
+}
+
+impl<R: Copy> Apply<R> {
+    /// The operands, in order.
+    pub fn operands(self) -> impl Iterator<Item = R> {
+        let (n, operands) = match self {
+            Apply::Unary(_, a) | Apply::Func(_, a) => (1, [a, a, a]),
+            Apply::Binary(_, a, b) | Apply::Min(a, b) | Apply::Max(a, b) => (2, [a, b, b]),
+            Apply::Select(a, b, c) | Apply::In(a, b, c) => (3, [a, b, c]),
+        };
+        operands.into_iter().take(n)
+    }
+
+    /// The same operator on `f` of each operand, `f` called on the operands in order.
+    pub fn map<S>(self, mut f: impl FnMut(R) -> S) -> Apply<S> {
+        self.try_map(|r| Some(f(r))).expect("`f` maps every operand")
+    }
+
+    /// The same operator on `f` of each operand, or `None` when `f` gives
+    /// none for one; `f` is called on the operands in order, up to the first `None`.
+    pub fn try_map<S>(self, mut f: impl FnMut(R) -> Option<S>) -> Option<Apply<S>> {
+        Some(match self {
+            Apply::Unary(op, a) => Apply::Unary(op, f(a)?),
+            Apply::Binary(op, a, b) => Apply::Binary(op, f(a)?, f(b)?),
+            Apply::Min(a, b) => Apply::Min(f(a)?, f(b)?),
+            Apply::Max(a, b) => Apply::Max(f(a)?, f(b)?),
+            Apply::Func(func, a) => Apply::Func(func, f(a)?),
+            Apply::Select(a, b, c) => Apply::Select(f(a)?, f(b)?, f(c)?),
+            Apply::In(a, b, c) => Apply::In(f(a)?, f(b)?, f(c)?),
+        })
+    }
 }
 
 impl Op {
     /// The registers the op reads.
     pub fn args(&self) -> impl Iterator<Item = Reg> {
-        let (n, regs) = match *self {
-            Op::Const(_) | Op::Param(_) | Op::Feature(_) | Op::Column(_) | Op::Group(_) | Op::Batch(_) => (0, [0; 3]),
-            Op::Unary(_, a) | Op::Func(_, a) => (1, [a, 0, 0]),
-            Op::Binary(_, a, b) | Op::Min(a, b) | Op::Max(a, b) => (2, [a, b, 0]),
-            Op::Select(a, b, c) | Op::In(a, b, c) => (3, [a, b, c]),
+        let apply = match *self {
+            Op::Apply(apply) => Some(apply),
+            Op::Const(_) | Op::Param(_) | Op::Feature(_) | Op::Column(_) | Op::Group(_) | Op::Batch(_) => None,
         };
-        regs.into_iter().take(n)
+        apply.into_iter().flat_map(|a| a.operands())
     }
 
     /// True for ops whose value is the same on every row (constants, params, batch values).
@@ -252,13 +291,13 @@ impl fmt::Display for OpText<'_> {
             Op::Column(c) => write!(f, "column c{c}"),
             Op::Group(g) => write!(f, "group g{g}"),
             Op::Batch(b) => write!(f, "batch b{b}"),
-            Op::Unary(op, a) => write!(f, "{} r{a}", unary_name(op)),
-            Op::Binary(op, a, b) => write!(f, "{} r{a} r{b}", binary_name(op)),
-            Op::Min(a, b) => write!(f, "min r{a} r{b}"),
-            Op::Max(a, b) => write!(f, "max r{a} r{b}"),
-            Op::Func(func, a) => write!(f, "{} r{a}", func.name()),
-            Op::Select(b, x, y) => write!(f, "select r{b} r{x} r{y}"),
-            Op::In(x, lo, hi) => write!(f, "in r{x} r{lo} r{hi}"),
+            Op::Apply(Apply::Unary(op, a)) => write!(f, "{} r{a}", unary_name(op)),
+            Op::Apply(Apply::Binary(op, a, b)) => write!(f, "{} r{a} r{b}", binary_name(op)),
+            Op::Apply(Apply::Min(a, b)) => write!(f, "min r{a} r{b}"),
+            Op::Apply(Apply::Max(a, b)) => write!(f, "max r{a} r{b}"),
+            Op::Apply(Apply::Func(func, a)) => write!(f, "{} r{a}", func.name()),
+            Op::Apply(Apply::Select(b, x, y)) => write!(f, "select r{b} r{x} r{y}"),
+            Op::Apply(Apply::In(x, lo, hi)) => write!(f, "in r{x} r{lo} r{hi}"),
         }
     }
 }

@@ -30,6 +30,45 @@ pub struct CommitFile {
     pub terms: Option<Arc<BlobTerms>>,
 }
 
+/// A lexical index over the files of one commit: what BM25
+/// ([`super::Bm25Index`]) and the grep heuristic
+/// ([`crate::heuristic::GrepHeuristic`]) are both built from and both report,
+/// so a baseline reads every commit the same way.
+pub trait FileIndex: Sized {
+    /// The index's knobs.
+    type Params;
+
+    /// Indexes the text files of a commit; files without terms (binary ones) are skipped.
+    fn from_files(files: &[CommitFile], params: Self::Params) -> Self;
+
+    /// Document paths in index order.
+    fn paths(&self) -> &[String];
+
+    /// Indexes every non-binary file of commit `rev` (a full hex id or a
+    /// reference name) in the git repository at `repo` (bare or not), as
+    /// [`TermCache::commit_files`] reads them.
+    fn from_commit(repo: &Path, rev: &str, params: Self::Params) -> Result<Self, Bm25Error> {
+        Self::from_commit_cached(repo, rev, params, &TermCache::default())
+    }
+
+    /// [`FileIndex::from_commit`] with each blob's terms taken from `cache`
+    /// (and added to it): the same index, with each blob tokenized once
+    /// however many commits contain it.
+    fn from_commit_cached(repo: &Path, rev: &str, params: Self::Params, cache: &TermCache) -> Result<Self, Bm25Error> {
+        Ok(Self::from_files(&cache.commit_files(repo, rev)?, params))
+    }
+
+    /// Number of documents.
+    fn len(&self) -> usize {
+        self.paths().len()
+    }
+
+    /// True when nothing is indexed.
+    fn is_empty(&self) -> bool {
+        self.paths().is_empty()
+    }
+}
+
 /// Blob id → its terms, shared by every commit read through it. Memory grows
 /// with the distinct blobs read (a few KiB each); drop it with the baseline.
 #[derive(Debug, Default)]

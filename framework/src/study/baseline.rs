@@ -19,7 +19,7 @@ use rewardlab_rewards::metrics::Counts;
 use serde::{Deserialize, Serialize};
 
 use super::summary::BaselineRow;
-use crate::bm25::{Bm25Error, Bm25Index, Bm25Params, TermCache};
+use crate::bm25::{Bm25Error, Bm25Index, Bm25Params, FileIndex, TermCache};
 use crate::engine::{EngineTask, TaskSource};
 use crate::heuristic::{GrepHeuristic, HeuristicParams};
 

@@ -20,12 +20,12 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 use super::baseline::{BaselineTask, baseline_row};
 use super::stats::MeanCi;
-use super::summary::{BaselineRow, SummaryError};
+use super::summary::{BaselineRow, COLUMNS, SummaryError, baseline_cells, io, stats_cells, stats_header, write_csv};
 use crate::engine::EvalRecord;
 
 /// File names under `results/<study>/`.
@@ -34,14 +34,12 @@ pub const SUMMARY_BY_REPO_CSV: &str = "summary_by_repo.csv";
 pub const SUMMARY_BY_REPO_MD: &str = "summary_by_repo.md";
 
 /// The per-repository columns of a variant, in table order: (key, header).
-pub const REPO_COLUMNS: [(&str, &str); 6] = [
-    ("fb_mean", "F_β mean"),
-    ("fb_median", "F_β median"),
-    ("precision", "precision"),
-    ("recall", "recall"),
-    ("fb_ge_0_8", "F_β ≥ 0.8"),
-    ("turns", "turns"),
-];
+/// They are the held-out columns that lead [`COLUMNS`] (F_β … turns); a
+/// repository's share of the training columns would mean nothing.
+pub const REPO_COLUMNS: [(&str, &str); 6] = match COLUMNS.first_chunk() {
+    Some(held_out) => *held_out,
+    None => panic!("COLUMNS starts with the six held-out columns"),
+};
 
 /// One variant's held-out scores on one repository's tasks.
 #[derive(Clone, Debug, PartialEq)]
@@ -158,47 +156,27 @@ fn columns(records: &[&EvalRecord]) -> [f64; 6] {
 
 /// Writes `summary_by_repo.csv` and `summary_by_repo.md` into `study_dir`.
 pub fn write_repo_tables(name: &str, repos: &[RepoSummary], study_dir: &Path) -> Result<(), SummaryError> {
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source| SummaryError::Io { path, source }
-    };
-    let path = study_dir.join(SUMMARY_BY_REPO_CSV);
-    let csv_err = |source| SummaryError::Csv { path: path.clone(), source };
-    let mut w = csv::Writer::from_path(&path).map_err(csv_err)?;
-    let mut header = vec!["repo".to_string(), "variant".to_string(), "seeds".to_string()];
-    for (key, _) in REPO_COLUMNS {
-        header.push(format!("{key}_mean"));
-        header.push(format!("{key}_ci95"));
-    }
-    header.push("tasks".to_string());
-    w.write_record(&header).map_err(csv_err)?;
-    let num = |x: Option<f64>| x.map_or(String::new(), |x| format!("{x}"));
+    let header = stats_header(&["repo", "variant", "seeds"], &REPO_COLUMNS, "tasks");
+    let mut records = vec![header];
     for r in repos {
         for v in &r.variants {
             let mut record = vec![r.repo.clone(), v.name.clone(), v.seeds.to_string()];
-            for s in &v.stats {
-                record.push(num(s.map(|s| s.mean)));
-                record.push(num(s.and_then(|s| s.half_width)));
-            }
+            record.extend(stats_cells(&v.stats));
             record.push(v.tasks.to_string());
-            w.write_record(&record).map_err(csv_err)?;
+            records.push(record);
         }
         for b in &r.baselines {
             let mut record = vec![r.repo.clone(), b.name.clone(), String::new()];
-            for x in [b.fb_mean, b.fb_median, b.precision, b.recall, b.fb_ge_0_8] {
-                record.push(num(Some(x)));
-                record.push(String::new());
-            }
+            record.extend(baseline_cells(b));
             // Baselines take no turns.
             record.extend([String::new(), String::new(), b.tasks.to_string()]);
-            w.write_record(&record).map_err(csv_err)?;
+            records.push(record);
         }
     }
-    w.flush().map_err(io(&path))?;
+    write_csv(&study_dir.join(SUMMARY_BY_REPO_CSV), records)?;
 
     let md_path = study_dir.join(SUMMARY_BY_REPO_MD);
-    let mut f = fs::File::create(&md_path).map_err(io(&md_path))?;
-    f.write_all(render_repo_markdown(name, repos).as_bytes()).map_err(io(&md_path))
+    fs::write(&md_path, render_repo_markdown(name, repos)).map_err(io(&md_path))
 }
 
 /// The markdown breakdown: one table per repository, variants then baselines.
@@ -228,8 +206,7 @@ pub fn render_repo_markdown(name: &str, repos: &[RepoSummary]) -> String {
         }
         for b in &r.baselines {
             let mut cells = vec![b.name.clone(), "–".to_string()];
-            cells
-                .extend([b.fb_mean, b.fb_median, b.precision, b.recall, b.fb_ge_0_8].iter().map(|x| format!("{x:.3}")));
+            cells.extend(b.held_out().iter().map(|x| format!("{x:.3}")));
             cells.extend(["–".to_string(), b.tasks.to_string()]);
             out.push_str(&format!("| {} |\n", cells.join(" | ")));
         }

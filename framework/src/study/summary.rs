@@ -14,7 +14,6 @@
 //! columns (reward, KL, completion length, clip ratio) from the last row.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -177,8 +176,55 @@ pub enum SummaryError {
     },
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SummaryError + '_ {
+pub(super) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SummaryError + '_ {
     move |source| SummaryError::Io { path: path.to_owned(), source }
+}
+
+/// Writes `records` as the CSV file at `path`: how every study table is
+/// written. Records that are structs get a header of their field names;
+/// rows of cells carry their own header as the first row.
+pub(super) fn write_csv<T: Serialize>(path: &Path, records: impl IntoIterator<Item = T>) -> Result<(), SummaryError> {
+    let csv_err = |source| SummaryError::Csv { path: path.to_owned(), source };
+    let mut w = csv::Writer::from_path(path).map_err(csv_err)?;
+    for record in records {
+        w.serialize(record).map_err(csv_err)?;
+    }
+    w.flush().map_err(io(path))
+}
+
+/// The header of a CSV table of statistics over seeds: `lead`, a `<key>_mean`
+/// and a `<key>_ci95` column per entry of `columns`, then `tail`.
+pub(super) fn stats_header(lead: &[&str], columns: &[(&str, &str)], tail: &str) -> Vec<String> {
+    let mut header: Vec<String> = lead.iter().map(|c| c.to_string()).collect();
+    for (key, _) in columns {
+        header.push(format!("{key}_mean"));
+        header.push(format!("{key}_ci95"));
+    }
+    header.push(tail.to_string());
+    header
+}
+
+/// The CSV cells of statistics over seeds: each mean and CI half-width, empty where there is none.
+pub(super) fn stats_cells(stats: &[Option<MeanCi>]) -> impl Iterator<Item = String> + '_ {
+    stats.iter().flat_map(|s| [cell(s.map(|s| s.mean)), cell(s.and_then(|s| s.half_width))])
+}
+
+/// The CSV cells of a baseline's held-out values, each with an empty CI (a baseline has no seeds).
+pub(super) fn baseline_cells(b: &BaselineRow) -> impl Iterator<Item = String> {
+    b.held_out().into_iter().flat_map(|x| [cell(Some(x)), String::new()])
+}
+
+/// A CSV number cell, empty for none.
+fn cell(x: Option<f64>) -> String {
+    x.map_or(String::new(), |x| format!("{x}"))
+}
+
+impl BaselineRow {
+    /// The first five held-out columns ([`COLUMNS`], [`super::by_repo::REPO_COLUMNS`]):
+    /// F_β mean and median, precision, recall and the share with F_β ≥ 0.8.
+    pub fn held_out(&self) -> [f64; 5] {
+        [self.fb_mean, self.fb_median, self.precision, self.recall, self.fb_ge_0_8]
+    }
 }
 
 impl Manifest {
@@ -227,13 +273,7 @@ pub fn read_metrics(path: &Path) -> Result<Vec<MetricsRow>, SummaryError> {
 
 /// Writes baseline rows (`baseline_bm25.csv`).
 pub fn write_baselines(study_dir: &Path, rows: &[BaselineRow]) -> Result<(), SummaryError> {
-    let path = study_dir.join(BASELINE_FILE);
-    let csv_err = |source| SummaryError::Csv { path: path.clone(), source };
-    let mut w = csv::Writer::from_path(&path).map_err(csv_err)?;
-    for r in rows {
-        w.serialize(r).map_err(csv_err)?;
-    }
-    w.flush().map_err(io(&path))
+    write_csv(&study_dir.join(BASELINE_FILE), rows)
 }
 
 /// Writes the baselines' per-task records (`baseline_tasks.jsonl`).
@@ -314,41 +354,24 @@ fn final_values(rows: &[MetricsRow]) -> [Option<f64>; 10] {
 /// when there are per-task records to break down.
 pub fn write_tables(summary: &Summary, study_dir: &Path) -> Result<(), SummaryError> {
     fs::create_dir_all(study_dir).map_err(io(study_dir))?;
-    let path = study_dir.join(SUMMARY_CSV);
-    let csv_err = |source| SummaryError::Csv { path: path.clone(), source };
-    let mut w = csv::Writer::from_path(&path).map_err(csv_err)?;
-    let mut header = vec!["variant".to_string(), "seeds".to_string()];
-    for (key, _) in COLUMNS {
-        header.push(format!("{key}_mean"));
-        header.push(format!("{key}_ci95"));
-    }
-    header.push("precision_gate".to_string());
-    w.write_record(&header).map_err(csv_err)?;
-    let num = |x: Option<f64>| x.map_or(String::new(), |x| format!("{x}"));
-    for v in &summary.variants {
+    let header = stats_header(&["variant", "seeds"], &COLUMNS, "precision_gate");
+    let variants = summary.variants.iter().map(|v| {
         let mut record = vec![v.name.clone(), v.runs.len().to_string()];
-        for s in &v.stats {
-            record.push(num(s.map(|s| s.mean)));
-            record.push(num(s.and_then(|s| s.half_width)));
-        }
+        record.extend(stats_cells(&v.stats));
         record.push(v.passes_gate.map_or(String::new(), |p| if p { "pass" } else { "fail" }.to_string()));
-        w.write_record(&record).map_err(csv_err)?;
-    }
-    for b in &summary.baselines {
+        record
+    });
+    let baselines = summary.baselines.iter().map(|b| {
         let mut record = vec![b.name.clone(), String::new()];
-        for x in [b.fb_mean, b.fb_median, b.precision, b.recall, b.fb_ge_0_8] {
-            record.push(num(Some(x)));
-            record.push(String::new());
-        }
+        record.extend(baseline_cells(b));
         record.extend(std::iter::repeat_n(String::new(), 2 * (COLUMNS.len() - 5)));
         record.push(if b.precision >= summary.precision_gate { "pass" } else { "fail" }.to_string());
-        w.write_record(&record).map_err(csv_err)?;
-    }
-    w.flush().map_err(io(&path))?;
+        record
+    });
+    write_csv(&study_dir.join(SUMMARY_CSV), std::iter::once(header).chain(variants).chain(baselines))?;
 
     let md_path = study_dir.join(SUMMARY_MD);
-    let mut f = fs::File::create(&md_path).map_err(io(&md_path))?;
-    f.write_all(render_markdown(summary).as_bytes()).map_err(io(&md_path))?;
+    fs::write(&md_path, render_markdown(summary)).map_err(io(&md_path))?;
     if !summary.by_repo.is_empty() {
         by_repo::write_repo_tables(&summary.name, &summary.by_repo, study_dir)?;
     }
@@ -383,7 +406,7 @@ pub fn render_markdown(summary: &Summary) -> String {
     }
     for b in &summary.baselines {
         let mut cells = vec![b.name.clone(), "–".to_string()];
-        cells.extend([b.fb_mean, b.fb_median, b.precision, b.recall, b.fb_ge_0_8].iter().map(|x| format!("{x:.3}")));
+        cells.extend(b.held_out().iter().map(|x| format!("{x:.3}")));
         cells.extend(std::iter::repeat_n("–".to_string(), COLUMNS.len() - 5));
         cells.push(gate(Some(b.precision >= summary.precision_gate)).to_string());
         out.push_str(&format!("| {} |\n", cells.join(" | ")));

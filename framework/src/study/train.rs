@@ -244,7 +244,10 @@ where
         })
         .collect::<Result<Vec<_>, _>>()?;
 
-    let trainer = Trainer { study, tasks, variants, study_dir, make_policy: &make_policy, after_run: &after_run };
+    // The workers see the caller's hooks with their errors boxed, so the worker code is generic over the policy alone.
+    let make_policy: &MakePolicy<'_, P> = &|run, context| make_policy(run, context).map_err(Into::into);
+    let after_run: &AfterRun<'_, P> = &|run, engine, dir| after_run(run, engine, dir).map_err(Into::into);
+    let trainer = Trainer { study, tasks, variants, study_dir, make_policy, after_run };
     let failed = super::pool::run_pool(
         runs.len(),
         jobs,
@@ -258,24 +261,22 @@ where
     Err(TrainError::RunsFailed { failed, total: runs.len() })
 }
 
+/// [`train_runs`]' `make_policy` with its error boxed.
+type MakePolicy<'a, P> = dyn Fn(&RunSpec, &PolicyContext<'_>) -> Result<P, BoxError> + Sync + 'a;
+/// [`train_runs`]' `after_run` with its error boxed.
+type AfterRun<'a, P> = dyn Fn(&RunSpec, &Engine<P>, &Path) -> Result<(), BoxError> + Sync + 'a;
+
 /// What every worker shares.
-struct Trainer<'a, M, A> {
+struct Trainer<'a, P: Policy> {
     study: &'a Study,
     tasks: &'a StudyTasks,
     variants: Vec<Arc<RewardVariant>>,
     study_dir: &'a Path,
-    make_policy: &'a M,
-    after_run: &'a A,
+    make_policy: &'a MakePolicy<'a, P>,
+    after_run: &'a AfterRun<'a, P>,
 }
 
-impl<P, M, A, E1, E2> Trainer<'_, M, A>
-where
-    P: Policy,
-    M: Fn(&RunSpec, &PolicyContext<'_>) -> Result<P, E1> + Sync,
-    A: Fn(&RunSpec, &Engine<P>, &Path) -> Result<(), E2> + Sync,
-    E1: Into<BoxError>,
-    E2: Into<BoxError>,
-{
+impl<P: Policy> Trainer<'_, P> {
     fn train_one(&self, run: &RunSpec, progress: &dyn Progress) -> Result<(), RunError> {
         let config = self.study.engine_config(run);
         let total = config.total_steps;
@@ -290,7 +291,7 @@ where
         let context =
             PolicyContext { tasks: self.tasks.tasks.as_ref(), sandbox: &sandbox, resuming: checkpoint.is_some() };
         let policy = (self.make_policy)(run, &context)
-            .map_err(|e| RunError::MakePolicy { run: run.dir.clone(), source: e.into() })?;
+            .map_err(|source| RunError::MakePolicy { run: run.dir.clone(), source })?;
         let tasks = self.tasks.tasks.clone();
         let engine = match checkpoint {
             Some(ckpt) => Engine::resume(&ckpt, policy, tasks, sandbox, variant),
@@ -305,8 +306,7 @@ where
             Ok(_) | Err(EngineError::Finished { .. }) => {}
             Err(source) => return Err(RunError::Train { run: run.dir.clone(), source }),
         }
-        (self.after_run)(run, &engine, &dir)
-            .map_err(|e| RunError::Finish { run: run.dir.clone(), source: e.into() })?;
+        (self.after_run)(run, &engine, &dir).map_err(|source| RunError::Finish { run: run.dir.clone(), source })?;
         runs::mark_done(&dir, engine.steps_done())
             .map_err(|source| RunError::Done { path: dir.join(runs::DONE_FILE), source })
     }

@@ -3,6 +3,7 @@
 //! [`Module`] whose functions call into the modules it depends on.
 
 use std::collections::BTreeSet;
+use std::ops::Range;
 
 use rand::Rng;
 use rand::seq::IndexedRandom;
@@ -264,6 +265,16 @@ pub(crate) fn component_module(g: &mut Gen, modules: &[Module], place: &Placemen
     let mut all_targets = method_targets.clone();
     all_targets.extend(function_targets.iter().cloned());
 
+    // The module's functions are written in this context; its methods in one
+    // that adds the class's state and the calls open to a method.
+    let module_ctx = BodyContext {
+        domain: domain_index,
+        is_method: false,
+        package_errors: &place.package.errors,
+        call_targets: &function_targets,
+        setting: setting.as_deref(),
+        state_attr: "_state",
+    };
     let mut classes = Vec::new();
     for class_number in 0..g.rng.random_range(1..3) {
         let role = *pick(&mut g.rng, CLASS_ROLES);
@@ -281,23 +292,9 @@ pub(crate) fn component_module(g: &mut Gen, modules: &[Module], place: &Placemen
                 arity: 1,
             });
         }
-        let ctx = BodyContext {
-            domain: domain_index,
-            is_method: true,
-            package_errors: &place.package.errors,
-            call_targets: &targets,
-            setting: setting.as_deref(),
-            state_attr: &state_attr,
-        };
+        let ctx = BodyContext { is_method: true, call_targets: &targets, state_attr: &state_attr, ..module_ctx };
         let mut methods = vec![init_method(&collaborators, base.as_ref().map(|(_, n)| n.as_str()), &state_attr)];
-        let mut taken = BTreeSet::new();
-        for _ in 0..g.rng.random_range(3..7) {
-            let (name, params) = function_signature(&mut g.rng, domain_index, &topic);
-            if taken.insert(name.clone()) {
-                let want_raise = g.rng.random_bool(0.45);
-                methods.push(bodies::function(&mut g.rng, &mut g.literals, &ctx, &name, params, want_raise));
-            }
-        }
+        methods.extend(draw_functions(g, &ctx, &topic, 3..7, BTreeSet::new()));
         let doc = class_doc(&mut g.rng, domain_index, role, &lead);
         let attributes = if g.rng.random_bool(0.4) {
             vec![format!(
@@ -318,23 +315,8 @@ pub(crate) fn component_module(g: &mut Gen, modules: &[Module], place: &Placemen
             methods,
         });
     }
-    let ctx = BodyContext {
-        domain: domain_index,
-        is_method: false,
-        package_errors: &place.package.errors,
-        call_targets: &function_targets,
-        setting: setting.as_deref(),
-        state_attr: "_state",
-    };
-    let mut functions = Vec::new();
-    let mut taken: BTreeSet<String> = classes.iter().flat_map(|c| c.methods.iter().map(|m| m.name.clone())).collect();
-    for _ in 0..g.rng.random_range(1..4) {
-        let (name, params) = function_signature(&mut g.rng, domain_index, &topic);
-        if taken.insert(name.clone()) {
-            let want_raise = g.rng.random_bool(0.45);
-            functions.push(bodies::function(&mut g.rng, &mut g.literals, &ctx, &name, params, want_raise));
-        }
-    }
+    let method_names = classes.iter().flat_map(|c| c.methods.iter().map(|m| m.name.clone())).collect();
+    let functions = draw_functions(g, &module_ctx, &topic, 1..4, method_names);
     let constants = vec![(
         format!("DEFAULT_{}_{}", topic.join("_").to_uppercase(), pick(&mut g.rng, CONFIG_ATTRS).to_uppercase()),
         g.rng.random_range(1..300).to_string(),
@@ -545,6 +527,27 @@ fn init_method(collaborators: &[(String, String)], base: Option<&str>, state_att
         calls: Vec::new(),
         log_message: None,
     }
+}
+
+/// Up to `count` (drawn from its range) functions or methods on the module's
+/// `topic`, with bodies under `ctx`; a drawn name already `taken` (or drawn
+/// before) is skipped, so the module names each once.
+fn draw_functions(
+    g: &mut Gen,
+    ctx: &BodyContext<'_>,
+    topic: &[&str],
+    count: Range<usize>,
+    mut taken: BTreeSet<String>,
+) -> Vec<Function> {
+    let mut functions = Vec::new();
+    for _ in 0..g.rng.random_range(count) {
+        let (name, params) = function_signature(&mut g.rng, ctx.domain, topic);
+        if taken.insert(name.clone()) {
+            let want_raise = g.rng.random_bool(0.45);
+            functions.push(bodies::function(&mut g.rng, &mut g.literals, ctx, &name, params, want_raise));
+        }
+    }
+    functions
 }
 
 /// A function name and parameters built from the domain and module topic.

@@ -183,25 +183,13 @@ pub fn collect(
     Ok(out)
 }
 
-/// The SFT warm start: collect scripted trajectories on `tasks` (the train split), keep
-/// those passing the joint filter of `spec`, and train the model's LoRA adapters on them in
-/// place. `conversation` must be how GRPO will prompt the policy (its instructions and turn
-/// limit), so the warm-started behaviour is asked for in the same way.
-pub fn sft(
-    model: &Qwen3Model,
-    tokenizer: &QwenTokenizer,
-    conversation: &Conversation,
-    tasks: &[EngineTask],
-    sandbox: &Sandbox,
-    spec: &WarmStartSpec,
-    seed: u64,
-) -> Result<SftReport, WarmStartError> {
-    sft_with(&ScriptedSearcher::default(), model, tokenizer, conversation, tasks, sandbox, spec, seed)
-}
-
-/// [`sft`] with a chosen searcher.
+/// The SFT warm start: collect `searcher`'s scripted trajectories on `tasks` (the train
+/// split; a study's searcher is [`ScriptedSearcher::default`]), keep those passing the joint
+/// filter of `spec`, and train the model's LoRA adapters on them in place. `conversation` must
+/// be how GRPO will prompt the policy (its instructions and turn limit), so the warm-started
+/// behaviour is asked for in the same way.
 #[allow(clippy::too_many_arguments)] // The context is all required data; an options struct would only rename it.
-pub fn sft_with(
+pub fn sft(
     searcher: &ScriptedSearcher,
     model: &Qwen3Model,
     tokenizer: &QwenTokenizer,

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
+use rewardlab_framework::bm25::FileIndex;
 use rewardlab_framework::heuristic::{GrepHeuristic, HeuristicParams, issue_terms};
 
 fn run_git(dir: &Path, args: &[&str]) -> String {

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
-use rewardlab_framework::bm25::{Bm25Index, Bm25Params, TermCache};
+use rewardlab_framework::bm25::{Bm25Index, Bm25Params, FileIndex, TermCache};
 use rewardlab_framework::heuristic::{GrepHeuristic, HeuristicParams};
 use rewardlab_framework::synthetic::{MIN_WEIGHT, Task};
 use rewardlab_framework::warm_start::{IssueLiteral, issue_literals};

@@ -300,8 +300,7 @@ fn sft_lowers_the_loss_on_the_kept_set_then_grpo_continues_from_it() {
     let (spec, searcher) = quick();
     let base_before: Vec<Vec<f32>> = model.base_weights().iter().map(values).collect();
     let started = std::time::Instant::now();
-    let report =
-        warm_start::sft_with(&searcher, &model, &tok, &conversation(), tasks(), &sandbox(), &spec, 1).expect("sft");
+    let report = warm_start::sft(&searcher, &model, &tok, &conversation(), tasks(), &sandbox(), &spec, 1).expect("sft");
     eprintln!("{report:#?}\nSFT in {:.1?}", started.elapsed());
     assert_eq!(report.total, 9);
     assert!(report.kept > 0 && report.kept < report.total, "kept {}/{}", report.kept, report.total);
@@ -357,13 +356,13 @@ fn a_filter_nothing_passes_is_an_error_not_an_empty_warm_start() {
     let (_dir, model, tok) = small_model();
     let (spec, searcher) = quick();
     let strict = WarmStartSpec { rho_f: 1.0, rho_e: 1.0, ..spec };
-    let err = warm_start::sft_with(&searcher, &model, &tok, &conversation(), tasks(), &sandbox(), &strict, 1)
+    let err = warm_start::sft(&searcher, &model, &tok, &conversation(), tasks(), &sandbox(), &strict, 1)
         .expect_err("nothing kept");
     assert!(matches!(err, WarmStartError::NothingKept { total: 9, .. }), "{err}");
-    let no_tasks = warm_start::sft_with(&searcher, &model, &tok, &conversation(), &[], &sandbox(), &spec, 1);
+    let no_tasks = warm_start::sft(&searcher, &model, &tok, &conversation(), &[], &sandbox(), &spec, 1);
     assert!(matches!(no_tasks, Err(WarmStartError::NoTasks)));
     let bad = WarmStartSpec { rho_e: 2.0, ..spec };
-    let invalid = warm_start::sft_with(&searcher, &model, &tok, &conversation(), tasks(), &sandbox(), &bad, 1);
+    let invalid = warm_start::sft(&searcher, &model, &tok, &conversation(), tasks(), &sandbox(), &bad, 1);
     assert!(matches!(invalid, Err(WarmStartError::Invalid(_))));
 }
 

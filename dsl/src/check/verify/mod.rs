@@ -91,27 +91,15 @@ pub fn verify(
     let columns = columns(program, schema)?;
     let env_features: Vec<Interval> = columns.iter().map(|c| c.range).collect();
     let params: Vec<f64> = program.params.iter().map(|p| p.value).collect();
-    let mut def_intervals = Vec::with_capacity(program.defs.len());
-    let mut def_nans = Vec::with_capacity(program.defs.len());
-    for def in &program.defs {
-        let env = intervals::Env {
-            features: &env_features,
-            params: &params,
-            defs: &def_intervals,
-            def_nans: &def_nans,
-            group_size: options.group_size,
-        };
-        let r = intervals::range(&def.expr, &env);
-        def_intervals.push(r.iv);
-        def_nans.push(r.nan);
-    }
-    let env = intervals::Env {
+    let leaves = intervals::Env {
         features: &env_features,
         params: &params,
-        defs: &def_intervals,
-        def_nans: &def_nans,
+        defs: &[],
+        def_nans: &[],
         group_size: options.group_size,
     };
+    let (def_intervals, def_nans) = intervals::def_ranges(&program.defs, &leaves);
+    let env = intervals::Env { defs: &def_intervals, def_nans: &def_nans, ..leaves };
     let mut outcomes = Vec::with_capacity(program.checks.len());
     for (index, check) in program.checks.iter().enumerate() {
         if intervals::eval(&check.expr, &env).lo == 1.0 {

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use rewardlab_framework::study::{PolicyContext, Qwen3Spec, RunSpec, Study};
-use rewardlab_framework::warm_start::{self, Conversation, WarmStartSpec};
+use rewardlab_framework::warm_start::{self, Conversation, ScriptedSearcher, WarmStartSpec};
 use rewardlab_models::agent_qwen3::Qwen3Agent;
 
 use super::train::train_with;
@@ -65,9 +65,18 @@ fn warm_start(
     let train: Vec<_> = context.tasks.train().iter().map(|&i| all[i].clone()).collect();
     let conversation =
         Conversation { instructions: agent.options().instructions.clone(), max_turns: study.training.max_turns };
-    let report =
-        warm_start::sft(agent.model(), agent.tokenizer(), &conversation, &train, context.sandbox, spec, run.seed)
-            .with_context(|| format!("SFT warm start of {}", run.dir.display()))?;
+    let searcher = ScriptedSearcher::default();
+    let report = warm_start::sft(
+        &searcher,
+        agent.model(),
+        agent.tokenizer(),
+        &conversation,
+        &train,
+        context.sandbox,
+        spec,
+        run.seed,
+    )
+    .with_context(|| format!("SFT warm start of {}", run.dir.display()))?;
     let dir = study_dir.join(&run.dir);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = dir.join(WARM_START_REPORT);
