@@ -96,6 +96,7 @@ mod error;
 mod index;
 mod limits;
 mod path;
+mod result_cache;
 mod sandbox;
 mod store;
 mod tools;
