@@ -77,10 +77,7 @@ struct Entry {
 impl ResultCache {
     /// A cache holding at most `capacity_bytes` (as [`entry_bytes`] counts them).
     pub(crate) fn new(capacity_bytes: usize) -> Self {
-        ResultCache {
-            inner: Mutex::new(Inner { map: LruCache::unbounded(), bytes: 0, hits: 0 }),
-            capacity_bytes,
-        }
+        ResultCache { inner: Mutex::new(Inner { map: LruCache::unbounded(), bytes: 0, hits: 0 }), capacity_bytes }
     }
 
     /// Whether the cache is on (a non-zero budget).
