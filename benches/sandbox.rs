@@ -6,7 +6,13 @@
 //! - grep over the whole tree: the sandbox on a view (warm blob cache) and on a worktree vs
 //!   `grep -rn -E --include='*.py'` as a subprocess (seed 000's choice) and `rg` when installed;
 //! - 64 concurrent mixed calls (grep/glob/read over 8 commits) through `Sandbox::run_call`
-//!   under the global semaphore: batch time here, per-call p50/p99 and throughput printed.
+//!   under the global semaphore, result cache off: batch time here, per-call p50/p99 and
+//!   throughput printed.
+//! - a GRPO group of 8 rollouts (`sandbox_result_cache`): the same 15 calls (greps of an
+//!   issue's terms, globs, reads) made by 8 rollouts in their own orders, 3 turns of 5 calls,
+//!   each turn's 40 calls at once through `Sandbox::run_call` as the engine runs them; with the
+//!   result cache off, on and fresh for each group (training), and on and kept (evaluation
+//!   repeating the same episodes). Hit rates printed.
 //!
 //! - the content index (`sandbox_index_*`), on a second generated repository of sympy's size
 //!   (1,500 Python files, ~22 MB, 8 commits sharing most blobs): per pattern of a mix of
@@ -31,7 +37,8 @@ use std::{
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use rewardlab_sandbox::{
-    GlobArgs, GrepArgs, Limits, ObjectId, ReadArgs, RepoStore, RunTool, Sandbox, StoreOptions, ToolCall, TreeKind,
+    GlobArgs, GrepArgs, Limits, ObjectId, ReadArgs, RepoStore, RunTool, Sandbox, Status, StoreOptions, ToolCall, Tree,
+    TreeKind,
 };
 
 /// Bump to regenerate the cached repository.
@@ -278,8 +285,9 @@ fn bench(c: &mut Criterion) {
         group.finish();
     }
 
-    // 64 concurrent mixed calls over 8 commits, through the async API and the semaphore.
-    let sandbox = Sandbox::new(store.clone(), limits.clone());
+    // 64 concurrent mixed calls over 8 commits, through the async API and the semaphore. The
+    // batch repeats the same calls, so the result cache is off: this measures running them.
+    let sandbox = Sandbox::new(store.clone(), Limits { result_cache_bytes: 0, ..limits.clone() });
     let trees: Vec<_> = ids.iter().rev().take(8).map(|id| repo.tree_at(*id, TreeKind::View).expect("view")).collect();
     let mut rng = Rng(99);
     let calls: Vec<(usize, ToolCall)> = (0..64)
@@ -340,6 +348,95 @@ fn bench(c: &mut Criterion) {
         pct(0.50).as_secs_f64() * 1e3,
         pct(0.99).as_secs_f64() * 1e3,
         sandbox.stats().peak_in_flight,
+    );
+
+    group_of_rollouts(c, &runtime, &store, &view);
+}
+
+/// One GRPO group's tool calls: 8 rollouts of one issue at one commit, each making the same 15
+/// calls in its own order over 3 turns; every turn's calls of all rollouts run at once.
+fn group_of_rollouts(c: &mut Criterion, runtime: &tokio::runtime::Runtime, store: &Arc<RepoStore>, tree: &Arc<Tree>) {
+    const ROLLOUTS: usize = 8;
+    const TURNS: usize = 3;
+    let grep = |pattern: &str, path: Option<&str>| {
+        ToolCall::Grep(GrepArgs { pattern: pattern.to_owned(), path: path.map(str::to_owned), case_sensitive: None })
+    };
+    // The candidate calls of one issue ("retry on a session timeout drops the Content-Length
+    // header"): greps of its terms, a few narrowed by path, globs and reads of likely files.
+    let calls = vec![
+        grep("Content-Length", None),
+        grep("retry", None),
+        grep("timeout", None),
+        grep("session", Some("*.py")),
+        grep(r"def retry_[0-9]+\(", None),
+        grep(r"def timeout_[0-9]+\(", None),
+        grep("TODO: retry", None),
+        grep("headers\\[", Some("src/pkg07")),
+        grep("class Session", None),
+        ToolCall::Glob(GlobArgs { pattern: "src/pkg07/**/*.py".to_owned() }),
+        ToolCall::Glob(GlobArgs { pattern: "**/mod01*.py".to_owned() }),
+        ToolCall::Read(ReadArgs { path: path_of(7), start: None, end: None }),
+        ToolCall::Read(ReadArgs { path: path_of(47), start: Some(1), end: Some(30) }),
+        ToolCall::Read(ReadArgs { path: path_of(1207), start: Some(20), end: Some(60) }),
+        ToolCall::Read(ReadArgs { path: "README.md".to_owned(), start: None, end: None }),
+    ];
+    let per_turn = calls.len().div_ceil(TURNS);
+    // Each rollout's own order of the 15 calls (a Fisher-Yates shuffle), cut into turns.
+    let orders: Vec<Vec<ToolCall>> = (0..ROLLOUTS)
+        .map(|r| {
+            let mut rng = Rng(0x9e37_79b9 + r as u64);
+            let mut order = calls.clone();
+            for i in (1..order.len()).rev() {
+                order.swap(i, rng.below(i + 1));
+            }
+            order
+        })
+        .collect();
+    let run_group = |sandbox: &Sandbox| {
+        runtime.block_on(async {
+            for turn in 0..TURNS {
+                let mut set = tokio::task::JoinSet::new();
+                for order in &orders {
+                    for call in order.iter().skip(turn * per_turn).take(per_turn) {
+                        let (sandbox, tree, call) = (sandbox.clone(), tree.clone(), call.clone());
+                        set.spawn(async move { sandbox.run_call(tree, call).await });
+                    }
+                }
+                for result in set.join_all().await {
+                    assert!(!result.is_error() && result.status != Status::Timeout, "{}", result.output);
+                }
+            }
+        })
+    };
+    let off = Limits { result_cache_bytes: 0, ..Limits::default() };
+    let on = Limits::default();
+    let kept = Sandbox::new(store.clone(), on.clone());
+    run_group(&kept);
+    let mut group = c.benchmark_group("sandbox_result_cache");
+    group.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+    group.throughput(Throughput::Elements((ROLLOUTS * calls.len()) as u64));
+    group.bench_function("baseline: group of 8 rollouts x 15 calls, cache off", |b| {
+        b.iter(|| run_group(&Sandbox::new(store.clone(), off.clone())))
+    });
+    group.bench_function("group of 8 rollouts x 15 calls, cache on, fresh per group", |b| {
+        b.iter(|| run_group(&Sandbox::new(store.clone(), on.clone())))
+    });
+    group
+        .bench_function("group of 8 rollouts x 15 calls, cache on, kept (evaluation)", |b| b.iter(|| run_group(&kept)));
+    group.finish();
+    let fresh = Sandbox::new(store.clone(), on.clone());
+    run_group(&fresh);
+    let (stats, kept_stats) = (fresh.stats(), kept.stats());
+    println!(
+        "sandbox bench: group of {ROLLOUTS} rollouts x {} calls: fresh cache {} hits of {} calls ({:.0}%), {} entries, {:.1} KB; kept cache {:.1}% hits over {} calls",
+        calls.len(),
+        stats.cache_hits,
+        stats.calls,
+        100.0 * stats.cache_hits as f64 / stats.calls as f64,
+        stats.cache_entries,
+        stats.cache_bytes as f64 / 1e3,
+        100.0 * kept_stats.cache_hits as f64 / kept_stats.calls as f64,
+        kept_stats.calls,
     );
 }
 

@@ -76,6 +76,19 @@
 //! skipped by grep and refused by read; a size cap for read. None of these fail a run: each is a
 //! message in the tool response. A missing blob (incomplete clone) fails only the call that met it.
 //!
+//! # Result cache
+//!
+//! A call on a tree is a pure function of the repository, the commit, the tree kind, the call
+//! and the limits, and the 8 rollouts of a GRPO group (and evaluation's repeated greedy
+//! episodes) make the same calls again and again. So [`Sandbox`] keeps the results it computed
+//! in an LRU shared by all its clones, keyed by the tree's identity and the call's canonical
+//! JSON, bounded in bytes by [`Limits::result_cache_bytes`] (64 MiB by default, 0 turns it off).
+//! A hit is exactly the result a fresh run gives, answered without a permit or a thread;
+//! [`SandboxStats::cache_hits`] counts them. Results that depend on load or on the store's
+//! state (timeouts, missing objects, I/O and internal errors) are never kept. Two identical
+//! calls that miss at once both run: no call waits for another, so none can be held past its
+//! own deadline. [`RunTool::run`] itself never caches.
+//!
 //! # Security model
 //!
 //! Tools are read-only and see only tracked content of one commit. Every user path is normalised
@@ -96,6 +109,7 @@ mod error;
 mod index;
 mod limits;
 mod path;
+mod result_cache;
 mod sandbox;
 mod store;
 mod tools;

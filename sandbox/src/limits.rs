@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 /// Hard limits on tool calls. `Limits::default()` follows seed 000 (CodeGrep §2.3): output cut
-/// at 4096 characters, grep/glob 10 s, read 5 s, 64 calls in flight, 8 calls per turn.
+/// at 4096 characters, grep/glob 10 s, read 5 s, 64 calls in flight, 8 calls per turn; to
+/// these the sandbox adds a 64 MiB result cache.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Limits {
     /// Output longer than this many characters (Unicode scalar values) is cut, and a closing
@@ -35,6 +36,13 @@ pub struct Limits {
     pub regex_nest_limit: u32,
     /// Symlinks followed while resolving one path before it is refused as a loop.
     pub max_symlink_hops: u32,
+    /// Budget of the [`Sandbox`](crate::Sandbox)'s result cache, in bytes; 0 turns it off. An
+    /// entry is charged its output, its entities' paths, its key (repository name and the call's
+    /// JSON) and a fixed overhead per entry and per entity; the least recently used entries are
+    /// evicted to stay within the budget. 64 MiB holds a few thousand full (4096-character)
+    /// results. Results that depend on load or the store's state (timeouts, missing objects,
+    /// I/O and internal errors) are never cached.
+    pub result_cache_bytes: usize,
 }
 
 impl Default for Limits {
@@ -54,6 +62,7 @@ impl Default for Limits {
             regex_dfa_size_limit: 4 << 20,
             regex_nest_limit: 32,
             max_symlink_hops: 40,
+            result_cache_bytes: 64 << 20,
         }
     }
 }

@@ -1,4 +1,15 @@
-//! Running tool calls for many rollouts at once, under the global concurrency limit.
+//! Running tool calls for many rollouts at once, under the global concurrency limit, with a
+//! bounded cache of their results.
+//!
+//! Every way in ([`Sandbox::call`], [`Sandbox::run_call`], the `run_turn*` methods) first looks
+//! the call up in the sandbox's result cache ([`Limits::result_cache_bytes`]), keyed by the
+//! tree's identity (repository, commit, [`TreeKind`]) and the call's canonical JSON. A hit is
+//! answered at once: it takes no permit of the global limit and no blocking thread, and it is
+//! not "in flight". A miss is looked up once more when it gets its permit (an identical call may
+//! have finished while it queued), runs, and stores its result unless the result depends on
+//! load or on the store's state (a timeout, a missing object, an I/O or internal error). Two
+//! identical calls that miss at the same time both run; neither waits for the other, so no call
+//! can be held past its own deadline by someone else's.
 
 use std::sync::{
     Arc,
@@ -10,18 +21,21 @@ use tokio::sync::Semaphore;
 
 use crate::{
     Error, Limits, RepoStore,
+    result_cache::{Key, ResultCache},
     tools::{ErrorKind, RunTool, Status, ToolCall, ToolResult},
     tree::{Tree, TreeKind},
 };
 
-/// The tool runner shared by every rollout: the store, the limits and a semaphore allowing
-/// [`Limits::max_concurrent_calls`] calls at once. Cloning is cheap and shares all three.
+/// The tool runner shared by every rollout: the store, the limits, a semaphore allowing
+/// [`Limits::max_concurrent_calls`] calls at once and the result cache. Cloning is cheap and
+/// shares them all.
 #[derive(Clone, Debug)]
 pub struct Sandbox {
     store: Arc<RepoStore>,
     limits: Arc<Limits>,
     permits: Arc<Semaphore>,
     counters: Arc<Counters>,
+    cache: Arc<ResultCache>,
 }
 
 /// Counters over the sandbox's life, for tests and benchmarks.
@@ -31,12 +45,18 @@ pub struct SandboxStats {
     pub in_flight: usize,
     /// Most calls ever running at once.
     pub peak_in_flight: usize,
-    /// Calls completed.
+    /// Calls completed, cache hits included.
     pub calls: u64,
     /// Calls that timed out.
     pub timeouts: u64,
-    /// Calls that ended in an error result.
+    /// Calls that ended in an error result (cached errors included).
     pub errors: u64,
+    /// Calls answered from the result cache without running.
+    pub cache_hits: u64,
+    /// Results held in the cache now.
+    pub cache_entries: usize,
+    /// Bytes the cache holds now, as [`Limits::result_cache_bytes`] counts them.
+    pub cache_bytes: usize,
 }
 
 #[derive(Debug, Default)]
@@ -53,6 +73,7 @@ impl Sandbox {
     pub fn new(store: Arc<RepoStore>, limits: Limits) -> Self {
         Sandbox {
             permits: Arc::new(Semaphore::new(limits.max_concurrent_calls.max(1))),
+            cache: Arc::new(ResultCache::new(limits.result_cache_bytes)),
             store,
             limits: Arc::new(limits),
             counters: Arc::default(),
@@ -76,30 +97,48 @@ impl Sandbox {
 
     /// Current counters.
     pub fn stats(&self) -> SandboxStats {
+        let cache = self.cache.stats();
         SandboxStats {
             in_flight: self.counters.in_flight.load(Ordering::Relaxed),
             peak_in_flight: self.counters.peak.load(Ordering::Relaxed),
             calls: self.counters.calls.load(Ordering::Relaxed),
             timeouts: self.counters.timeouts.load(Ordering::Relaxed),
             errors: self.counters.errors.load(Ordering::Relaxed),
+            cache_hits: cache.hits,
+            cache_entries: cache.entries,
+            cache_bytes: cache.bytes,
         }
     }
 
-    /// Runs one call on this thread, now, outside the semaphore (for tests and the CLI).
+    /// Runs one call on this thread, now, outside the semaphore (for tests and the CLI), or
+    /// answers it from the result cache.
     pub fn call(&self, tree: &Tree, call: &ToolCall) -> ToolResult {
-        run_counted(&self.counters, tree, call, &self.limits)
+        let key = self.cache_key(tree, call);
+        if let Some(hit) = key.as_ref().and_then(|key| self.cached(key)) {
+            return hit;
+        }
+        run_counted(&self.counters, &self.cache, key, tree, call, &self.limits)
     }
 
-    /// Runs one call on tokio's blocking pool once a permit of the global limit is free. The
-    /// call's deadline starts when it starts running, not while it waits for a permit.
+    /// Runs one call on tokio's blocking pool once a permit of the global limit is free, or
+    /// answers it from the result cache without waiting for one. The call's deadline starts
+    /// when it starts running, not while it waits for a permit.
     pub async fn run_call(&self, tree: Arc<Tree>, call: ToolCall) -> ToolResult {
+        let key = self.cache_key(&tree, &call);
+        if let Some(hit) = key.as_ref().and_then(|key| self.cached(key)) {
+            return hit;
+        }
         let Ok(permit) = self.permits.clone().acquire_owned().await else {
             return ToolResult::error(ErrorKind::Internal, "the sandbox is shutting down".to_owned());
         };
-        let counters = self.counters.clone();
-        let limits = self.limits.clone();
+        let sandbox = self.clone();
         let work = tokio::task::spawn_blocking(move || {
-            let result = run_counted(&counters, &tree, &call, &limits);
+            // An identical call may have finished while this one waited for its permit.
+            if let Some(hit) = key.as_ref().and_then(|key| sandbox.cached(key)) {
+                drop(permit);
+                return hit;
+            }
+            let result = run_counted(&sandbox.counters, &sandbox.cache, key, &tree, &call, &sandbox.limits);
             drop(permit);
             result
         });
@@ -140,6 +179,18 @@ impl Sandbox {
         })
     }
 
+    /// The cache key of `call` on `tree`, or `None` when the cache is off.
+    fn cache_key(&self, tree: &Tree, call: &ToolCall) -> Option<Key> {
+        if self.cache.enabled() { Key::new(tree, call) } else { None }
+    }
+
+    /// A cached result, counted as a completed call (and an error, if it is one).
+    fn cached(&self, key: &Key) -> Option<ToolResult> {
+        let hit = self.cache.get(key)?;
+        count_result(&self.counters, &hit);
+        Some(hit)
+    }
+
     async fn run_validated_turn(&self, tree: &Arc<Tree>, calls: Vec<Result<ToolCall, ToolResult>>) -> Vec<ToolResult> {
         let allowed = self.limits.max_calls_per_turn;
         let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
@@ -178,11 +229,28 @@ fn over_limit(index: usize, allowed: usize) -> ToolResult {
     ToolResult::call_limit(index, allowed)
 }
 
-fn run_counted(counters: &Counters, tree: &Tree, call: &ToolCall, limits: &Limits) -> ToolResult {
+/// Runs `call`, counting it in flight while it runs, and caches its result under `key`.
+fn run_counted(
+    counters: &Counters,
+    cache: &ResultCache,
+    key: Option<Key>,
+    tree: &Tree,
+    call: &ToolCall,
+    limits: &Limits,
+) -> ToolResult {
     let now = counters.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     counters.peak.fetch_max(now, Ordering::SeqCst);
     let result = call.run(tree, limits);
     counters.in_flight.fetch_sub(1, Ordering::SeqCst);
+    if let Some(key) = key {
+        cache.insert(key, &result);
+    }
+    count_result(counters, &result);
+    result
+}
+
+/// Counts a completed call by how it ended.
+fn count_result(counters: &Counters, result: &ToolResult) {
     counters.calls.fetch_add(1, Ordering::Relaxed);
     match result.status {
         Status::Timeout => {
@@ -193,5 +261,4 @@ fn run_counted(counters: &Counters, tree: &Tree, call: &ToolCall, limits: &Limit
         }
         _ => {}
     }
-    result
 }

@@ -2,6 +2,7 @@
 //! repositories in temp dirs with the `git` CLI, so they are hermetic.
 
 mod sandbox {
+    mod cache;
     mod escape;
     pub mod helpers;
     mod index;
