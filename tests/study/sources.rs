@@ -240,6 +240,19 @@ fn study_an_eval_source_is_held_out_and_leaking_training_tasks_are_dropped() {
     assert!(baseline.lines().nth(1).is_some_and(|row| row.ends_with(",1")), "{baseline}");
 }
 
+/// `locate`'s mean F_β over `predictions` equals the held-out F_β of the run's last evaluation
+/// (the same greedy episodes of the same checkpoint).
+fn assert_locate_scores_the_last_evaluation(run: &Path, predictions: &[serde_json::Value]) {
+    let metrics = fs::read_to_string(run.join("metrics.csv")).expect("metrics");
+    let header: Vec<&str> = metrics.lines().next().expect("header").split(',').collect();
+    let last: Vec<&str> = metrics.lines().last().expect("row").split(',').collect();
+    let column = header.iter().position(|h| *h == "eval_fb_mean").expect("eval_fb_mean");
+    let study_fb: f64 = last[column].parse().expect("a number");
+    let locate_fb =
+        predictions.iter().map(|p| p["fb"].as_f64().expect("fb")).sum::<f64>() / predictions.len() as f64;
+    assert!((study_fb - locate_fb).abs() < 1e-12, "study {study_fb} vs locate {locate_fb}");
+}
+
 fn stdout_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -339,13 +352,7 @@ fn locate_runs_a_trained_run_over_instances_and_scores_it_beside_bm25() {
     assert_eq!(predictions[0]["instance_id"], "acme__widgets-0");
     assert!(predictions.iter().all(|p| p["files"].is_array() && p["turns"].as_u64().is_some_and(|t| t >= 1)));
     // The same greedy episodes as the study's last evaluation: the same held-out F_β.
-    let metrics = fs::read_to_string(run.join("metrics.csv")).expect("metrics");
-    let header: Vec<&str> = metrics.lines().next().expect("header").split(',').collect();
-    let last: Vec<&str> = metrics.lines().last().expect("row").split(',').collect();
-    let column = header.iter().position(|h| *h == "eval_fb_mean").expect("eval_fb_mean");
-    let study_fb: f64 = last[column].parse().expect("a number");
-    let locate_fb = predictions.iter().map(|p| p["fb"].as_f64().expect("fb")).sum::<f64>() / 2.0;
-    assert!((study_fb - locate_fb).abs() < 1e-12, "study {study_fb} vs locate {locate_fb}");
+    assert_locate_scores_the_last_evaluation(&run, &predictions);
 }
 
 #[test]
@@ -431,11 +438,5 @@ reward = 'Fb(file)'
     assert_eq!(rollouts.len(), 2);
     assert!(rollouts.iter().all(|r| r["target"]["files"].is_array() && r["turns"].is_array()), "{rollouts:?}");
     // Greedy episodes of the same checkpoint: locate scores what the study's evaluation scored.
-    let metrics = fs::read_to_string(run.join("metrics.csv")).expect("metrics");
-    let header: Vec<&str> = metrics.lines().next().expect("header").split(',').collect();
-    let last: Vec<&str> = metrics.lines().last().expect("row").split(',').collect();
-    let column = header.iter().position(|h| *h == "eval_fb_mean").expect("eval_fb_mean");
-    let study_fb: f64 = last[column].parse().expect("a number");
-    let locate_fb = predictions.iter().map(|p| p["fb"].as_f64().expect("fb")).sum::<f64>() / 2.0;
-    assert!((study_fb - locate_fb).abs() < 1e-12, "study {study_fb} vs locate {locate_fb}");
+    assert_locate_scores_the_last_evaluation(&run, &predictions);
 }
