@@ -248,8 +248,7 @@ fn assert_locate_scores_the_last_evaluation(run: &Path, predictions: &[serde_jso
     let last: Vec<&str> = metrics.lines().last().expect("row").split(',').collect();
     let column = header.iter().position(|h| *h == "eval_fb_mean").expect("eval_fb_mean");
     let study_fb: f64 = last[column].parse().expect("a number");
-    let locate_fb =
-        predictions.iter().map(|p| p["fb"].as_f64().expect("fb")).sum::<f64>() / predictions.len() as f64;
+    let locate_fb = predictions.iter().map(|p| p["fb"].as_f64().expect("fb")).sum::<f64>() / predictions.len() as f64;
     assert!((study_fb - locate_fb).abs() < 1e-12, "study {study_fb} vs locate {locate_fb}");
 }
 
