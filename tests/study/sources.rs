@@ -252,6 +252,12 @@ fn assert_locate_scores_the_last_evaluation(run: &Path, predictions: &[serde_jso
     assert!((study_fb - locate_fb).abs() < 1e-12, "study {study_fb} vs locate {locate_fb}");
 }
 
+/// The JSON values of a JSONL file, one per line.
+fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
+    let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    text.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect()
+}
+
 fn stdout_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -342,11 +348,7 @@ fn locate_runs_a_trained_run_over_instances_and_scores_it_beside_bm25() {
     assert!(table.contains("| all | policy | 2 |"), "{table}");
 
     // One prediction per instance, with its files, turns and scores.
-    let predictions: Vec<serde_json::Value> = fs::read_to_string(dir.join("predictions.jsonl"))
-        .expect("predictions")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON line"))
-        .collect();
+    let predictions = read_jsonl(&dir.join("predictions.jsonl"));
     assert_eq!(predictions.len(), 2);
     assert_eq!(predictions[0]["instance_id"], "acme__widgets-0");
     assert!(predictions.iter().all(|p| p["files"].is_array() && p["turns"].as_u64().is_some_and(|t| t >= 1)));
@@ -424,16 +426,11 @@ reward = 'Fb(file)'
     assert_ok(&out, "rewardlab locate --study");
     let table = stdout_of(&out);
     assert!(table.contains("| all | policy | 2 |") && table.contains("| all | BM25 top-2 | 2 |"), "{table}");
-    let predictions: Vec<serde_json::Value> = fs::read_to_string(dir.join("predictions.jsonl"))
-        .expect("predictions")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON line"))
-        .collect();
+    let predictions = read_jsonl(&dir.join("predictions.jsonl"));
     assert_eq!(predictions.len(), 2);
     assert!(predictions.iter().all(|p| p["turns"].as_u64().is_some_and(|t| (1..=2).contains(&t))), "{predictions:?}");
     // The rollouts are the episodes themselves: one per instance, each with its target.
-    let rollouts = fs::read_to_string(dir.join("rollouts.jsonl")).expect("rollouts");
-    let rollouts: Vec<serde_json::Value> = rollouts.lines().map(|l| serde_json::from_str(l).expect("json")).collect();
+    let rollouts = read_jsonl(&dir.join("rollouts.jsonl"));
     assert_eq!(rollouts.len(), 2);
     assert!(rollouts.iter().all(|r| r["target"]["files"].is_array() && r["turns"].is_array()), "{rollouts:?}");
     // Greedy episodes of the same checkpoint: locate scores what the study's evaluation scored.
