@@ -45,6 +45,9 @@ pub struct SandboxArgs {
     /// Turn the content index off, so every grep scans (for comparing the two).
     #[arg(long)]
     no_index: bool,
+    /// Turn the result cache off, so a repeated call runs again (for timing the tools themselves).
+    #[arg(long)]
+    no_cache: bool,
     #[command(subcommand)]
     tool: Option<ToolCommand>,
 }
@@ -94,7 +97,8 @@ pub fn run(args: SandboxArgs) -> anyhow::Result<u8> {
     };
     let store = RepoStore::open_with(&store_dir, options)
         .with_context(|| format!("opening the store at {}", store_dir.display()))?;
-    let sandbox = Sandbox::new(Arc::new(store), Limits::default());
+    let limits = if args.no_cache { Limits { result_cache_bytes: 0, ..Limits::default() } } else { Limits::default() };
+    let sandbox = Sandbox::new(Arc::new(store), limits);
     let tree = sandbox
         .tree(&args.repo, &args.commit, args.kind)
         .with_context(|| format!("preparing {} at {}", args.repo, args.commit))?;
