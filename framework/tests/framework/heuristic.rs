@@ -112,10 +112,8 @@ fn rare_terms_weigh_more_and_ubiquitous_ones_nothing() {
     assert!(terms.contains(&("fails".to_string(), false)));
 }
 
-#[test]
-fn from_commit_indexes_the_tree_and_answers_the_same() {
-    let tmp = tempfile::tempdir().expect("temp dir");
-    let dir = tmp.path();
+/// A repository in `dir` on branch `main` whose one commit holds [`files`]; its id.
+fn commit_fixture(dir: &Path) -> String {
     run_git(dir, &["init", "-q", "-b", "main"]);
     for (path, text) in files() {
         let p = dir.join(&path);
@@ -124,7 +122,14 @@ fn from_commit_indexes_the_tree_and_answers_the_same() {
     }
     run_git(dir, &["add", "-A"]);
     run_git(dir, &["commit", "-q", "-m", "fixture"]);
-    let head = run_git(dir, &["rev-parse", "HEAD"]).trim().to_string();
+    run_git(dir, &["rev-parse", "HEAD"]).trim().to_string()
+}
+
+#[test]
+fn from_commit_indexes_the_tree_and_answers_the_same() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    let head = commit_fixture(dir);
     let index = GrepHeuristic::from_commit(dir, &head, HeuristicParams::default()).expect("index");
     let listed = run_git(dir, &["ls-tree", "-r", "--name-only", "HEAD"]);
     let mut want: BTreeSet<&str> = listed.lines().collect();
@@ -144,15 +149,7 @@ fn the_study_baseline_row_scores_the_heuristic_answers_task_by_task() {
 
     let tmp = tempfile::tempdir().expect("temp dir");
     let dir = tmp.path();
-    run_git(dir, &["init", "-q", "-b", "main"]);
-    for (path, text) in files() {
-        let p = dir.join(&path);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        std::fs::write(p, text).expect("write");
-    }
-    run_git(dir, &["add", "-A"]);
-    run_git(dir, &["commit", "-q", "-m", "fixture"]);
-    let head = run_git(dir, &["rev-parse", "HEAD"]).trim().to_string();
+    let head = commit_fixture(dir);
     // A second commit, so that held-out tasks interleave two commits' indexes.
     std::fs::write(dir.join("geometry/extra.py"), "MAGIC_CONSTANT = 7\n").expect("write");
     run_git(dir, &["add", "-A"]);
