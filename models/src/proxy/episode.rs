@@ -176,8 +176,10 @@ impl ProxyEpisode {
         let mut out: Vec<Candidate> =
             self.text_candidates.iter().filter(|c| !self.used.contains(&key(&c.call))).cloned().collect();
         let mut unread: Vec<usize> = (0..self.seen.len()).filter(|&i| !self.seen[i].read).collect();
-        unread
-            .sort_by_key(|&i| (!super::features::is_code(&self.seen[i].path), std::cmp::Reverse(self.seen[i].hits), i));
+        // `is_code` lowercases the path: once per file, not once per comparison.
+        unread.sort_by_cached_key(|&i| {
+            (!super::features::is_code(&self.seen[i].path), std::cmp::Reverse(self.seen[i].hits), i)
+        });
         for i in unread {
             if out.iter().filter(|c| c.kind == CallKind::ReadSeen).count() >= max_reads {
                 break;
