@@ -85,9 +85,11 @@
 //! JSON, bounded in bytes by [`Limits::result_cache_bytes`] (64 MiB by default, 0 turns it off).
 //! A hit is exactly the result a fresh run gives, answered without a permit or a thread;
 //! [`SandboxStats::cache_hits`] counts them. Results that depend on load or on the store's
-//! state (timeouts, missing objects, I/O and internal errors) are never kept. Two identical
-//! calls that miss at once both run: no call waits for another, so none can be held past its
-//! own deadline. [`RunTool::run`] itself never caches.
+//! state (timeouts, missing objects, I/O and internal errors) are never kept. Through
+//! [`Sandbox::run_call`] (the engine's way in) an identical call that arrives while one is
+//! queued or running waits for that one's result instead of running again
+//! ([`SandboxStats::joined`]); it is held no longer than its own deadline, since the run it waits
+//! for started first under the same budget. [`RunTool::run`] itself never caches.
 //!
 //! # Security model
 //!

@@ -8,9 +8,10 @@
 //! timeout depends on load, a missing object or an I/O error on the state of the store, and an
 //! internal error on the sandbox itself.
 //!
-//! The cache never makes a caller wait for another: two identical calls that miss at the same
-//! time both run, and the second to finish replaces the first's (equal) entry. Lookups and
-//! inserts hold one mutex for a hash-map operation and never while a call runs.
+//! The cache itself never makes a caller wait: two identical calls that miss at the same time
+//! both run, and the second to finish replaces the first's (equal) entry; it is
+//! [`Sandbox::run_call`](crate::Sandbox::run_call) that joins identical calls in flight. Lookups
+//! and inserts hold one mutex for a hash-map operation and never while a call runs.
 
 use std::{
     mem::size_of,

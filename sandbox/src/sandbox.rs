@@ -7,17 +7,28 @@
 //! answered at once: it takes no permit of the global limit and no blocking thread, and it is
 //! not "in flight". A miss is looked up once more when it gets its permit (an identical call may
 //! have finished while it queued), runs, and stores its result unless the result depends on
-//! load or on the store's state (a timeout, a missing object, an I/O or internal error). Two
-//! identical calls that miss at the same time both run; neither waits for the other, so no call
-//! can be held past its own deadline by someone else's.
+//! load or on the store's state (a timeout, a missing object, an I/O or internal error).
+//!
+//! [`Sandbox::run_call`] also runs each call *once at a time*: an identical call (same tree, same
+//! JSON) that arrives while one is queued or running does not start a second run but waits for
+//! the first one's result (a "join", counted in [`SandboxStats::joined`]). The 8 rollouts of a
+//! GRPO group issue their first greps together, so without this they would all miss the cache
+//! and run the same search side by side. A joined call is held no longer than its own deadline
+//! allows: the run it waits for started no later than it would have (it queued first for the
+//! same permits) and stops at the same budget, and a timeout it ends in is what this call, run
+//! at the same moment under the same load, would have met. The blocking entry points
+//! ([`Sandbox::call`], [`Sandbox::run_turn_blocking`]) do not join.
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicU64, AtomicUsize, Ordering},
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    },
 };
 
 use serde_json::Value;
-use tokio::sync::Semaphore;
+use tokio::sync::{OnceCell, Semaphore};
 
 use crate::{
     Error, Limits, RepoStore,
@@ -36,6 +47,31 @@ pub struct Sandbox {
     permits: Arc<Semaphore>,
     counters: Arc<Counters>,
     cache: Arc<ResultCache>,
+    in_flight: Arc<InFlight>,
+}
+
+/// The calls queued or running in [`Sandbox::run_call`], each with the cell its result will be
+/// published in, so an identical call can wait for it instead of running again.
+#[derive(Debug, Default)]
+struct InFlight {
+    calls: Mutex<HashMap<Key, Arc<OnceCell<ToolResult>>>>,
+}
+
+impl InFlight {
+    /// The cell of the identical call in flight, or a new one registered for this call.
+    fn join(&self, key: &Key) -> Arc<OnceCell<ToolResult>> {
+        let mut calls = self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        calls.entry(key.clone()).or_default().clone()
+    }
+
+    /// Forgets `cell` once its result is out (later calls go to the result cache, or run again
+    /// if the result was not cacheable); a newer cell under the same key is left alone.
+    fn finish(&self, key: &Key, cell: &Arc<OnceCell<ToolResult>>) {
+        let mut calls = self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if calls.get(key).is_some_and(|current| Arc::ptr_eq(current, cell)) {
+            calls.remove(key);
+        }
+    }
 }
 
 /// Counters over the sandbox's life, for tests and benchmarks.
@@ -53,6 +89,8 @@ pub struct SandboxStats {
     pub errors: u64,
     /// Calls answered from the result cache without running.
     pub cache_hits: u64,
+    /// Calls answered by waiting for an identical call in flight (see the module docs).
+    pub joined: u64,
     /// Results held in the cache now.
     pub cache_entries: usize,
     /// Bytes the cache holds now, as [`Limits::result_cache_bytes`] counts them.
@@ -66,6 +104,7 @@ struct Counters {
     calls: AtomicU64,
     timeouts: AtomicU64,
     errors: AtomicU64,
+    joined: AtomicU64,
 }
 
 impl Sandbox {
@@ -77,6 +116,7 @@ impl Sandbox {
             store,
             limits: Arc::new(limits),
             counters: Arc::default(),
+            in_flight: Arc::default(),
         }
     }
 
@@ -105,6 +145,7 @@ impl Sandbox {
             timeouts: self.counters.timeouts.load(Ordering::Relaxed),
             errors: self.counters.errors.load(Ordering::Relaxed),
             cache_hits: cache.hits,
+            joined: self.counters.joined.load(Ordering::Relaxed),
             cache_entries: cache.entries,
             cache_bytes: cache.bytes,
         }
@@ -124,10 +165,32 @@ impl Sandbox {
     /// answers it from the result cache without waiting for one. The call's deadline starts
     /// when it starts running, not while it waits for a permit.
     pub async fn run_call(&self, tree: Arc<Tree>, call: ToolCall) -> ToolResult {
-        let key = self.cache_key(&tree, &call);
-        if let Some(hit) = key.as_ref().and_then(|key| self.cached(key)) {
+        let Some(key) = self.cache_key(&tree, &call) else {
+            return self.run_permitted(None, tree, call).await;
+        };
+        if let Some(hit) = self.cached(&key) {
             return hit;
         }
+        let cell = self.in_flight.join(&key);
+        let ran = AtomicBool::new(false);
+        let result = cell
+            .get_or_init(|| {
+                ran.store(true, Ordering::Relaxed);
+                self.run_permitted(Some(key.clone()), tree, call)
+            })
+            .await
+            .clone();
+        self.in_flight.finish(&key, &cell);
+        if !ran.load(Ordering::Relaxed) {
+            self.counters.joined.fetch_add(1, Ordering::Relaxed);
+            count_result(&self.counters, &result);
+        }
+        result
+    }
+
+    /// Runs `call` on tokio's blocking pool under a permit of the global limit, caching its
+    /// result under `key`.
+    async fn run_permitted(&self, key: Option<Key>, tree: Arc<Tree>, call: ToolCall) -> ToolResult {
         let Ok(permit) = self.permits.clone().acquire_owned().await else {
             return ToolResult::error(ErrorKind::Internal, "the sandbox is shutting down".to_owned());
         };

@@ -139,6 +139,47 @@ fn a_different_commit_kind_or_repository_is_not_served_from_anothers_entry() {
 }
 
 #[test]
+fn identical_calls_in_flight_run_once_and_all_get_the_result() {
+    let fx = Fixture::new();
+    let src = fx.path("acme/joined");
+    generated_repo(&src, 21, 2);
+    let limits = Limits::default();
+    let sandbox = Sandbox::new(store(&fx), limits.clone());
+    let tree = sandbox.tree(src.to_str().expect("utf-8"), "HEAD", TreeKind::View).expect("tree");
+    let runtime = runtime();
+    // Eight rollouts of one group asking the same greps at once, twice over, plus a distinct call.
+    let same = grep(r"def [a-z]+_\d+", None);
+    let other = grep("TODO", None);
+    let fresh_same = same.run(&tree, &limits);
+    let fresh_other = other.run(&tree, &limits);
+    let results = runtime.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..17 {
+            let (sandbox, tree) = (sandbox.clone(), tree.clone());
+            let call = if i == 16 { other.clone() } else { same.clone() };
+            set.spawn(async move { (i, sandbox.run_call(tree, call).await) });
+        }
+        let mut results = set.join_all().await;
+        results.sort_by_key(|(i, _)| *i);
+        results
+    });
+    for (i, result) in &results {
+        let expected = if *i == 16 { &fresh_other } else { &fresh_same };
+        assert_eq!(result, expected, "call {i} got the fresh result");
+    }
+    let stats = sandbox.stats();
+    assert_eq!(stats.calls, 17);
+    assert_eq!(stats.calls - stats.cache_hits - stats.joined, 2, "each distinct call ran once: {stats:?}");
+    assert_eq!(stats.in_flight, 0);
+
+    // With the cache off nothing is joined either: every call runs (`--no-cache` measures that).
+    let uncached = Sandbox::new(store(&fx), Limits { result_cache_bytes: 0, ..limits });
+    let turn = runtime.block_on(uncached.run_turn(&tree, vec![same.clone(); 4]));
+    assert!(turn.iter().all(|r| *r == fresh_same));
+    assert_eq!((uncached.stats().joined, uncached.stats().cache_hits), (0, 0));
+}
+
+#[test]
 fn a_timed_out_result_is_not_cached() {
     let fx = Fixture::new();
     let src = fx.path("acme/slow");
