@@ -71,9 +71,22 @@ pub struct GrepHeuristic {
     paths: Vec<String>,
     /// Whether each document is a source file (see the module docs), in index order.
     source: Vec<bool>,
-    /// Per document: its content's terms (shared with a [`TermCache`]) and its path's tokens
-    /// (sorted, once each). Queries scan the documents (see [`crate::bm25::Bm25Index`]).
-    docs: Vec<(Arc<BlobTerms>, Vec<String>)>,
+    /// Term → the documents containing it (in content or path), in document order: queries
+    /// read only their terms' lists (see [`crate::bm25::Bm25Index`]).
+    containing: foldhash::HashMap<String, Vec<u32>>,
+    /// Defined name (lowercase) → the documents defining it, in document order.
+    defining: foldhash::HashMap<String, Vec<u32>>,
+}
+
+/// Appends `doc` to `term`'s list unless it is already its last entry.
+fn add_doc(lists: &mut foldhash::HashMap<String, Vec<u32>>, term: &str, doc: u32) {
+    match lists.get_mut(term) {
+        Some(list) if list.last() == Some(&doc) => {}
+        Some(list) => list.push(doc),
+        None => {
+            lists.insert(term.to_owned(), vec![doc]);
+        }
+    }
 }
 
 impl GrepHeuristic {
@@ -91,16 +104,14 @@ impl GrepHeuristic {
         GrepHeuristic::from_files(&files, params)
     }
 
-    /// Whether document `doc` contains `term` (in its content or its path).
-    fn contains(&self, doc: usize, term: &str) -> bool {
-        let (terms, path) = &self.docs[doc];
-        terms.counts.binary_search_by(|(t, _)| t.as_str().cmp(term)).is_ok()
-            || path.binary_search_by(|t| t.as_str().cmp(term)).is_ok()
+    /// The documents containing an already tokenized `term` (in content or path).
+    fn containing(&self, term: &str) -> &[u32] {
+        self.containing.get(term).map_or(&[], Vec::as_slice)
     }
 
-    /// Whether document `doc` defines `name` (lowercase).
-    fn defines(&self, doc: usize, name: &str) -> bool {
-        self.docs[doc].0.defined.binary_search_by(|t| t.as_str().cmp(name)).is_ok()
+    /// The documents defining `name` (lowercase).
+    fn defining(&self, name: &str) -> &[u32] {
+        self.defining.get(name).map_or(&[], Vec::as_slice)
     }
 
     /// Changes the knobs without reindexing (the index does not depend on them).
@@ -110,7 +121,7 @@ impl GrepHeuristic {
 
     /// `ln(N / n(t))` of an already tokenized term; 0 for a term in no file or in every file.
     pub fn idf(&self, term: &str) -> f64 {
-        let n = (0..self.docs.len()).filter(|&d| self.contains(d, term)).count();
+        let n = self.containing(term).len();
         if n == 0 {
             return 0.0;
         }
@@ -120,7 +131,7 @@ impl GrepHeuristic {
     /// The files that define `name` (compared lowercased).
     pub fn definers(&self, name: &str) -> Vec<&str> {
         let name = name.to_lowercase();
-        (0..self.docs.len()).filter(|&d| self.defines(d, &name)).map(|d| self.paths[d].as_str()).collect()
+        self.defining(&name).iter().map(|&d| self.paths[d as usize].as_str()).collect()
     }
 
     /// The score of every document for `issue`, in index order.
@@ -131,15 +142,11 @@ impl GrepHeuristic {
             if weight <= 0.0 {
                 continue;
             }
-            for (doc, score) in scores.iter_mut().enumerate() {
-                if self.contains(doc, &term) {
-                    *score += weight;
-                }
+            for &doc in self.containing(&term) {
+                scores[doc as usize] += weight;
             }
-            for (doc, score) in scores.iter_mut().enumerate() {
-                if self.defines(doc, &term) {
-                    *score += self.params.definition_bonus * weight;
-                }
+            for &doc in self.defining(&term) {
+                scores[doc as usize] += self.params.definition_bonus * weight;
             }
         }
         scores
@@ -164,13 +171,25 @@ impl FileIndex for GrepHeuristic {
 
     /// Indexes the text files of a commit: a file's terms are its path's tokens and its content's.
     fn from_files(files: &[CommitFile], params: HeuristicParams) -> GrepHeuristic {
-        let mut index = GrepHeuristic { params, paths: Vec::new(), source: Vec::new(), docs: Vec::new() };
+        let mut index = GrepHeuristic {
+            params,
+            paths: Vec::new(),
+            source: Vec::new(),
+            containing: foldhash::HashMap::default(),
+            defining: foldhash::HashMap::default(),
+        };
         for file in files {
             let Some(terms) = &file.terms else { continue };
-            let mut path_tokens = tokenize(&file.path);
-            path_tokens.sort_unstable();
-            path_tokens.dedup();
-            index.docs.push((terms.clone(), path_tokens));
+            let doc = u32::try_from(index.paths.len()).unwrap_or(u32::MAX);
+            for (term, _) in &terms.counts {
+                add_doc(&mut index.containing, term, doc);
+            }
+            for token in tokenize(&file.path) {
+                add_doc(&mut index.containing, &token, doc);
+            }
+            for name in &terms.defined {
+                add_doc(&mut index.defining, name, doc);
+            }
             index.source.push(is_source_file(&file.path));
             index.paths.push(file.path.clone());
         }

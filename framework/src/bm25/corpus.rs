@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use super::{Bm25Error, tokenize};
+use rayon::prelude::*;
+
+use super::{Bm25Error, tokenize::for_each_token};
 
 /// What the baselines need of one blob's content.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -95,39 +97,57 @@ impl TermCache {
             gix::open(repo).map_err(|e| Bm25Error::Open { path: repo.to_path_buf(), detail: e.to_string() })?;
         // A full hex id or a reference name (`main`, `refs/tags/v0.2.0`):
         // full revision syntax would need gix's `revision` feature.
-        let commit = match gix::ObjectId::from_hex(rev.as_bytes()) {
-            Ok(id) => repository.find_commit(id).map_err(|e| revision(e.to_string()))?,
-            Err(_) => repository
-                .find_reference(rev)
-                .map_err(|e| revision(e.to_string()))?
-                .peel_to_commit()
-                .map_err(|e| revision(e.to_string()))?,
+        let entries = {
+            let commit = match gix::ObjectId::from_hex(rev.as_bytes()) {
+                Ok(id) => repository.find_commit(id).map_err(|e| revision(e.to_string()))?,
+                Err(_) => repository
+                    .find_reference(rev)
+                    .map_err(|e| revision(e.to_string()))?
+                    .peel_to_commit()
+                    .map_err(|e| revision(e.to_string()))?,
+            };
+            let tree = commit.tree().map_err(|e| revision(e.to_string()))?;
+            let entries = tree.traverse().breadthfirst.files().map_err(|e| revision(e.to_string()))?;
+            entries.into_iter().filter(|e| e.mode.is_blob()).collect::<Vec<_>>()
         };
-        let tree = commit.tree().map_err(|e| revision(e.to_string()))?;
-        let entries = tree.traverse().breadthfirst.files().map_err(|e| revision(e.to_string()))?;
-        let mut files = Vec::new();
-        for entry in entries.iter().filter(|e| e.mode.is_blob()) {
-            let path = entry.filepath.to_string();
-            let cached = self.blobs.lock().ok().and_then(|b| b.get(&entry.oid).cloned());
-            let terms = match cached {
-                Some(terms) => terms,
-                None => {
+        // The blobs not read yet are read and tokenized in parallel (each thread with its own
+        // handle on the repository); a neighbouring commit then finds nearly all of them here.
+        let missing: Vec<usize> = {
+            let blobs = self.blobs.lock().map_err(|_| revision("the term cache is poisoned".to_owned()))?;
+            let mut seen = std::collections::HashSet::new();
+            (0..entries.len())
+                .filter(|&i| !blobs.contains_key(&entries[i].oid) && seen.insert(entries[i].oid))
+                .collect()
+        };
+        let shared = repository.into_sync();
+        let read: Vec<(gix::ObjectId, Option<Arc<BlobTerms>>)> = missing
+            .par_iter()
+            .map_init(
+                || shared.to_thread_local(),
+                |repository, &i| {
+                    let entry = &entries[i];
                     let blob = repository.find_blob(entry.oid).map_err(|e| Bm25Error::Blob {
                         path: repo.to_path_buf(),
                         rev: rev.to_string(),
-                        file: path.clone(),
+                        file: entry.filepath.to_string(),
                         detail: e.to_string(),
                     })?;
                     let terms = (!blob.data.contains(&0))
                         .then(|| Arc::new(BlobTerms::of(&String::from_utf8_lossy(&blob.data))));
-                    if let Ok(mut blobs) = self.blobs.lock() {
-                        blobs.insert(entry.oid, terms.clone());
-                    }
-                    terms
-                }
-            };
-            files.push(CommitFile { path, terms });
-        }
+                    Ok((entry.oid, terms))
+                },
+            )
+            .collect::<Result<_, Bm25Error>>()?;
+        let mut blobs = self.blobs.lock().map_err(|_| revision("the term cache is poisoned".to_owned()))?;
+        blobs.extend(read);
+        let mut files: Vec<CommitFile> = entries
+            .iter()
+            .map(|entry| CommitFile {
+                path: entry.filepath.to_string(),
+                terms: blobs.get(&entry.oid).cloned().flatten(),
+            })
+            .collect();
+        drop(blobs);
         files.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(files)
     }
@@ -136,12 +156,17 @@ impl TermCache {
 impl BlobTerms {
     /// The terms of `text`.
     pub fn of(text: &str) -> BlobTerms {
-        let tokens = tokenize(text);
-        let length = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
+        let mut length = 0u32;
         let mut counts: HashMap<String, u32> = HashMap::new();
-        for token in tokens {
-            *counts.entry(token).or_default() += 1;
-        }
+        for_each_token(text, |token| {
+            length = length.saturating_add(1);
+            match counts.get_mut(token) {
+                Some(count) => *count += 1,
+                None => {
+                    counts.insert(token.to_owned(), 1);
+                }
+            }
+        });
         let mut counts: Vec<(String, u32)> = counts.into_iter().collect();
         counts.sort_unstable();
         let mut defined: Vec<String> = crate::heuristic::defined_names(text).map(str::to_lowercase).collect();

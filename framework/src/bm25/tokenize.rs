@@ -6,7 +6,8 @@
 //! outrank a paraphrase (`backoff delay`), while the subwords let the
 //! paraphrase match at all.
 
-/// Words too common to carry signal, in English prose and in Python source.
+/// Words too common to carry signal, in English prose and in Python source (sorted, so a
+/// token is looked up by binary search: the tokenizer asks once per token of every file).
 pub const STOPWORDS: &[&str] = &[
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "def", "for", "from", "has", "have", "if", "in", "into",
     "is", "it", "its", "not", "of", "on", "or", "self", "so", "that", "the", "this", "to", "was", "we", "were", "with",
@@ -15,6 +16,26 @@ pub const STOPWORDS: &[&str] = &[
 /// Tokens of `text`, in order, duplicates kept (term frequency matters).
 pub fn tokenize(text: &str) -> Vec<String> {
     let mut out = Vec::new();
+    for_each_token(text, |token| out.push(token.to_owned()));
+    out
+}
+
+/// Calls `f` with each token of `text`, in [`tokenize`]'s order, from one reused buffer: a
+/// caller that counts tokens allocates only for the distinct ones.
+pub fn for_each_token(text: &str, mut f: impl FnMut(&str)) {
+    let mut lower = String::new();
+    let mut emit = |part: &str| {
+        lower.clear();
+        if part.is_ascii() {
+            lower.extend(part.bytes().map(|b| char::from(b.to_ascii_lowercase())));
+        } else {
+            // `str::to_lowercase` knows context (a final sigma), which per-char mapping does not.
+            lower.push_str(&part.to_lowercase());
+        }
+        if lower.chars().nth(1).is_some() && STOPWORDS.binary_search(&lower.as_str()).is_err() {
+            f(&lower);
+        }
+    };
     for word in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
         let word = word.trim_matches('_');
         if word.is_empty() {
@@ -22,18 +43,11 @@ pub fn tokenize(text: &str) -> Vec<String> {
         }
         let parts = subwords(word);
         if parts.len() > 1 {
-            push(&mut out, word.to_lowercase());
+            emit(word);
         }
         for part in parts {
-            push(&mut out, part.to_lowercase());
+            emit(part);
         }
-    }
-    out
-}
-
-fn push(out: &mut Vec<String>, token: String) {
-    if token.chars().count() >= 2 && !STOPWORDS.contains(&token.as_str()) {
-        out.push(token);
     }
 }
 
@@ -43,6 +57,11 @@ fn push(out: &mut Vec<String>, token: String) {
 fn subwords(word: &str) -> Vec<&str> {
     let mut parts = Vec::new();
     for piece in word.split('_').filter(|p| !p.is_empty()) {
+        // Most words of code and prose are all lowercase (or digits): one subword, no scan.
+        if piece.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) {
+            parts.push(piece);
+            continue;
+        }
         let chars: Vec<(usize, char)> = piece.char_indices().collect();
         let mut start = 0;
         for i in 1..chars.len() {
@@ -78,6 +97,11 @@ mod tests {
     fn drops_stopwords_short_tokens_and_punctuation() {
         assert_eq!(tokenize("the retry of a x: budget!"), ["retry", "budget"]);
         assert_eq!(tokenize("__init__ self"), ["init"]);
+    }
+
+    #[test]
+    fn the_stopwords_are_sorted_for_binary_search() {
+        assert!(STOPWORDS.windows(2).all(|w| w[0] < w[1]), "{STOPWORDS:?}");
     }
 
     #[test]

@@ -14,6 +14,9 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rayon::prelude::*;
 
 use rewardlab_rewards::metrics::Counts;
 use serde::{Deserialize, Serialize};
@@ -114,6 +117,86 @@ pub fn heuristic_tasks(
     )
 }
 
+/// BM25 top-`k`'s and the grep heuristic's records of every held-out task of `tasks`, in
+/// held-out order, as [`bm25_tasks`] and [`heuristic_tasks`] give them, from one reading of each
+/// commit: every blob is read and tokenized once for both (in parallel within a commit), then
+/// the commits are scored in parallel. `progress(done, total)` is called as commits finish
+/// (each commit counts twice: read, then scored).
+pub fn baseline_tasks(
+    tasks: &dyn TaskSource,
+    k: usize,
+    params: HeuristicParams,
+    repo_dir: &(dyn Fn(&str) -> PathBuf + Sync),
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<(Vec<BaselineTask>, Vec<BaselineTask>), Bm25Error> {
+    let (bm25, heuristic) = (bm25_name(k), heuristic_name(&params));
+    let cache = TermCache::default();
+    let groups = held_out_groups(tasks);
+    let total = 2 * groups.len();
+    let done = AtomicUsize::new(0);
+    let tick = || progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+    // Reading commit by commit lets each one find the blobs the previous ones read.
+    for positions in &groups {
+        let task = &tasks.tasks()[tasks.held_out()[positions[0]]];
+        cache.commit_files(&repo_dir(&task.repo), &task.commit)?;
+        tick();
+    }
+    let scored: Vec<Vec<(usize, BaselineTask, BaselineTask)>> = groups
+        .par_iter()
+        .map(|positions| {
+            let task = &tasks.tasks()[tasks.held_out()[positions[0]]];
+            let files = cache.commit_files(&repo_dir(&task.repo), &task.commit)?;
+            let index = Bm25Index::from_files(&files, Bm25Params::default());
+            let grep = GrepHeuristic::from_files(&files, params);
+            drop(files);
+            let records = positions
+                .iter()
+                .map(|&position| {
+                    let task = &tasks.tasks()[tasks.held_out()[position]];
+                    let bm25_files = index.top_k(&task.prompt, k).into_iter().map(|h| h.path).collect();
+                    (position, record(&bm25, task, bm25_files), record(&heuristic, task, grep.locate(&task.prompt)))
+                })
+                .collect();
+            tick();
+            Ok(records)
+        })
+        .collect::<Result<_, Bm25Error>>()?;
+    let mut records: Vec<(usize, BaselineTask, BaselineTask)> = scored.into_iter().flatten().collect();
+    records.sort_by_key(|(position, _, _)| *position);
+    Ok(records.into_iter().map(|(_, bm25, heuristic)| (bm25, heuristic)).unzip())
+}
+
+/// Positions in the held-out split, grouped by (repository, commit) in order of first
+/// appearance.
+fn held_out_groups(tasks: &dyn TaskSource) -> Vec<Vec<usize>> {
+    let held = tasks.held_out();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut group_of: HashMap<(&str, &str), usize> = HashMap::new();
+    for (position, &i) in held.iter().enumerate() {
+        let task = &tasks.tasks()[i];
+        let g = *group_of.entry((task.repo.as_str(), task.commit.as_str())).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[g].push(position);
+    }
+    groups
+}
+
+/// The record of baseline `name` answering `task` with `files`.
+fn record(name: &str, task: &EngineTask, files: Vec<String>) -> BaselineTask {
+    let (fb, precision, recall) = file_scores(&files, task);
+    BaselineTask {
+        baseline: name.to_owned(),
+        task: task.id.clone(),
+        repo: task.repo.clone(),
+        fb,
+        precision,
+        recall,
+        files,
+    }
+}
+
 /// Answers every held-out task with `answer` over an index per (repository,
 /// commit), built once by `build`, and scores the answers. Tasks are answered
 /// commit by commit and each index is dropped before the next is built: on a
@@ -127,34 +210,12 @@ fn score_held_out<I>(
     answer: impl Fn(&I, &EngineTask) -> Vec<String>,
 ) -> Result<Vec<BaselineTask>, Bm25Error> {
     let held = tasks.held_out();
-    // Positions in `held` per (repository, commit), in order of first appearance.
-    let mut groups: Vec<((&str, &str), Vec<usize>)> = Vec::new();
-    let mut group_of: HashMap<(&str, &str), usize> = HashMap::new();
-    for (position, &i) in held.iter().enumerate() {
-        let task = &tasks.tasks()[i];
-        let key = (task.repo.as_str(), task.commit.as_str());
-        let g = *group_of.entry(key).or_insert_with(|| {
-            groups.push((key, Vec::new()));
-            groups.len() - 1
-        });
-        groups[g].1.push(position);
-    }
     let mut records: Vec<Option<BaselineTask>> = vec![None; held.len()];
-    for (_, positions) in groups {
+    for positions in held_out_groups(tasks) {
         let index = build(&tasks.tasks()[held[positions[0]]])?;
         for position in positions {
             let task = &tasks.tasks()[held[position]];
-            let files = answer(&index, task);
-            let (fb, precision, recall) = file_scores(&files, task);
-            records[position] = Some(BaselineTask {
-                baseline: name.to_owned(),
-                task: task.id.clone(),
-                repo: task.repo.clone(),
-                fb,
-                precision,
-                recall,
-                files,
-            });
+            records[position] = Some(record(name, task, answer(&index, task)));
         }
     }
     Ok(records.into_iter().flatten().collect())

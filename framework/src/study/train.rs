@@ -64,6 +64,11 @@ pub trait Progress: Sync {
     fn run_started(&self, run: &RunSpec, done: usize, total: usize) -> Box<dyn RunProgress + '_>;
     /// `run` ended (skipped, finished or failed).
     fn run_ended(&self, run: &RunSpec, outcome: Result<(), &RunError>);
+    /// The baselines of the held-out tasks have `done` of `total` units of work behind them
+    /// (before any run starts; see [`baseline::baseline_tasks`]).
+    fn baselines(&self, done: usize, total: usize) {
+        let _ = (done, total);
+    }
 }
 
 /// Sees the steps of one run.
@@ -154,12 +159,9 @@ pub enum TrainError {
     #[error("at least one worker is needed")]
     /// `jobs` was 0.
     NoWorkers,
-    #[error("BM25 baseline")]
-    /// The BM25 baseline could not be computed.
+    #[error("the baselines (BM25 and the grep heuristic)")]
+    /// The baselines could not read a held-out task's commit.
     Baseline(#[source] Bm25Error),
-    /// The grep heuristic baseline could not index a held-out task's commit.
-    #[error("grep heuristic baseline")]
-    HeuristicBaseline(#[source] Bm25Error),
     #[error(transparent)]
     /// Publishing a shared file of the results directory failed.
     Publish(#[from] PublishError),
@@ -220,11 +222,12 @@ where
         return Err(TrainError::NoWorkers);
     }
     let repo_dir = |repo: &str| tasks.repo_dirs.get(repo).cloned().unwrap_or_else(|| repo.into());
-    let bm25 =
-        baseline::bm25_tasks(tasks.tasks.as_ref(), study.summary.bm25_k, &repo_dir).map_err(TrainError::Baseline)?;
     let params = crate::heuristic::HeuristicParams::default();
-    let heuristic =
-        baseline::heuristic_tasks(tasks.tasks.as_ref(), params, &repo_dir).map_err(TrainError::HeuristicBaseline)?;
+    let (bm25, heuristic) =
+        baseline::baseline_tasks(tasks.tasks.as_ref(), study.summary.bm25_k, params, &repo_dir, &|done, total| {
+            progress.baselines(done, total)
+        })
+        .map_err(TrainError::Baseline)?;
     let rows = [
         baseline_row(baseline::bm25_name(study.summary.bm25_k), &bm25),
         baseline_row(baseline::heuristic_name(&params), &heuristic),

@@ -51,6 +51,8 @@ pub fn train_with<P: Policy>(
 struct Bars {
     multi: MultiProgress,
     overall: ProgressBar,
+    /// The baselines' bar, made on their first report.
+    baselines: std::sync::Mutex<Option<ProgressBar>>,
 }
 
 impl Bars {
@@ -63,7 +65,7 @@ impl Bars {
         );
         overall.set_prefix(study.to_owned());
         overall.enable_steady_tick(Duration::from_millis(500));
-        Bars { multi, overall }
+        Bars { multi, overall, baselines: std::sync::Mutex::default() }
     }
 }
 
@@ -84,6 +86,29 @@ impl Progress for Bars {
             self.multi.suspend(|| eprintln!("run failed: {msg}"));
         }
         self.overall.inc(1);
+    }
+
+    fn baselines(&self, done: usize, total: usize) {
+        let mut bar = self.baselines.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let bar = bar.get_or_insert_with(|| {
+            let bar = self.multi.insert_before(&self.overall, ProgressBar::new(total as u64));
+            bar.set_style(
+                ProgressStyle::with_template("{prefix:>24} {bar:30} {pos}/{len} commits read, then scored [{elapsed}]")
+                    .expect("static template"),
+            );
+            bar.set_prefix("baselines");
+            bar
+        });
+        bar.set_position(done as u64);
+        if done == total {
+            let line = format!(
+                "baselines: {} held-out commits read and scored in {:.1} s",
+                total / 2,
+                bar.elapsed().as_secs_f64()
+            );
+            bar.finish_and_clear();
+            self.multi.suspend(|| eprintln!("{line}"));
+        }
     }
 }
 
