@@ -110,9 +110,9 @@ trainer.train()
 completions_seen = sum(len(batch) for batch in scored)
 assert completions_seen == STEPS * NUM_GENERATIONS, (completions_seen, scored)
 assert all(isinstance(v, float) for batch in scored for v in batch), scored
-assert Env.resets_total >= STEPS * NUM_GENERATIONS, Env.resets_total
+assert Env.resets_total == STEPS * NUM_GENERATIONS, Env.resets_total
 print(f"trained {STEPS} steps: rewardlab scored {completions_seen} completions: {scored}")
-print(f"environments reset {Env.resets_total} times (the probe instance included) for {STEPS * NUM_GENERATIONS} rollouts")
+print(f"environments reset {Env.resets_total} times for {STEPS * NUM_GENERATIONS} rollouts")
 logged = [k for k in trainer.state.log_history[0] if k.startswith("rewardlab/")]
 print(f"logged rewardlab metrics: {sorted(logged)}")
 print(f"tool calls the random model made that reached the sandbox: {Env.served_total}")
@@ -120,7 +120,11 @@ print(f"tool calls the random model made that reached the sandbox: {Env.served_t
 # A hand-written completion through TRL's own tool-call parsing, then the environment, then the reward.
 add_response_schema(tokenizer)
 text = '<tool_call>\n{"name": "grep", "arguments": {"pattern": "def total", "path": "*.py"}}\n</tool_call><|im_end|>'
-parsed = parse_response(tokenizer, tokenizer(text)["input_ids"])
+# TRL passes the prompt's ids as the prefix, as its tool loop does after generation.
+prefix_text = tokenizer.apply_chat_template(prompt, tools=[Env.grep, Env.glob, Env.read], add_generation_prompt=True,
+                                            tokenize=False)
+prefix = tokenizer(prefix_text, add_special_tokens=False)["input_ids"]
+parsed = parse_response(tokenizer, tokenizer(text, add_special_tokens=False)["input_ids"], prefix=prefix)
 assert parsed.get("tool_calls"), parsed
 env = Env()
 env.reset(prompt=prompt, repo=repo, commit=commit, target=json.dumps(TARGET))
