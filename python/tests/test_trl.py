@@ -236,3 +236,22 @@ def test_len_is_left_out_rather_than_overstated_when_tools_answered(root, repo, 
         trl_call(func, ["p"], [completion], environments=[env], target=[["README.md"]])
     plain = trl_call(func, ["p"], [answer(["README.md"])], completion_ids=[[7] * 10], target=[["README.md"]])[0]
     assert plain == [1.0 - 0.001 * 10]
+
+
+def test_calls_past_the_turn_limit_show_nothing_in_the_record(root, repo, store):
+    env = type("Env", (SandboxEnvironment,), {"store": store, "limits": {"max_calls_per_turn": 2}})()
+    env.reset(repo=repo["path"], commit=repo["first"])
+    calls = [("glob", {"pattern": "*.md"}), ("glob", {"pattern": "shop/*.py"}), ("read", {"path": "shop/cart.py"})]
+    messages = [tool_turn(*calls)]
+    for name, args in calls:
+        messages.append({"role": "tool", "name": name, "content": getattr(env, name)(**args)})
+    messages.append({"role": "assistant", "content": answer(["shop/cart.py"])})
+    func = reward_function("reward = e\n")
+    got = trl_call(func, ["p"], [messages], environments=[env], target=[["shop/cart.py"]])[0]
+    program = rewardlab.load("reward = e\n")
+    first, second, third = (c["record"] for c in env.calls)
+    assert third["entities"], "the environment itself served the third call"
+    records = [{"group": "0", "target": {"files": ["shop/cart.py"]}, "valid": True, "truncated": False,
+                "predicted": {"files": ["shop/cart.py"], "line_ranges": []},
+                "turns": [[first, second, {**third, "entities": []}], []]}]
+    assert got == program.score(records).reward.tolist()

@@ -315,6 +315,12 @@ def _turns(completion: Completion, env: Any) -> list[list[dict[str, Any]]]:
                 cursor += 1
             else:
                 turn.append({"tool": "invalid", "entities": []})
+        if served is not None:
+            # TRL shows an environment no turn boundaries, so it cannot refuse a turn's calls past
+            # the sandbox's limit as a rewardlab policy's sandbox does; the record scores them as
+            # that refusal would read: a call that showed nothing.
+            limit = env._sandbox.max_calls_per_turn
+            turn = turn[:limit] + [{**c, "entities": []} for c in turn[limit:]]
         turns.append(turn)
     return turns or [[]]
 
