@@ -10,6 +10,7 @@ import json
 import os
 import tempfile
 import threading
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from . import _core
@@ -23,6 +24,20 @@ TOOL_ARGS: dict[str, tuple[str, ...]] = {
     "glob": ("pattern",),
     "read": ("path", "start", "end"),
 }
+
+
+def parse_target(value: Any, what: str) -> dict[str, Any]:
+    """A task's targets in the rollout record's shape, from a dict, its JSON text or a list of files.
+
+    ``what`` names the argument in the error (``target``, ``ground_truth``).
+    """
+    if isinstance(value, str):
+        value = json.loads(value)
+    if isinstance(value, Mapping):
+        return {k: v for k, v in value.items() if v is not None}
+    if isinstance(value, Sequence):
+        return {"files": list(value)}
+    raise _core.RewardError(f"{what}: expected a dict, JSON text or a list of files, got {type(value).__name__}")
 
 
 class Served(NamedTuple):

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Union
 
 from . import Program, RewardError, load, parse_answer
-from ._tools import TOOL_ARGS, Served, call_args, serve, shared_sandbox
+from ._tools import TOOL_ARGS, Served, call_args, parse_target, serve, shared_sandbox
 
 __all__ = ["SandboxEnvironment", "reward_function"]
 
@@ -244,15 +244,7 @@ def _group_ids(prompts: Sequence[Any], n: int, num_generations: int | None) -> l
 
 
 def _target(value: Any) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = json.loads(value)
-    if isinstance(value, Mapping):
-        return {k: v for k, v in value.items() if v is not None}
-    if isinstance(value, Sequence):
-        return {"files": list(value)}
-    raise RewardError(f"target: expected a dict, JSON text or a list of files, got {type(value).__name__}")
+    return None if value is None else parse_target(value, "target")
 
 
 def _messages(completion: Completion) -> list[Mapping[str, Any]]:

@@ -42,7 +42,7 @@ from typing import Any, Optional
 from uuid import uuid4
 
 from . import Program, RewardError, load, parse_answer
-from ._tools import TOOL_ARGS, serve, shared_sandbox
+from ._tools import TOOL_ARGS, parse_target, serve, shared_sandbox
 
 __all__ = ["SandboxTool", "compute_score", "tool_schemas", "trajectory_turns"]
 
@@ -165,7 +165,7 @@ def _record(i: int, text: str, truth: Any, info: Mapping[str, Any] | None) -> di
     predicted, _reason = parse_answer(text)
     record: dict[str, Any] = {
         "group": str(info.get("group", info.get("uid", i))),
-        "target": _target(truth),
+        "target": parse_target(truth, "ground_truth"),
         "valid": predicted is not None,
     }
     if predicted is not None:
@@ -176,16 +176,6 @@ def _record(i: int, text: str, truth: Any, info: Mapping[str, Any] | None) -> di
     if turns is not None:
         record["turns"] = turns
     return record
-
-
-def _target(value: Any) -> dict[str, Any]:
-    if isinstance(value, str):
-        value = json.loads(value)
-    if isinstance(value, Mapping):
-        return {k: v for k, v in value.items() if v is not None}
-    if isinstance(value, Sequence):
-        return {"files": list(value)}
-    raise RewardError(f"ground_truth: expected a dict, JSON text or a list of files, got {type(value).__name__}")
 
 
 def trajectory_turns(request_id: str, *, pop: bool = False) -> list[list[dict[str, Any]]] | None:
