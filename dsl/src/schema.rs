@@ -143,6 +143,8 @@ pub enum LintCase {
     SqrtDomain,
     /// `log-domain`: `log` of a value that may be 0 or negative.
     LogDomain,
+    /// `overflow`: an operation on bounded inputs whose range reaches ±inf.
+    Overflow,
     /// `cancels-under-centering` when `reward` is constant within every group.
     ConstantReward,
     /// `cancels-under-centering` on one group-constant term of `reward`.
@@ -161,6 +163,7 @@ impl LintCase {
             LintCase::DenominatorZero => "denominator-contains-zero",
             LintCase::SqrtDomain => "sqrt-domain",
             LintCase::LogDomain => "log-domain",
+            LintCase::Overflow => "overflow",
             LintCase::ConstantReward | LintCase::ConstantTerm => "cancels-under-centering",
             LintCase::UnusedLet => "unused-let",
             LintCase::UnusedParam => "unused-param",

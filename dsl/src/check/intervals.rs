@@ -116,6 +116,51 @@ pub(crate) fn range(expr: &Expr, env: &Env<'_>) -> Range {
     }
 }
 
+/// Whether every value of `expr` is certainly NaN or infinite, for every
+/// input in range (`sqrt(-1)`, `log(0)`, `x / 0`, or arithmetic on such a
+/// value). `defs` says which definitions are known to be never finite. Sound
+/// in the other direction only: `false` means "not shown", so it is used to
+/// raise an error, never to prove a value finite.
+pub(crate) fn never_finite(expr: &Expr, env: &Env<'_>, defs: &[bool]) -> bool {
+    let nf = |e: &Expr| never_finite(e, env, defs);
+    let point_inf = |iv: Interval| iv.is_point() && iv.lo.is_infinite();
+    match expr {
+        Expr::Number(x) => !x.is_finite(),
+        Expr::Def(id) => defs.get(*id).copied().unwrap_or(false),
+        Expr::Bool(_) | Expr::Feature(_) | Expr::Param(_) | Expr::In(..) => false,
+        // `-x` and `|x|` keep NaN and infinity.
+        Expr::Unary(UnOp::Neg, x) => nf(x),
+        Expr::Unary(UnOp::Not, _) => false,
+        Expr::Binary(op, a, b) => match op {
+            // NaN or ±inf on either side stays non-finite (`inf - inf` and `0 * inf` are NaN).
+            BinOp::Add | BinOp::Sub | BinOp::Mul => {
+                nf(a) || nf(b) || (point_inf(range(expr, env).iv) && !range(expr, env).nan)
+            }
+            // `x / 0` is ±inf or NaN; `x / inf` may be 0, so only the numerator propagates.
+            BinOp::Div => nf(a) || (range(b, env).iv == Interval::point(0.0) && !range(b, env).nan),
+            // `NaN ^ 0` and `1 ^ NaN` are 1: nothing propagates for sure.
+            BinOp::Pow => point_inf(range(expr, env).iv) && !range(expr, env).nan,
+            _ => false,
+        },
+        Expr::Call(func, args) => {
+            let arg = |i: usize| args.get(i).map_or(Interval::REAL, |a| range(a, env).iv);
+            match func {
+                Func::Sqrt => nf(&args[0]) || arg(0).hi < 0.0,
+                // `log(0)` is -inf and `log` of a negative number NaN.
+                Func::Log => nf(&args[0]) || arg(0).hi <= 0.0,
+                Func::Abs => nf(&args[0]),
+                Func::Exp => point_inf(range(expr, env).iv),
+                _ => false,
+            }
+        }
+        // A reduction of never-finite values is never finite (`count` reads
+        // no value, and ranks of infinities are finite).
+        Expr::Reduce(_, op, arg) => {
+            !matches!(op, ReduceOp::Count | ReduceOp::Rank) && arg.as_ref().is_some_and(|a| nf(a))
+        }
+    }
+}
+
 /// A bool operand as its truth value: a possible NaN counts as true, as the backends read it.
 fn truthy(r: Range) -> Interval {
     if r.nan { r.iv.hull(TRUE) } else { r.iv }

@@ -159,3 +159,29 @@ fn unused_lets_and_params_warn_but_those_used_by_checks_do_not() {
     assert_eq!((codes(&ws), ws[0].at.as_str()), (vec!["unused-param"], "param gamma = 0.5"));
     assert!(warnings("param gamma = 0.5\nreward = grade(word)\ncheck reward <= 1 + gamma\n").is_empty());
 }
+
+#[test]
+fn an_overflow_from_bounded_inputs_warns() {
+    let text = "reward = exp(1000 * grade(word))\n";
+    let ws = warnings(text);
+    assert_eq!(codes(&ws), ["overflow"], "{ws:#?}");
+    assert_eq!(ws[0].at, "exp(1000 * grade(word))");
+    assert_eq!(
+        ws[0].message,
+        "this value may overflow to infinity: its range is [1, inf] although its inputs are bounded"
+    );
+    assert!(ws[0].help.contains("`exp(min(x, 50))`"), "{}", ws[0].help);
+    let ws = warnings("reward = grade(word) * 1e300 * 1e300\n");
+    assert_eq!((codes(&ws), ws[0].at.as_str()), (vec!["overflow"], "grade(word) * 1e300 * 1e300"), "{ws:#?}");
+    // Unbounded inputs, poles and bounded results are not overflows.
+    for text in [
+        "reward = grade(word) * moves\n",
+        "reward = exp(grade(word))\n",
+        "reward = grade(word) ^ 2 + cost ^ 0.5\n",
+        "reward = grade(word) * mask(size > 0)\nadvantage = adv * 2\n",
+    ] {
+        assert!(!codes(&warnings(text)).contains(&"overflow"), "{text}: {:#?}", warnings(text));
+    }
+    let ws = warnings("reward = grade(word) ^ -1\n");
+    assert!(!codes(&ws).contains(&"overflow"), "a pole is not an overflow: {ws:#?}");
+}
