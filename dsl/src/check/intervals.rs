@@ -99,8 +99,13 @@ pub(crate) fn range(expr: &Expr, env: &Env<'_>) -> Range {
             let decided = within(x.iv, lo.iv, hi.iv);
             exact(if x.nan || lo.nan || hi.nan { decided.hull(FALSE) } else { decided })
         }
-        Expr::Reduce(scope, op, arg) => {
+        Expr::Reduce(scope, op, arg, mask) => {
             let arg = arg.as_ref().map_or(exact(Interval::REAL), |a| range(a, env));
+            let selected = mask.as_ref().map_or(TRUE, |m| truthy(range(m, env)));
+            if selected.hi == 0.0 {
+                // No row is ever selected: every reduction of nothing is 0.
+                return exact(FALSE);
+            }
             let x = arg.iv;
             let unbounded = x.lo == f64::NEG_INFINITY || x.hi == f64::INFINITY;
             // Infinite values make `inf - inf` in sums and spreads.
@@ -111,7 +116,10 @@ pub(crate) fn range(expr: &Expr, env: &Env<'_>) -> Range {
                     ReduceOp::Mean | ReduceOp::Sum => x.lo == f64::NEG_INFINITY && x.hi == f64::INFINITY,
                     ReduceOp::Std => unbounded,
                 };
-            Range { iv: reduce(*scope, *op, x, env.group_size), nan }
+            let iv = reduce(*scope, *op, x, env.group_size);
+            // A selection that may be empty gives 0 (and ranks of masked-out rows are 0).
+            let iv = if selected.lo == 1.0 { iv } else { reduce_masked(*op, iv) };
+            Range { iv, nan }
         }
     }
 }
@@ -155,8 +163,9 @@ pub(crate) fn never_finite(expr: &Expr, env: &Env<'_>, defs: &[bool]) -> bool {
         }
         // A reduction of never-finite values is never finite (`count` reads
         // no value, and ranks of infinities are finite).
-        Expr::Reduce(_, op, arg) => {
-            !matches!(op, ReduceOp::Count | ReduceOp::Rank) && arg.as_ref().is_some_and(|a| nf(a))
+        // A mask may select nothing, and the empty reductions are 0.
+        Expr::Reduce(_, op, arg, mask) => {
+            mask.is_none() && !matches!(op, ReduceOp::Count | ReduceOp::Rank) && arg.as_ref().is_some_and(|a| nf(a))
         }
     }
 }
@@ -404,6 +413,18 @@ pub(crate) fn reduce(scope: Scope, op: ReduceOp, x: Interval, group_size: Interv
         ReduceOp::Std => make(0.0, (x.hi - x.lo) / 2.0),
         ReduceOp::Count => count,
         ReduceOp::Rank => make(1.0, count.hi),
+    }
+}
+
+/// The range of a masked reduction whose selection may be empty, from the
+/// range `iv` of the same reduction over a non-empty selection: an empty
+/// selection gives 0 (a masked-out row's rank is 0), and a non-empty one
+/// may hold a single row (a count or rank of 1 or more, a sum of one value).
+pub(crate) fn reduce_masked(op: ReduceOp, iv: Interval) -> Interval {
+    match op {
+        // A selection of 1 to G rows: counts and ranks from 1, or the 0 of nothing.
+        ReduceOp::Count | ReduceOp::Rank => make(0.0, iv.hi.max(1.0)),
+        _ => iv.hull(FALSE),
     }
 }
 

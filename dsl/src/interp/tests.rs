@@ -26,9 +26,9 @@ fn group_and_batch_reductions_broadcast() {
     let x = b.feature("x");
     let sum = b.let_("s", Layer::Advantage, group(ReduceOp::Sum, x.clone()));
     let rank = b.let_("k", Layer::Advantage, group(ReduceOp::Rank, x.clone()));
-    let count = b.let_("n", Layer::Advantage, Expr::Reduce(Scope::Group, ReduceOp::Count, None));
+    let count = b.let_("n", Layer::Advantage, Expr::Reduce(Scope::Group, ReduceOp::Count, None, None));
     let bmax = b.let_("m", Layer::Advantage, batch(ReduceOp::Max, x.clone()));
-    let bcount = b.let_("bn", Layer::Advantage, Expr::Reduce(Scope::Batch, ReduceOp::Count, None));
+    let bcount = b.let_("bn", Layer::Advantage, Expr::Reduce(Scope::Batch, ReduceOp::Count, None, None));
     let adv = move |_r: Expr| bin(BinOp::Add, bin(BinOp::Mul, sum.clone(), num(100.0)), rank.clone());
     let advantage = move |_r: Expr, _a: Expr| {
         bin(BinOp::Add, bin(BinOp::Mul, count.clone(), num(100.0)), bin(BinOp::Mul, bmax.clone(), bcount.clone()))

@@ -17,8 +17,9 @@ fn sexp(e: &Expr) -> String {
         ExprKind::Binary { op, lhs, rhs } => {
             format!("({} {} {})", op.symbol(), sexp(lhs), sexp(rhs))
         }
-        ExprKind::Call { callee, args } => {
-            let args: Vec<String> = args.iter().map(sexp).collect();
+        ExprKind::Call { callee, args, named } => {
+            let mut args: Vec<String> = args.iter().map(sexp).collect();
+            args.extend(named.iter().map(|n| format!("{}={}", n.name.name, sexp(&n.value))));
             format!("({}{})", callee.name, args.iter().map(|a| format!(" {a}")).collect::<String>())
         }
         ExprKind::In { expr, lo, hi } => format!("(in {} {} {})", sexp(expr), sexp(lo), sexp(hi)),

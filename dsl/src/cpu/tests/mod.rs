@@ -85,7 +85,7 @@ fn layered() -> crate::hir::Program {
     let a = b.adv(bin(
         BinOp::Add,
         bin(BinOp::Div, centred.clone(), bin(BinOp::Add, batch(ReduceOp::Std, centred), num(1e-3))),
-        bin(BinOp::Div, group(ReduceOp::Rank, c), Expr::Reduce(Scope::Group, ReduceOp::Count, None)),
+        bin(BinOp::Div, group(ReduceOp::Rank, c), Expr::Reduce(Scope::Group, ReduceOp::Count, None, None)),
     ));
     b.advantage(bin(BinOp::Sub, a.clone(), batch(ReduceOp::Mean, a)));
     b.build()
