@@ -162,8 +162,8 @@ pub(crate) fn never_finite(expr: &Expr, env: &Env<'_>, defs: &[bool]) -> bool {
             }
         }
         // A reduction of never-finite values is never finite (`count` reads
-        // no value, and ranks of infinities are finite).
-        // A mask may select nothing, and the empty reductions are 0.
+        // no value, and ranks of infinities are finite), unless a mask may
+        // select nothing: the empty reductions are 0.
         Expr::Reduce(_, op, arg, mask) => {
             mask.is_none() && !matches!(op, ReduceOp::Count | ReduceOp::Rank) && arg.as_ref().is_some_and(|a| nf(a))
         }

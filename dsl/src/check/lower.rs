@@ -232,7 +232,9 @@ impl<'s, 'a> Lowerer<'s, 'a> {
             return self.reduction(callee, scope, op, args, named, span);
         }
         if let Some(first) = named.first() {
-            for a in args.iter().chain(named.iter().map(|a| &a.value)) {
+            // A feature's positional arguments are a level and literals, not values.
+            let positional = if self.scope.feature(n).is_some() { &[][..] } else { args };
+            for a in positional.iter().chain(named.iter().map(|a| &a.value)) {
                 self.lower(a);
             }
             return self.error(
@@ -402,7 +404,7 @@ impl<'s, 'a> Lowerer<'s, 'a> {
                     arg.name.span,
                     format!("`{n}` has no keyword argument `{}`", arg.name.name),
                 );
-                d = match did_you_mean(&arg.name.name, ["where"].into_iter()) {
+                d = match did_you_mean(&arg.name.name, ["where"]) {
                     Some(s) => {
                         d.with_help(format!("did you mean `{s}`? (`where = BOOL` keeps the rows where it holds)"))
                     }

@@ -167,6 +167,31 @@ fn formulas_wrap_inside_brackets() {
 }
 
 #[test]
+fn keyword_arguments_follow_the_positional_ones() {
+    assert_eq!(expr("group.mean(reward, where = ok > 0)"), "(group.mean reward where=(> ok 0))");
+    assert_eq!(expr("group.count(where = ok == 1 && !cut)"), "(group.count where=(&& (== ok 1) (not cut)))");
+    assert_eq!(expr("batch.sum(x,where=b)"), "(batch.sum x where=b)");
+    // `==` after a name is a comparison, not a keyword argument.
+    assert_eq!(expr("mask(ok == 1)"), "(mask (== ok 1))");
+    // A mask may sit on a line of its own inside the call.
+    let text = "adv = (reward - group.mean(reward,\n    where = ok > 0)) / 2\ncheck adv >= -1\n";
+    let file = clean(text);
+    assert_eq!(file.items.len(), 2);
+    let ItemKind::Def { value, .. } = &file.items[0].kind else { panic!() };
+    assert_eq!(sexp(value), "(/ (- reward (group.mean reward where=(> ok 0))) 2)");
+    let ExprKind::Binary { lhs, .. } = &value.kind else { panic!("not binary") };
+    let ExprKind::Binary { rhs: mean, .. } = &lhs.kind else { panic!("not binary") };
+    let ExprKind::Call { named, .. } = &mean.kind else { panic!("not a call") };
+    assert_eq!(&text[named[0].name.span.range()], "where");
+    assert_eq!(&text[named[0].value.span.range()], "ok > 0");
+    assert_eq!(
+        errors("reward = group.mean(where = ok > 0, reward)\n"),
+        [("a positional argument cannot follow the keyword argument `where`".to_string(), "reward".to_string())]
+    );
+    assert_eq!(errors("reward = group.mean(reward, where = )\n")[0].0, "expected an expression after `=`, found `)`");
+}
+
+#[test]
 fn keywords_are_not_names() {
     assert_eq!(one_error("let in = 3").message, "`in` is a keyword and cannot be used as a name");
     assert_eq!(one_error("reward = let + 1").message, "expected an expression after `=`, found keyword `let`");

@@ -280,3 +280,27 @@ fn a_definition_that_is_never_finite_is_an_error() {
     let (program, diags) = check_text("reward = grade(word) / (1 + cost)\n");
     assert!(program.is_some(), "{diags:#?}");
 }
+
+#[test]
+fn a_mask_must_be_a_bool_and_the_only_keyword_is_where() {
+    let e = only_error("reward = grade(word)\nadv = reward - group.mean(reward, where = ok)\n");
+    assert_eq!((e.code, e.at.as_str()), ("type-mismatch", "ok"));
+    assert!(e.help.contains("the `where` mask of `group.mean` takes a bool"), "{}", e.help);
+    let e = only_error("reward = grade(word)\nadv = reward - group.mean(reward, wher = ok > 0)\n");
+    assert_eq!((e.code, e.at.as_str()), ("unknown-keyword", "wher"));
+    assert_eq!(e.message, "`group.mean` has no keyword argument `wher`");
+    assert!(e.help.starts_with("did you mean `where`?"), "{}", e.help);
+    let e = only_error("reward = min(grade(word), 1, where = ok > 0)\n");
+    assert_eq!((e.code, e.at.as_str()), ("unknown-keyword", "where"));
+    assert_eq!(e.message, "`min` takes no keyword arguments, but `where` is given");
+    let e = only_error("reward = grade(word, where = ok > 0)\n");
+    assert_eq!(e.code, "unknown-keyword");
+    let e = only_error("reward = grade(word)\nadv = group.sum(reward, where = ok > 0, where = cut > 0)\n");
+    assert_eq!((e.code, e.at.as_str()), ("duplicate-keyword", "where"));
+    // An unknown name in a mask is reported once, as an unknown name.
+    let e = only_error("reward = grade(word)\nadv = group.sum(reward, where = okk > 0)\n");
+    assert_eq!((e.code, e.at.as_str()), ("unknown-name", "okk"));
+    // `count` takes a mask and still no positional argument.
+    let e = only_error("reward = grade(word)\nadv = group.count(reward, where = ok > 0)\n");
+    assert_eq!(e.code, "arity");
+}
