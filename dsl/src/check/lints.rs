@@ -8,6 +8,9 @@
 //! - `overflow`: an operation on bounded inputs whose range reaches ±inf;
 //! - `cancels-under-centering`: an additive term of `reward` that is constant
 //!   within a group while the advantage estimator ignores per-group constants;
+//! - `idle-outranks`: a rollout that did nothing (as the schema defines it)
+//!   can get a higher advantage than a sibling with positive quality
+//!   (module `idle`, which says exactly what it shows);
 //! - `unused-let`, `unused-param`: a `let` or `param` that nothing reads
 //!   (a study overriding an unused param would change nothing).
 //!
@@ -43,6 +46,7 @@ pub(crate) fn run(checked: &Checked<'_, '_>, program: &Program) -> Vec<Diagnosti
     for c in &checked.checks {
         domains(checked, c, &mut out);
     }
+    out.extend(super::idle::idle_outranks(checked, program));
     out.extend(unused_lets(checked));
     out.extend(unused_params(checked));
     // A let reached along two paths is scanned once, but a span must never be reported twice.
@@ -53,7 +57,7 @@ pub(crate) fn run(checked: &Checked<'_, '_>, program: &Program) -> Vec<Diagnosti
 
 /// Finishes a lint warning: the schema's help for `case` if it has one, else
 /// `help`, then the schema's notes.
-fn advised(checked: &Checked<'_, '_>, case: LintCase, diag: Diagnostic, help: String) -> Diagnostic {
+pub(super) fn advised(checked: &Checked<'_, '_>, case: LintCase, diag: Diagnostic, help: String) -> Diagnostic {
     let text = checked.scope.schema.lint_text(case);
     let help = text.and_then(|t| t.help.clone()).unwrap_or(help);
     let notes = text.map(|t| t.notes.clone()).unwrap_or_default();

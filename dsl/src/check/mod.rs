@@ -11,6 +11,7 @@
 //! generator in `verify::cases`, the shrinker in `verify::shrink`).
 //! "Did you mean" lives in `suggest`.
 
+mod idle;
 pub(crate) mod intervals;
 mod lints;
 mod lower;
