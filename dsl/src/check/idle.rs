@@ -273,7 +273,9 @@ impl<'a> Rows<'a> {
     }
 
     /// Every combination of the candidates of the features `reward` reads
-    /// (the others at a default), at most `MAX_ROWS`; `None` when too many.
+    /// (the others at a default), at most `MAX_ROWS`: a feature that would
+    /// pass it keeps only the ends of its candidates, and `None` when even
+    /// that is too many.
     fn grid(&self, idle: bool) -> Option<Vec<Vec<f64>>> {
         const MAX_ROWS: usize = 4096;
         let mut rows = vec![self.defaults(idle)];
@@ -281,7 +283,10 @@ impl<'a> Rows<'a> {
             if !self.read[i] {
                 continue;
             }
-            let values = self.candidates(i, idle);
+            let mut values = self.candidates(i, idle);
+            if rows.len() * values.len() > MAX_ROWS && values.len() > 2 {
+                values = vec![values[0], values[values.len() - 1]];
+            }
             if values.is_empty() || rows.len() * values.len() > MAX_ROWS {
                 return None;
             }
