@@ -95,13 +95,18 @@ pub enum ExprKind {
         /// The right operand.
         rhs: Box<Expr>,
     },
-    /// `f(a, b)`. The callee may be dotted (`group.mean`, `batch.count`): its
-    /// `name` then holds the whole dotted text and its span covers it.
+    /// `f(a, b)`, `group.mean(x, where = m)`. The callee may be dotted
+    /// (`group.mean`, `batch.count`): its `name` then holds the whole dotted
+    /// text and its span covers it.
     Call {
         /// The function name.
         callee: Ident,
-        /// The arguments, in order.
+        /// The positional arguments, in order.
         args: Vec<Expr>,
+        /// The keyword arguments (`where = m`), in order, after the
+        /// positional ones. The parser accepts any name; the checker says
+        /// which functions take which keyword.
+        named: Vec<NamedArg>,
     },
     /// `x in [lo, hi]`, inclusive on both ends.
     In {
@@ -115,6 +120,15 @@ pub enum ExprKind {
     /// Stands where the parser could not make sense of the input; a
     /// diagnostic was reported for it. The checker skips it silently.
     Error,
+}
+
+/// A keyword argument of a call: `where = valid > 0`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NamedArg {
+    /// The keyword as written.
+    pub name: Ident,
+    /// Its value.
+    pub value: Expr,
 }
 
 /// A prefix operator.
@@ -238,9 +252,14 @@ impl Expr {
             ExprKind::Name(i) => ExprKind::Name(i.without_span()),
             ExprKind::Unary { op, expr } => ExprKind::Unary { op: *op, expr: b(expr) },
             ExprKind::Binary { op, lhs, rhs } => ExprKind::Binary { op: *op, lhs: b(lhs), rhs: b(rhs) },
-            ExprKind::Call { callee, args } => {
-                ExprKind::Call { callee: callee.without_span(), args: args.iter().map(Expr::without_spans).collect() }
-            }
+            ExprKind::Call { callee, args, named } => ExprKind::Call {
+                callee: callee.without_span(),
+                args: args.iter().map(Expr::without_spans).collect(),
+                named: named
+                    .iter()
+                    .map(|n| NamedArg { name: n.name.without_span(), value: n.value.without_spans() })
+                    .collect(),
+            },
             ExprKind::In { expr, lo, hi } => ExprKind::In { expr: b(expr), lo: b(lo), hi: b(hi) },
             ExprKind::Error => ExprKind::Error,
         };

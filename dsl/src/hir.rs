@@ -177,6 +177,14 @@ pub enum Scope {
 }
 
 /// A reduction over a group or the batch.
+///
+/// With a mask (`group.mean(x, where = m)`) a reduction reads only the rows
+/// where `m` holds (any non-zero value, NaN included, as everywhere), and
+/// never reads the others' values: a NaN in a masked-out row does not
+/// reach it. When no row of the group (or batch) is selected, `mean`,
+/// `std`, `sum`, `max`, `min` and `count` are all 0, so no NaN leaks out of
+/// an empty selection; `rank` ranks the selected rows among themselves (1
+/// to k) and gives every masked-out row 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceOp {
     /// The arithmetic mean.
@@ -231,8 +239,11 @@ pub enum Expr {
     Call(Func, Vec<Expr>),
     /// `x in [lo, hi]`.
     In(Box<Expr>, Box<Expr>, Box<Expr>),
-    /// `group.op(x)` / `batch.op(x)`; the argument is `None` only for `count`.
-    Reduce(Scope, ReduceOp, Option<Box<Expr>>),
+    /// `group.op(x)` / `batch.op(x)`; the argument is `None` only for
+    /// `count`. The second expression is the mask of `where = m`: only the
+    /// rows where it holds enter the reduction (see [`ReduceOp`] for what
+    /// each op gives when none does).
+    Reduce(Scope, ReduceOp, Option<Box<Expr>>, Option<Box<Expr>>),
 }
 
 impl Program {

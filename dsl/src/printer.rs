@@ -111,7 +111,7 @@ fn write_expr(out: &mut String, expr: &Expr, min: u8) {
             let _ = write!(out, " {} ", op.symbol());
             write_expr(out, rhs, rhs_min);
         }
-        ExprKind::Call { callee, args } => {
+        ExprKind::Call { callee, args, named } => {
             out.push_str(&callee.name);
             out.push('(');
             for (n, arg) in args.iter().enumerate() {
@@ -119,6 +119,13 @@ fn write_expr(out: &mut String, expr: &Expr, min: u8) {
                     out.push_str(", ");
                 }
                 write_expr(out, arg, 0);
+            }
+            for (n, arg) in named.iter().enumerate() {
+                if n > 0 || !args.is_empty() {
+                    out.push_str(", ");
+                }
+                let _ = write!(out, "{} = ", arg.name.name);
+                write_expr(out, &arg.value, 0);
             }
             out.push(')');
         }

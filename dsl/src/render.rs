@@ -16,6 +16,14 @@
 //! the end of a line); a span running over several lines is underlined to
 //! the end of its first line. Spans that fall outside the text or inside a
 //! character are clamped rather than trusted.
+//!
+//! Control characters never reach the terminal raw: a crafted file could
+//! otherwise write escape sequences through its own source line. A C0
+//! control character or DEL in the quoted line (and in the file name,
+//! message, help and notes) is shown as `\x1b`, a C1 control character as
+//! `\u{9b}`, as ripgrep shows them; the carets count the escaped width, so
+//! they stay under the span of the *rendered* line. The `line:col` header
+//! keeps counting the source's characters, as editors do.
 
 use std::fmt::Write;
 
@@ -36,7 +44,7 @@ pub(crate) fn render(source: &SourceFile, diag: &Diagnostic) -> String {
     };
 
     let mut out = String::new();
-    let _ = writeln!(out, "{}:{line}:{col}: {severity}: {}", source.name(), diag.message);
+    let _ = writeln!(out, "{}:{line}:{col}: {severity}: {}", escape(source.name()), escape(&diag.message));
 
     let width = line.to_string().len();
     let pad = " ".repeat(width);
@@ -53,7 +61,7 @@ pub(crate) fn render(source: &SourceFile, diag: &Diagnostic) -> String {
     if line_text.is_empty() {
         let _ = writeln!(out, "{line} |");
     } else {
-        let _ = writeln!(out, "{line} | {}", expand_tabs(line_text));
+        let _ = writeln!(out, "{line} | {}", escape(line_text));
     }
     let _ = writeln!(out, "{pad} | {}{}", " ".repeat(display_width(prefix)), "^".repeat(carets));
     if let Some(help) = &diag.help {
@@ -89,6 +97,7 @@ pub(crate) fn render_all(source: &SourceFile, diags: &[Diagnostic]) -> String {
 fn write_annotation(out: &mut String, pad: &str, kind: &str, text: &str) {
     let indent = format!("{pad}   {}", " ".repeat(kind.len() + 2));
     for (n, line) in text.lines().enumerate() {
+        let line = escape(line);
         if n == 0 {
             let _ = writeln!(out, "{pad} = {kind}: {line}");
         } else {
@@ -100,12 +109,34 @@ fn write_annotation(out: &mut String, pad: &str, kind: &str, text: &str) {
     }
 }
 
+/// The columns `s` takes once rendered: tabs expanded, control characters escaped.
 fn display_width(s: &str) -> usize {
-    s.chars().map(|c| if c == '\t' { TAB_WIDTH } else { 1 }).sum()
+    s.chars().map(|c| rendered(c).map_or(1, |r| r.chars().count())).sum()
 }
 
-fn expand_tabs(s: &str) -> String {
-    s.replace('\t', &" ".repeat(TAB_WIDTH))
+/// `s` as it is written to the terminal: tabs expanded, control characters escaped.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match rendered(c) {
+            Some(r) => out.push_str(&r),
+            None => out.push(c),
+        }
+    }
+    out
+}
+
+/// What a character that cannot be shown as itself is rendered as; `None`
+/// for the characters written as they are.
+fn rendered(c: char) -> Option<String> {
+    match c {
+        '\t' => Some(" ".repeat(TAB_WIDTH)),
+        // C0 controls and DEL: one byte each, shown as a byte escape.
+        '\0'..='\x1f' | '\x7f' => Some(format!("\\x{:02x}", u32::from(c))),
+        // C1 controls (U+0080 to U+009F, CSI among them).
+        c if c.is_control() => Some(format!("\\u{{{:x}}}", u32::from(c))),
+        _ => None,
+    }
 }
 
 /// The largest character boundary at or below `offset`, within the text.

@@ -143,6 +143,8 @@ pub enum LintCase {
     SqrtDomain,
     /// `log-domain`: `log` of a value that may be 0 or negative.
     LogDomain,
+    /// `overflow`: an operation on bounded inputs whose range reaches ±inf.
+    Overflow,
     /// `cancels-under-centering` when `reward` is constant within every group.
     ConstantReward,
     /// `cancels-under-centering` on one group-constant term of `reward`.
@@ -151,6 +153,9 @@ pub enum LintCase {
     UnusedLet,
     /// `unused-param`: a `param` that nothing reads.
     UnusedParam,
+    /// `idle-outranks`: a rollout that did nothing (an [`IdleCase`]) can get
+    /// a higher advantage than a sibling whose quality is positive.
+    IdleOutranks,
 }
 
 impl LintCase {
@@ -161,9 +166,11 @@ impl LintCase {
             LintCase::DenominatorZero => "denominator-contains-zero",
             LintCase::SqrtDomain => "sqrt-domain",
             LintCase::LogDomain => "log-domain",
+            LintCase::Overflow => "overflow",
             LintCase::ConstantReward | LintCase::ConstantTerm => "cancels-under-centering",
             LintCase::UnusedLet => "unused-let",
             LintCase::UnusedParam => "unused-param",
+            LintCase::IdleOutranks => "idle-outranks",
         }
     }
 }
@@ -177,12 +184,24 @@ pub struct LintText {
     pub notes: Vec<String>,
 }
 
+/// A way a rollout can do nothing, for the `idle-outranks` lint: a name for
+/// messages ("made no tool call") and the values such a rollout's features
+/// hold, by feature name (a leveled feature's value holds at every level).
+#[derive(Clone, Debug, PartialEq)]
+pub struct IdleCase {
+    /// Completes "a rollout that ...": `made no tool call and gave no answer`.
+    pub name: String,
+    /// `(feature name, value)`: what the idle rollout's features are fixed to.
+    pub values: Vec<(String, f64)>,
+}
+
 /// The set of features a reward file is checked against, and the caller's
 /// additions to the lints' texts.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FeatureSchema {
     decls: Vec<FeatureDecl>,
     lint_texts: Vec<(LintCase, LintText)>,
+    idle: Vec<IdleCase>,
 }
 
 impl FeatureSchema {
@@ -214,6 +233,20 @@ impl FeatureSchema {
     pub fn with_lint_note(mut self, case: LintCase, note: &str) -> FeatureSchema {
         self.lint_text_mut(case).notes.push(note.to_string());
         self
+    }
+
+    /// Declares a way a rollout can do nothing (see [`IdleCase`]): the
+    /// `idle-outranks` lint then checks that such a rollout never gets a
+    /// higher advantage than a sibling whose quality features are positive.
+    pub fn with_idle_case(mut self, name: &str, values: &[(&str, f64)]) -> FeatureSchema {
+        let values = values.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+        self.idle.push(IdleCase { name: name.to_string(), values });
+        self
+    }
+
+    /// The declared idle cases, in the order declared.
+    pub fn idle_cases(&self) -> &[IdleCase] {
+        &self.idle
     }
 
     /// What this schema adds to the warnings of `case`, if anything.

@@ -51,9 +51,9 @@ pub(crate) fn schema() -> FeatureSchema {
 
 /// Sample reward files against [`schema`], by name, in name order: one per
 /// shape a real reward takes (a scaled reward, a gated one with an advantage
-/// discount, weighted sums with params, bonuses, and each built-in estimator
-/// written out).
-pub(crate) const SAMPLES: [(&str, &str); 9] = [
+/// discount, weighted sums with params, bonuses, each built-in estimator
+/// written out, and a baseline masked to the well-formed rows).
+pub(crate) const SAMPLES: [(&str, &str); 10] = [
     (
         "additive",
         "param w_word = 0.5\nparam alpha = 1\nparam gamma = 0.5\n\
@@ -100,6 +100,14 @@ pub(crate) const SAMPLES: [(&str, &str); 9] = [
          adv = (reward - group.mean(reward)) / (group.std(reward) + 1e-4)\n\n\
          check abs(group.sum(adv)) <= 1e-6        # centred within every group\n\
          check sign(adv) == sign(reward - group.mean(reward))\n",
+    ),
+    (
+        "masked",
+        "# ill-formed work is kept out of the group's baseline\n\
+         reward = grade(word) * mask(cost > 0)\n\
+         adv = (reward - group.mean(reward, where = ok > 0)) / (group.std(reward, where = ok > 0) + 1e-4)\n\n\
+         check abs(group.sum(adv, where = ok > 0)) <= 1e-6   # centred over the well-formed rows\n\
+         check group.count(where = ok > 0) <= group.count()\n",
     ),
     (
         "rloo",

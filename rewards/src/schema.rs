@@ -27,6 +27,16 @@ const TERM_SCALED_HELP: &str = "if a bonus for efficiency is intended (FuseSearc
                                 that choice; if it should only discount the update, scale at the advantage layer: \
                                 `advantage = adv * ...`";
 
+/// What a rollout that did nothing looks like to the features: no tool call
+/// (so `c`, `C` and `e` are 0) and no answer (so `valid` is 0 and every
+/// answer-derived score is 0, the predicted sets being empty).
+const IDLE: &str = "made no tool call and gave no answer";
+
+/// The reports behind the `idle-outranks` lint.
+const IDLE_NOTE: &str = "TRL PRs #6427/#6430: a default reward of 0 for \"never answered\" gave do-nothing rollouts a \
+                         positive advantage over try-and-fail siblings; prime-rl PR #3376: an ungated length penalty \
+                         made failing fast the winning strategy";
+
 /// Help for a `reward` constant within every group, naming the feature most rewards start from.
 const CONSTANT_REWARD_HELP: &str = "make the reward depend on the rollout, e.g. on `Fb(file)`";
 
@@ -94,4 +104,9 @@ pub fn feature_schema() -> FeatureSchema {
         .with_lint_note(LintCase::RewardScaled, REWARD_SCALED_NOTE)
         .with_lint_help(LintCase::TermScaled, TERM_SCALED_HELP)
         .with_lint_help(LintCase::ConstantReward, CONSTANT_REWARD_HELP)
+        .with_idle_case(
+            IDLE,
+            &[("c", 0.0), ("C", 0.0), ("e", 0.0), ("valid", 0.0), ("Fb", 0.0), ("P", 0.0), ("R", 0.0), ("F1", 0.0)],
+        )
+        .with_lint_note(LintCase::IdleOutranks, IDLE_NOTE)
 }

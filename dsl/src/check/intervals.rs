@@ -99,8 +99,13 @@ pub(crate) fn range(expr: &Expr, env: &Env<'_>) -> Range {
             let decided = within(x.iv, lo.iv, hi.iv);
             exact(if x.nan || lo.nan || hi.nan { decided.hull(FALSE) } else { decided })
         }
-        Expr::Reduce(scope, op, arg) => {
+        Expr::Reduce(scope, op, arg, mask) => {
             let arg = arg.as_ref().map_or(exact(Interval::REAL), |a| range(a, env));
+            let selected = mask.as_ref().map_or(TRUE, |m| truthy(range(m, env)));
+            if selected.hi == 0.0 {
+                // No row is ever selected: every reduction of nothing is 0.
+                return exact(FALSE);
+            }
             let x = arg.iv;
             let unbounded = x.lo == f64::NEG_INFINITY || x.hi == f64::INFINITY;
             // Infinite values make `inf - inf` in sums and spreads.
@@ -111,7 +116,56 @@ pub(crate) fn range(expr: &Expr, env: &Env<'_>) -> Range {
                     ReduceOp::Mean | ReduceOp::Sum => x.lo == f64::NEG_INFINITY && x.hi == f64::INFINITY,
                     ReduceOp::Std => unbounded,
                 };
-            Range { iv: reduce(*scope, *op, x, env.group_size), nan }
+            let iv = reduce(*scope, *op, x, env.group_size);
+            // A selection that may be empty gives 0 (and ranks of masked-out rows are 0).
+            let iv = if selected.lo == 1.0 { iv } else { reduce_masked(*op, iv) };
+            Range { iv, nan }
+        }
+    }
+}
+
+/// Whether every value of `expr` is certainly NaN or infinite, for every
+/// input in range (`sqrt(-1)`, `log(0)`, `x / 0`, or arithmetic on such a
+/// value). `defs` says which definitions are known to be never finite. Sound
+/// in the other direction only: `false` means "not shown", so it is used to
+/// raise an error, never to prove a value finite.
+pub(crate) fn never_finite(expr: &Expr, env: &Env<'_>, defs: &[bool]) -> bool {
+    let nf = |e: &Expr| never_finite(e, env, defs);
+    let point_inf = |iv: Interval| iv.is_point() && iv.lo.is_infinite();
+    match expr {
+        Expr::Number(x) => !x.is_finite(),
+        Expr::Def(id) => defs.get(*id).copied().unwrap_or(false),
+        Expr::Bool(_) | Expr::Feature(_) | Expr::Param(_) | Expr::In(..) => false,
+        // `-x` and `|x|` keep NaN and infinity.
+        Expr::Unary(UnOp::Neg, x) => nf(x),
+        Expr::Unary(UnOp::Not, _) => false,
+        Expr::Binary(op, a, b) => match op {
+            // NaN or ±inf on either side stays non-finite (`inf - inf` and `0 * inf` are NaN).
+            BinOp::Add | BinOp::Sub | BinOp::Mul => {
+                nf(a) || nf(b) || (point_inf(range(expr, env).iv) && !range(expr, env).nan)
+            }
+            // `x / 0` is ±inf or NaN; `x / inf` may be 0, so only the numerator propagates.
+            BinOp::Div => nf(a) || (range(b, env).iv == Interval::point(0.0) && !range(b, env).nan),
+            // `NaN ^ 0` and `1 ^ NaN` are 1: nothing propagates for sure.
+            BinOp::Pow => point_inf(range(expr, env).iv) && !range(expr, env).nan,
+            _ => false,
+        },
+        Expr::Call(func, args) => {
+            let arg = |i: usize| args.get(i).map_or(Interval::REAL, |a| range(a, env).iv);
+            match func {
+                Func::Sqrt => nf(&args[0]) || arg(0).hi < 0.0,
+                // `log(0)` is -inf and `log` of a negative number NaN.
+                Func::Log => nf(&args[0]) || arg(0).hi <= 0.0,
+                Func::Abs => nf(&args[0]),
+                Func::Exp => point_inf(range(expr, env).iv),
+                _ => false,
+            }
+        }
+        // A reduction of never-finite values is never finite (`count` reads
+        // no value, and ranks of infinities are finite), unless a mask may
+        // select nothing: the empty reductions are 0.
+        Expr::Reduce(_, op, arg, mask) => {
+            mask.is_none() && !matches!(op, ReduceOp::Count | ReduceOp::Rank) && arg.as_ref().is_some_and(|a| nf(a))
         }
     }
 }
@@ -359,6 +413,18 @@ pub(crate) fn reduce(scope: Scope, op: ReduceOp, x: Interval, group_size: Interv
         ReduceOp::Std => make(0.0, (x.hi - x.lo) / 2.0),
         ReduceOp::Count => count,
         ReduceOp::Rank => make(1.0, count.hi),
+    }
+}
+
+/// The range of a masked reduction whose selection may be empty, from the
+/// range `iv` of the same reduction over a non-empty selection: an empty
+/// selection gives 0 (a masked-out row's rank is 0), and a non-empty one
+/// may hold a single row (a count or rank of 1 or more, a sum of one value).
+pub(crate) fn reduce_masked(op: ReduceOp, iv: Interval) -> Interval {
+    match op {
+        // A selection of 1 to G rows: counts and ranks from 1, or the 0 of nothing.
+        ReduceOp::Count | ReduceOp::Rank => make(0.0, iv.hi.max(1.0)),
+        _ => iv.hull(FALSE),
     }
 }
 

@@ -5,8 +5,12 @@
 //!   the group, not only the rollout's own);
 //! - `denominator-contains-zero`, `sqrt-domain`, `log-domain`: operations whose
 //!   argument's interval reaches outside their domain;
+//! - `overflow`: an operation on bounded inputs whose range reaches ±inf;
 //! - `cancels-under-centering`: an additive term of `reward` that is constant
 //!   within a group while the advantage estimator ignores per-group constants;
+//! - `idle-outranks`: a rollout that did nothing (as the schema defines it)
+//!   can get a higher advantage than a sibling with positive quality
+//!   (module `idle`, which says exactly what it shows);
 //! - `unused-let`, `unused-param`: a `let` or `param` that nothing reads
 //!   (a study overriding an unused param would change nothing).
 //!
@@ -42,6 +46,7 @@ pub(crate) fn run(checked: &Checked<'_, '_>, program: &Program) -> Vec<Diagnosti
     for c in &checked.checks {
         domains(checked, c, &mut out);
     }
+    out.extend(super::idle::idle_outranks(checked, program));
     out.extend(unused_lets(checked));
     out.extend(unused_params(checked));
     // A let reached along two paths is scanned once, but a span must never be reported twice.
@@ -52,7 +57,7 @@ pub(crate) fn run(checked: &Checked<'_, '_>, program: &Program) -> Vec<Diagnosti
 
 /// Finishes a lint warning: the schema's help for `case` if it has one, else
 /// `help`, then the schema's notes.
-fn advised(checked: &Checked<'_, '_>, case: LintCase, diag: Diagnostic, help: String) -> Diagnostic {
+pub(super) fn advised(checked: &Checked<'_, '_>, case: LintCase, diag: Diagnostic, help: String) -> Diagnostic {
     let text = checked.scope.schema.lint_text(case);
     let help = text.and_then(|t| t.help.clone()).unwrap_or(help);
     let notes = text.map(|t| t.notes.clone()).unwrap_or_default();
@@ -247,11 +252,46 @@ fn domains(checked: &Checked<'_, '_>, e: &TExpr, out: &mut Vec<Diagnostic>) {
                 out.push(advised(checked, LintCase::LogDomain, diag, help));
             }
         }
+        TKind::Binary(BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Pow, ..) | TKind::Call(Func::Exp, _) => {
+            overflow(checked, e, out);
+        }
         _ => {}
     }
     for c in e.children() {
         domains(checked, c, out);
     }
+}
+
+/// An operation whose inputs are bounded but whose range reaches ±inf: the
+/// f64 result overflows (`exp(1000 * x)`). Poles are the division and
+/// domain lints' business, so a power of a base that may be 0 with an
+/// exponent that may be negative is left to them.
+fn overflow(checked: &Checked<'_, '_>, e: &TExpr, out: &mut Vec<Diagnostic>) {
+    let bounded = |iv: crate::interval::Interval| iv.lo.is_finite() && iv.hi.is_finite();
+    let iv = checked.interval(e);
+    if bounded(iv) {
+        return;
+    }
+    let children = e.children();
+    let inputs: Vec<_> = children.iter().map(|c| checked.interval(c)).collect();
+    if !inputs.iter().all(|&i| bounded(i)) {
+        return;
+    }
+    if let (TKind::Binary(BinOp::Pow, ..), [base, exponent]) = (&e.kind, inputs.as_slice())
+        && base.contains(0.0)
+        && exponent.lo < 0.0
+    {
+        return;
+    }
+    let diag = Diagnostic::warning(
+        "overflow",
+        e.span,
+        format!("this value may overflow to infinity: its range is {iv} although its inputs are bounded"),
+    );
+    let help = "an f64 overflows past about 1.8e308 (`exp` past 709); scale the argument down or clip it, \
+                e.g. `exp(min(x, 50))`"
+        .to_string();
+    out.push(advised(checked, LintCase::Overflow, diag, help));
 }
 
 /// The additive terms of an expression (through negation and reward-layer lets).

@@ -31,7 +31,8 @@ pub(crate) enum TKind {
     Binary(BinOp, Box<TExpr>, Box<TExpr>),
     Call(Func, Vec<TExpr>),
     In(Box<TExpr>, Box<TExpr>, Box<TExpr>),
-    Reduce(hir::Scope, ReduceOp, Option<Box<TExpr>>),
+    /// A reduction, its argument (`None` for `count`) and its `where` mask.
+    Reduce(hir::Scope, ReduceOp, Option<Box<TExpr>>, Option<Box<TExpr>>),
     /// Stands for a subexpression that failed to check.
     Error,
 }
@@ -51,7 +52,9 @@ impl TExpr {
             TKind::Binary(op, x, y) => hir::Expr::Binary(*op, b(x), b(y)),
             TKind::Call(f, args) => hir::Expr::Call(*f, args.iter().map(|a| a.to_hir(def_id)).collect()),
             TKind::In(x, lo, hi) => hir::Expr::In(b(x), b(lo), b(hi)),
-            TKind::Reduce(s, op, arg) => hir::Expr::Reduce(*s, *op, arg.as_ref().map(|a| b(a))),
+            TKind::Reduce(s, op, arg, mask) => {
+                hir::Expr::Reduce(*s, *op, arg.as_ref().map(|a| b(a)), mask.as_ref().map(|m| b(m)))
+            }
             TKind::Error => hir::Expr::Number(f64::NAN),
         }
     }
@@ -63,7 +66,7 @@ impl TExpr {
             TKind::Binary(_, x, y) => vec![x, y],
             TKind::Call(_, args) => args.iter().collect(),
             TKind::In(x, lo, hi) => vec![x, lo, hi],
-            TKind::Reduce(_, _, Some(x)) => vec![x],
+            TKind::Reduce(_, _, arg, mask) => arg.iter().chain(mask).map(|x| &**x).collect(),
             _ => Vec::new(),
         }
     }
@@ -107,7 +110,7 @@ impl<'s, 'a> Lowerer<'s, 'a> {
                 (TKind::Unary(*op, Box::new(x)), Some(want))
             }
             ExprKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs),
-            ExprKind::Call { callee, args } => self.call(callee, args, e.span),
+            ExprKind::Call { callee, args, named } => self.call(callee, args, named, e.span),
             ExprKind::In { expr, lo, hi } => {
                 let (x, l, h) = (self.lower(expr), self.lower(lo), self.lower(hi));
                 for part in [&x, &l, &h] {
@@ -217,10 +220,31 @@ impl<'s, 'a> Lowerer<'s, 'a> {
         (TKind::Binary(op, Box::new(a), Box::new(b)), Some(ty))
     }
 
-    fn call(&mut self, callee: &ast::Ident, args: &[ast::Expr], span: Span) -> (TKind, Option<Type>) {
+    fn call(
+        &mut self,
+        callee: &ast::Ident,
+        args: &[ast::Expr],
+        named: &[ast::NamedArg],
+        span: Span,
+    ) -> (TKind, Option<Type>) {
         let n = callee.name.as_str();
         if let Some((scope, op)) = n.split_once('.') {
-            return self.reduction(callee, scope, op, args, span);
+            return self.reduction(callee, scope, op, args, named, span);
+        }
+        if let Some(first) = named.first() {
+            // A feature's positional arguments are a level and literals, not values.
+            let positional = if self.scope.feature(n).is_some() { &[][..] } else { args };
+            for a in positional.iter().chain(named.iter().map(|a| &a.value)) {
+                self.lower(a);
+            }
+            return self.error(
+                Diagnostic::error(
+                    "unknown-keyword",
+                    first.name.span,
+                    format!("`{n}` takes no keyword arguments, but `{}` is given", first.name.name),
+                )
+                .with_help("only the group and batch reductions take one: `where = BOOL`, e.g. `group.mean(x, where = ok > 0)`"),
+            );
         }
         if let Some(func) = Func::ALL.iter().copied().find(|f| f.name() == n) {
             return self.function(func, callee, args, span);
@@ -312,6 +336,7 @@ impl<'s, 'a> Lowerer<'s, 'a> {
         scope: &str,
         op: &str,
         args: &[ast::Expr],
+        named: &[ast::NamedArg],
         span: Span,
     ) -> (TKind, Option<Type>) {
         let n = callee.name.as_str();
@@ -328,7 +353,7 @@ impl<'s, 'a> Lowerer<'s, 'a> {
             {
                 d = d.with_help(format!("did you mean `{s}`?"));
             }
-            for a in args {
+            for a in args.iter().chain(named.iter().map(|a| &a.value)) {
                 self.lower(a);
             }
             return self.error(d);
@@ -344,18 +369,77 @@ impl<'s, 'a> Lowerer<'s, 'a> {
             _ => ReduceOp::Count,
         };
         let lowered: Vec<TExpr> = args.iter().map(|a| self.lower(a)).collect();
+        let mask = self.mask(n, named);
         if op == ReduceOp::Count {
             if !self.arity(callee, args, span, args.is_empty(), "no arguments") {
                 return (TKind::Error, None);
             }
-            return (TKind::Reduce(scope, op, None), Some(Type::Number));
+            return match mask {
+                Ok(mask) => (TKind::Reduce(scope, op, None, mask), Some(Type::Number)),
+                Err(()) => (TKind::Error, None),
+            };
         }
         if !self.arity(callee, args, span, args.len() == 1, "1 argument") {
             return (TKind::Error, None);
         }
         let arg = lowered.into_iter().next().expect("arity checked: one argument");
         self.expect(&arg, Type::Number, &format!("`{n}`"));
-        (TKind::Reduce(scope, op, Some(Box::new(arg))), Some(Type::Number))
+        match mask {
+            Ok(mask) => (TKind::Reduce(scope, op, Some(Box::new(arg)), mask), Some(Type::Number)),
+            Err(()) => (TKind::Error, None),
+        }
+    }
+
+    /// The `where = BOOL` mask of a reduction `n`: `Ok(None)` without one,
+    /// `Err` once an error is reported (an unknown or repeated keyword, a
+    /// number where a bool is needed).
+    fn mask(&mut self, n: &str, named: &[ast::NamedArg]) -> Result<Option<Box<TExpr>>, ()> {
+        let mut mask = None;
+        let mut ok = true;
+        for arg in named {
+            let value = self.lower(&arg.value);
+            if arg.name.name != "where" {
+                let mut d = Diagnostic::error(
+                    "unknown-keyword",
+                    arg.name.span,
+                    format!("`{n}` has no keyword argument `{}`", arg.name.name),
+                );
+                d = match did_you_mean(&arg.name.name, ["where"]) {
+                    Some(s) => {
+                        d.with_help(format!("did you mean `{s}`? (`where = BOOL` keeps the rows where it holds)"))
+                    }
+                    None => {
+                        d.with_help("the only keyword argument is `where = BOOL`, which keeps the rows where it holds")
+                    }
+                };
+                self.diags.push(d);
+                ok = false;
+                continue;
+            }
+            if mask.is_some() {
+                self.diags.push(
+                    Diagnostic::error("duplicate-keyword", arg.name.span, format!("`where` is given twice to `{n}`"))
+                        .with_help("join the conditions with `&&`: `where = a && b`"),
+                );
+                ok = false;
+                continue;
+            }
+            if value.ty == Some(Type::Number) {
+                self.diags.push(
+                    Diagnostic::error(
+                        "type-mismatch",
+                        value.span,
+                        "a number is used as a bool; compare it, e.g. `x > 0`",
+                    )
+                    .with_help(format!("the `where` mask of `{n}` takes a bool: the rows where it holds are reduced")),
+                );
+                ok = false;
+            } else if value.ty.is_none() {
+                ok = false;
+            }
+            mask = Some(Box::new(value));
+        }
+        if ok { Ok(mask) } else { Err(()) }
     }
 
     /// `grade(word)`, `grade(word, 1)`: a leveled feature read.

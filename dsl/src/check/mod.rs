@@ -11,6 +11,7 @@
 //! generator in `verify::cases`, the shrinker in `verify::shrink`).
 //! "Did you mean" lives in `suggest`.
 
+mod idle;
 pub(crate) mod intervals;
 mod lints;
 mod lower;
@@ -219,6 +220,7 @@ fn check_into(
         checked.intervals[slot] = r.iv;
         checked.nans[slot] = r.nan;
     }
+    diags.extend(never_finite(&checked, &order));
     for (c, item) in checked.checks.iter().zip(&scope.checks) {
         let iv = checked.interval(c);
         if iv.hi == 0.0 {
@@ -237,6 +239,37 @@ fn check_into(
         diags.extend(lints::run(&checked, &program));
     }
     Some(program)
+}
+
+/// A definition every value of which is NaN or infinite (`reward = sqrt(-1)`)
+/// is an error: it would fail every evaluation. Only the root of the fault
+/// is reported, not every definition that reads it, and never a default.
+fn never_finite(checked: &Checked<'_, '_>, order: &[usize]) -> Vec<Diagnostic> {
+    let mut never = vec![false; checked.bodies.len()];
+    let none = vec![false; checked.bodies.len()];
+    let mut out = Vec::new();
+    for &slot in order {
+        let body = checked.bodies[slot].to_hir(&|s| s);
+        let env = checked.env();
+        never[slot] = intervals::never_finite(&body, &env, &never);
+        let s = &checked.scope.slots[slot];
+        if never[slot] && s.explicit && intervals::never_finite(&body, &env, &none) {
+            let what = if s.kind == DefKind::Let { format!("the `let` `{}`", s.name) } else { format!("`{}`", s.name) };
+            out.push(
+                Diagnostic::error(
+                    "never-finite",
+                    checked.bodies[slot].span,
+                    format!("{what} is never finite: every value it can take is NaN or infinite"),
+                )
+                .with_help(
+                    "interval analysis over the declared feature ranges shows this for every input \
+                     (`sqrt` or `log` of a value that is never positive, a division by 0, an overflow); \
+                     every evaluation would fail",
+                ),
+            );
+        }
+    }
+    out
 }
 
 fn build_program(checked: &Checked<'_, '_>, order: &[usize]) -> Program {

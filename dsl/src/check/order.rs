@@ -29,10 +29,10 @@ fn collect(expr: &Expr, scope: &Scope<'_>, out: &mut Vec<(usize, Span)>) {
             collect(lhs, scope, out);
             collect(rhs, scope, out);
         }
-        ExprKind::Call { callee, args } => {
+        ExprKind::Call { callee, args, named } => {
             // A feature's arguments are a level and literals, never references.
             if scope.feature(&callee.name).is_none() {
-                for a in args {
+                for a in args.iter().chain(named.iter().map(|n| &n.value)) {
                     collect(a, scope, out);
                 }
             }

@@ -264,7 +264,10 @@ fn bin(op: BinOp, lhs: Expr, rhs: Expr, span: Span) -> Expr {
 }
 
 fn reduce(op: &str, arg: Expr, span: Span) -> Expr {
-    Expr { kind: ExprKind::Call { callee: Ident { name: op.to_string(), span }, args: vec![arg] }, span }
+    Expr {
+        kind: ExprKind::Call { callee: Ident { name: op.to_string(), span }, args: vec![arg], named: Vec::new() },
+        span,
+    }
 }
 
 /// GRPO's estimator, `(reward - group.mean(reward)) / (group.std(reward) + 1e-4)`,

@@ -78,7 +78,16 @@ pub(crate) fn unfused(stage: usize, e: &Elementwise, temps: &mut usize) -> Vec<(
 }
 
 /// A segmented reduction: group `w`, lane `RL_LANE` of `RL_LANES`.
-pub(crate) fn group_reduce(stage: usize, op: ReduceOp, arg: Source, out: GroupValueId) -> (Kernel, String) {
+pub(crate) fn group_reduce(
+    stage: usize,
+    op: ReduceOp,
+    arg: Source,
+    mask: Option<Source>,
+    out: GroupValueId,
+) -> (Kernel, String) {
+    if let Some(mask) = mask {
+        return group_reduce_masked(stage, op, arg, mask, out);
+    }
     let x = source_name(arg);
     let mut t = String::from(
         "    unsigned long long start = off[w], end = off[w + 1];\n    double cnt = (double)(end - start);\n",
@@ -127,8 +136,73 @@ pub(crate) fn group_reduce(stage: usize, op: ReduceOp, arg: Source, out: GroupVa
     (Kernel { name: format!("s{stage}"), args, grid: Grid::GroupWarps }, t)
 }
 
+/// A masked segmented reduction: only the rows whose mask is non-zero (NaN
+/// included) are read; a masked-out row adds `+0.0` to a sum, which is
+/// exact, so the sums are the selected rows' sums, as `ops::reduce_masked`
+/// computes them. The count of selected rows is a sum of its own, and an
+/// empty selection gives 0 for every op. `max`/`min` start from ∓inf, the
+/// identity of the NaN-propagating `rl_max_d`/`rl_min_d` on the selected
+/// values.
+fn group_reduce_masked(stage: usize, op: ReduceOp, arg: Source, mask: Source, out: GroupValueId) -> (Kernel, String) {
+    let (x, m) = (source_name(arg), source_name(mask));
+    let mut t = String::from("    unsigned long long start = off[w], end = off[w + 1];\n");
+    let lanes = |t: &mut String, init: &str, step: &str| {
+        writeln!(t, "    for (unsigned long long j = start + RL_LANE; j < end; j += RL_LANES) {{ {init}{step} }}")
+            .expect("writing to a String");
+    };
+    t.push_str("    double cnt = 0.0;\n");
+    lanes(&mut t, "", &format!("cnt += {m}[j] != 0 ? 1.0 : 0.0;"));
+    t.push_str("    cnt = rl_lanes_sum(cnt);\n");
+    let sum = |t: &mut String| {
+        t.push_str("    double acc = 0.0;\n");
+        lanes(t, "", &format!("acc += {m}[j] != 0 ? (double){x}[j] : 0.0;"));
+        t.push_str("    acc = rl_lanes_sum(acc);\n");
+    };
+    let value = match op {
+        ReduceOp::Count => "(rl_real)cnt".to_string(),
+        ReduceOp::Sum => {
+            sum(&mut t);
+            "(rl_real)acc".to_string()
+        }
+        ReduceOp::Mean => {
+            sum(&mut t);
+            "cnt == 0.0 ? (rl_real)0 : (rl_real)(acc / cnt)".to_string()
+        }
+        ReduceOp::Std => {
+            sum(&mut t);
+            t.push_str("    double mean = cnt == 0.0 ? 0.0 : acc / cnt;\n    double dev = 0.0;\n");
+            lanes(&mut t, "", &format!("if ({m}[j] != 0) {{ double d = (double){x}[j] - mean; dev += d * d; }}"));
+            t.push_str("    dev = rl_lanes_sum(dev);\n");
+            "cnt == 0.0 ? (rl_real)0 : (rl_real)rl_sqrt_d(dev / cnt)".to_string()
+        }
+        ReduceOp::Max | ReduceOp::Min => {
+            let (pick, lanes_pick, init) = if op == ReduceOp::Max {
+                ("rl_max_d", "rl_lanes_max", "-(double)RL_INF")
+            } else {
+                ("rl_min_d", "rl_lanes_min", "(double)RL_INF")
+            };
+            writeln!(t, "    double acc = {init};").expect("writing to a String");
+            lanes(&mut t, "", &format!("if ({m}[j] != 0) acc = {pick}(acc, (double){x}[j]);"));
+            writeln!(t, "    acc = {lanes_pick}(acc);").expect("writing to a String");
+            "cnt == 0.0 ? (rl_real)0 : (rl_real)acc".to_string()
+        }
+        ReduceOp::Rank => unreachable!("ranks are their own stage"),
+    };
+    writeln!(t, "    if (RL_LANE == 0) g{out}[w] = {value};").expect("writing to a String");
+    let mut args = vec![Arg::Groups, Arg::Offsets];
+    args.extend(dedup(source_arg(arg).into_iter().chain(source_arg(mask))));
+    args.push(Arg::GroupOut(out));
+    (Kernel { name: format!("s{stage}"), args, grid: Grid::GroupWarps }, t)
+}
+
 /// Ranks within group `w`: each lane ranks its strided share of the rows.
-pub(crate) fn group_rank(stage: usize, arg: Source, out: ColumnId) -> (Kernel, String) {
+/// With a mask, only the selected rows are ranked, among themselves, and
+/// a masked-out row's rank is 0; a NaN among the selected values makes
+/// every selected rank NaN.
+pub(crate) fn group_rank(stage: usize, arg: Source, mask: Option<Source>, out: ColumnId) -> (Kernel, String) {
+    if let Some(mask) = mask {
+        return group_rank_masked(stage, arg, mask, out);
+    }
     let x = source_name(arg);
     let mut t = String::from("    unsigned long long start = off[w], end = off[w + 1];\n    int nan = 0;\n");
     writeln!(t, "    for (unsigned long long j = start + RL_LANE; j < end; j += RL_LANES) nan |= {x}[j] != {x}[j];")
@@ -145,6 +219,31 @@ pub(crate) fn group_rank(stage: usize, arg: Source, out: ColumnId) -> (Kernel, S
         .expect("writing to a String");
     let mut args = vec![Arg::Groups, Arg::Offsets];
     args.extend(source_arg(arg));
+    args.push(Arg::ColumnOut(out));
+    (Kernel { name: format!("s{stage}"), args, grid: Grid::GroupWarps }, t)
+}
+
+fn group_rank_masked(stage: usize, arg: Source, mask: Source, out: ColumnId) -> (Kernel, String) {
+    let (x, m) = (source_name(arg), source_name(mask));
+    let mut t = String::from("    unsigned long long start = off[w], end = off[w + 1];\n    int nan = 0;\n");
+    writeln!(
+        t,
+        "    for (unsigned long long j = start + RL_LANE; j < end; j += RL_LANES) nan |= {m}[j] != 0 && {x}[j] != {x}[j];"
+    )
+    .expect("writing to a String");
+    t.push_str("    nan = rl_lanes_any(nan);\n");
+    t.push_str("    for (unsigned long long j = start + RL_LANE; j < end; j += RL_LANES) {\n");
+    writeln!(t, "        if ({m}[j] == 0) {{ c{out}[j] = (rl_real)0; continue; }}").expect("writing to a String");
+    writeln!(t, "        rl_real x = {x}[j];\n        double less = 0.0, equal = 0.0;").expect("writing to a String");
+    writeln!(
+        t,
+        "        for (unsigned long long k = start; k < end; k++) {{ if ({m}[k] == 0) continue; less += {x}[k] < x ? 1.0 : 0.0; equal += {x}[k] == x ? 1.0 : 0.0; }}"
+    )
+    .expect("writing to a String");
+    writeln!(t, "        c{out}[j] = nan ? RL_NAN : (rl_real)(less + (equal + 1.0) / 2.0);\n    }}")
+        .expect("writing to a String");
+    let mut args = vec![Arg::Groups, Arg::Offsets];
+    args.extend(dedup(source_arg(arg).into_iter().chain(source_arg(mask))));
     args.push(Arg::ColumnOut(out));
     (Kernel { name: format!("s{stage}"), args, grid: Grid::GroupWarps }, t)
 }

@@ -42,22 +42,33 @@ RL_FN double rl_lanes_max(double x) { return x; }
 RL_FN double rl_lanes_min(double x) { return x; }
 RL_FN int rl_lanes_any(int x) { return x; }
 
-/* Batch reductions, accumulated in double left to right (op codes as on the device). */
-static double rl_batch_reduce(const rl_real* x, unsigned long long n, int op) {
+/* Batch reductions, accumulated in double left to right (op codes as on the
+   device). With a mask `m` (0 for none) only the rows where it is non-zero
+   are read, and an empty selection gives 0. */
+static double rl_batch_reduce(const rl_real* x, const rl_real* m, unsigned long long n, int op) {
     double cnt = (double)n, acc = 0.0, mean, dev = 0.0;
     unsigned long long j;
+    int any = 0;
+    if (m) {
+        cnt = 0.0;
+        for (j = 0; j < n; j++) cnt += m[j] != 0 ? 1.0 : 0.0;
+        if (cnt == 0.0) return 0.0;
+    }
     if (op == 5) return cnt;
     if (op == 3 || op == 4) {
         if (n == 0) return (double)NAN;
-        acc = (double)x[0];
-        for (j = 1; j < n; j++) acc = op == 3 ? rl_max_d(acc, (double)x[j]) : rl_min_d(acc, (double)x[j]);
+        for (j = 0; j < n; j++) {
+            if (m && m[j] == 0) continue;
+            acc = !any ? (double)x[j] : (op == 3 ? rl_max_d(acc, (double)x[j]) : rl_min_d(acc, (double)x[j]));
+            any = 1;
+        }
         return acc;
     }
-    for (j = 0; j < n; j++) acc += (double)x[j];
+    for (j = 0; j < n; j++) acc += (m && m[j] == 0) ? 0.0 : (double)x[j];
     if (op == 0) return acc;
     mean = acc / cnt;
     if (op == 1) return mean;
-    for (j = 0; j < n; j++) dev += ((double)x[j] - mean) * ((double)x[j] - mean);
+    for (j = 0; j < n; j++) dev += (m && m[j] == 0) ? 0.0 : ((double)x[j] - mean) * ((double)x[j] - mean);
     return sqrt(dev / cnt);
 }
 
@@ -98,15 +109,17 @@ pub fn emit_c(ir: &IrProgram, fusion: Fusion) -> String {
                 writeln!(entries, "void rl_entry_{k}(const rl_ctx* x) {{ {}({}); }}", kernel.name, args.join(", "))
                     .expect("writing to a String");
             }
-            Launch::BatchReduce { op, arg, out: b } => {
-                let src = match arg {
+            Launch::BatchReduce { op, arg, mask, out: b } => {
+                let src = |s: &Source| match s {
                     Source::Feature(f) => format!("x->f[{f}]"),
                     Source::Column(c) => format!("x->c[{c}]"),
                     Source::None => "0".to_string(),
                 };
+                let m = mask.as_ref().map_or("0".to_string(), src);
                 writeln!(
                     entries,
-                    "void rl_entry_{k}(const rl_ctx* x) {{ x->b[{b}] = (rl_real)rl_batch_reduce({src}, x->n, {}); }}",
+                    "void rl_entry_{k}(const rl_ctx* x) {{ x->b[{b}] = (rl_real)rl_batch_reduce({}, {m}, x->n, {}); }}",
+                    src(arg),
                     super::batch_op_code(*op)
                 )
                 .expect("writing to a String");

@@ -53,15 +53,22 @@ RL_FN int rl_lanes_any(int x) { return __any_sync(RL_FULL, x); }
 // fixed shared-memory tree inside the block; `rl_batch_final` folds the
 // partials in index order on one thread. Op codes: 0 sum, 1 mean, 2 std,
 // 3 max, 4 min, 5 count. `pass` 1 of std sums squared deviations from
-// `scratch[0]`, the mean pass 0 left there.
+// `scratch[0]`, the mean pass 0 left there. With `masked`, only the rows
+// where `m` is non-zero are read (`m` is then a column; otherwise any
+// pointer), pass 2 counts them into `scratch[1]` first, and an empty
+// selection gives 0.
 #define RL_BATCH_THREADS __BATCH_THREADS__
-extern "C" __global__ void rl_batch_partial(const rl_real* RL_RESTRICT x, unsigned long long n, int op, int pass,
+extern "C" __global__ void rl_batch_partial(const rl_real* RL_RESTRICT x, const rl_real* RL_RESTRICT m, int masked,
+                                            unsigned long long n, int op, int pass,
                                             const double* RL_RESTRICT scratch, double* RL_RESTRICT partials) {
     __shared__ double tree[RL_BATCH_THREADS];
-    double acc = (op == 3) ? -(double)RL_INF : ((op == 4) ? (double)RL_INF : 0.0);
+    int extreme = pass != 2 && (op == 3 || op == 4);
+    double acc = !extreme ? 0.0 : ((op == 3) ? -(double)RL_INF : (double)RL_INF);
     double mean = pass == 1 ? scratch[0] : 0.0;
     unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
     for (unsigned long long j = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; j < n; j += stride) {
+        if (masked && m[j] == 0) continue;
+        if (pass == 2) { acc += 1.0; continue; }
         double v = (double)x[j];
         if (op == 3) acc = rl_max_d(acc, v);
         else if (op == 4) acc = rl_min_d(acc, v);
@@ -73,22 +80,25 @@ extern "C" __global__ void rl_batch_partial(const rl_real* RL_RESTRICT x, unsign
     for (unsigned int d = RL_BATCH_THREADS / 2; d > 0; d >>= 1) {
         if (threadIdx.x < d) {
             double a = tree[threadIdx.x], b = tree[threadIdx.x + d];
-            tree[threadIdx.x] = op == 3 ? rl_max_d(a, b) : (op == 4 ? rl_min_d(a, b) : a + b);
+            tree[threadIdx.x] = !extreme ? a + b : (op == 3 ? rl_max_d(a, b) : rl_min_d(a, b));
         }
         __syncthreads();
     }
     if (threadIdx.x == 0) partials[blockIdx.x] = tree[0];
 }
 extern "C" __global__ void rl_batch_final(const double* RL_RESTRICT partials, unsigned int parts, unsigned long long n,
-                                          int op, int pass, double* RL_RESTRICT scratch, rl_real* RL_RESTRICT B,
-                                          unsigned int out) {
+                                          int op, int pass, int masked, double* RL_RESTRICT scratch,
+                                          rl_real* RL_RESTRICT B, unsigned int out) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    double cnt = (double)n;
-    if (op == 5) { B[out] = (rl_real)cnt; return; }
+    int extreme = pass != 2 && (op == 3 || op == 4);
     double acc = partials[0];
     for (unsigned int p = 1; p < parts; p++) {
-        acc = op == 3 ? rl_max_d(acc, partials[p]) : (op == 4 ? rl_min_d(acc, partials[p]) : acc + partials[p]);
+        acc = !extreme ? acc + partials[p] : (op == 3 ? rl_max_d(acc, partials[p]) : rl_min_d(acc, partials[p]));
     }
+    if (pass == 2) { scratch[1] = acc; if (op == 5) B[out] = (rl_real)acc; return; }
+    double cnt = masked ? scratch[1] : (double)n;
+    if (op == 5) { B[out] = (rl_real)cnt; return; }
+    if (masked && cnt == 0.0) { if (op == 2 && pass == 0) scratch[0] = 0.0; else B[out] = (rl_real)0; return; }
     if ((op == 3 || op == 4) && n == 0) acc = (double)RL_NAN;
     if (op == 1) acc = acc / cnt;
     if (op == 2 && pass == 0) { scratch[0] = acc / cnt; return; }

@@ -16,14 +16,19 @@
 //!   each, the rows of its group below and equal to it (`less + (equal + 1) /
 //!   2` is the average rank of a tie); a NaN anywhere in the group makes every
 //!   rank NaN, as on the CPU. That is quadratic in the group size, which is
-//!   fine for GRPO groups (8 to a few hundred rollouts);
+//!   fine for GRPO groups (8 to a few hundred rollouts). A `where` mask is one
+//!   more column read: masked-out rows add `+0.0` to the sums (exact, so the
+//!   sums are the selected rows'), the selected rows are counted alongside,
+//!   and an empty selection gives 0, as `ops::reduce_masked` defines;
 //! - a [`Stage::BatchReduce`] is a **grid-wide reduction** by two generic
 //!   kernels of the prelude: a fixed grid ([`BATCH_BLOCKS`] blocks of
 //!   [`BATCH_THREADS`] threads) folds the column into one `double` partial per
 //!   block with a fixed shared-memory tree, then one thread folds the partials
 //!   in index order. The grid never depends on the device, so the result
 //!   depends only on the input (deterministic). `std` runs both kernels twice
-//!   (mean, then squared deviations);
+//!   (mean, then squared deviations). A masked reduction first counts its
+//!   selected rows (pass 2 of the same kernels, kept in the scratch space)
+//!   and then reads only those;
 //! - a [`Stage::BatchRank`] needs a global sort: the runtime ranks the column
 //!   on the host with the interpreter's own [`rank_into`](crate::interp::ops::rank_into)
 //!   and uploads the ranks. No sample reward file uses it.
@@ -148,6 +153,8 @@ pub enum Launch {
         op: ReduceOp,
         /// Where the reduction reads its argument.
         arg: Source,
+        /// Where it reads its `where` mask, if it has one.
+        mask: Option<Source>,
         /// Index of the batch value slot it writes.
         out: usize,
     },
@@ -155,6 +162,8 @@ pub enum Launch {
     BatchRank {
         /// The values to rank.
         arg: Source,
+        /// Where it reads its `where` mask, if it has one.
+        mask: Option<Source>,
         /// The column receiving the ranks (1 = lowest).
         out: ColumnId,
     },
@@ -213,18 +222,20 @@ pub(crate) fn plan(ir: &IrProgram, fusion: Fusion) -> Plan {
                     }
                 }
             },
-            Stage::GroupReduce { op, arg, out } => {
-                let (kernel, text) = body::group_reduce(s, *op, *arg, *out);
+            Stage::GroupReduce { op, arg, mask, out } => {
+                let (kernel, text) = body::group_reduce(s, *op, *arg, *mask, *out);
                 plan.push(kernel, text);
             }
-            Stage::GroupRank { arg, out } => {
-                let (kernel, text) = body::group_rank(s, *arg, *out);
+            Stage::GroupRank { arg, mask, out } => {
+                let (kernel, text) = body::group_rank(s, *arg, *mask, *out);
                 plan.push(kernel, text);
             }
-            Stage::BatchReduce { op, arg, out } => {
-                plan.launches.push(Launch::BatchReduce { op: *op, arg: *arg, out: *out })
+            Stage::BatchReduce { op, arg, mask, out } => {
+                plan.launches.push(Launch::BatchReduce { op: *op, arg: *arg, mask: *mask, out: *out })
             }
-            Stage::BatchRank { arg, out } => plan.launches.push(Launch::BatchRank { arg: *arg, out: *out }),
+            Stage::BatchRank { arg, mask, out } => {
+                plan.launches.push(Launch::BatchRank { arg: *arg, mask: *mask, out: *out })
+            }
         }
     }
     plan

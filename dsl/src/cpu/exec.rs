@@ -76,15 +76,20 @@ pub(crate) fn run(program: &CompiledProgram, table: &FeatureTable, features: &[O
                     }
                 };
                 match &ir.stages[*s] {
-                    Stage::BatchReduce { op, arg, out } => {
-                        batch_values[*out] = match op {
-                            ReduceOp::Count => table.rows() as f64,
-                            op => ops::reduce(*op, source(arg)),
+                    Stage::BatchReduce { op, arg, mask, out } => {
+                        batch_values[*out] = match (op, mask) {
+                            (ReduceOp::Count, None) => table.rows() as f64,
+                            (ReduceOp::Count, Some(m)) => ops::count_masked(source(m)),
+                            (op, None) => ops::reduce(*op, source(arg)),
+                            (op, Some(m)) => ops::reduce_masked(*op, source(arg), source(m)),
                         };
                     }
-                    Stage::BatchRank { arg, out } => {
+                    Stage::BatchRank { arg, mask, out } => {
                         let mut ranks = vec![0.0; table.rows()];
-                        ops::rank_into(source(arg), &mut ranks);
+                        match mask {
+                            Some(m) => ops::rank_masked_into(source(arg), source(m), &mut ranks),
+                            None => ops::rank_into(source(arg), &mut ranks),
+                        }
                         if is_output(*out) && !all_finite(&ranks) {
                             non_finite.store(true, Ordering::Relaxed);
                         }
@@ -229,24 +234,34 @@ impl Env<'_> {
                         start = rows.end;
                     }
                 }
-                Stage::GroupReduce { op, arg, out: gv } => {
+                Stage::GroupReduce { op, arg, mask, out: gv } => {
                     let slot = self.group_slot[*gv].expect("written by this pass");
                     for g in block.groups.clone() {
                         let rows = self.offsets[g]..self.offsets[g + 1];
-                        let value = match op {
-                            ReduceOp::Count => rows.len() as f64,
-                            op => ops::reduce(*op, self.source(arg, out, block, rows)),
+                        let value = match (op, mask) {
+                            (ReduceOp::Count, None) => rows.len() as f64,
+                            (ReduceOp::Count, Some(m)) => ops::count_masked(self.source(m, out, block, rows)),
+                            (op, None) => ops::reduce(*op, self.source(arg, out, block, rows)),
+                            (op, Some(m)) => ops::reduce_masked(
+                                *op,
+                                self.source(arg, out, block, rows.clone()),
+                                self.source(m, out, block, rows),
+                            ),
                         };
                         out.groups[slot][g - block.groups.start] = value;
                     }
                 }
-                Stage::GroupRank { arg, out: col } => {
+                Stage::GroupRank { arg, mask, out: col } => {
                     let slot = self.col_slot[*col].expect("written by this pass");
                     let dst = std::mem::take(&mut out.cols[slot]);
                     for g in block.groups.clone() {
                         let rows = self.offsets[g]..self.offsets[g + 1];
                         let local = rows.start - block.rows.start..rows.end - block.rows.start;
-                        ops::rank_into(self.source(arg, out, block, rows), &mut dst[local]);
+                        let xs = self.source(arg, out, block, rows.clone());
+                        match mask {
+                            Some(m) => ops::rank_masked_into(xs, self.source(m, out, block, rows), &mut dst[local]),
+                            None => ops::rank_into(xs, &mut dst[local]),
+                        }
                     }
                     out.cols[slot] = dst;
                 }

@@ -210,7 +210,8 @@ impl Backend {
             params: s.clone_htod(pad(&inputs.params).as_slice()).map_err(driver("uploading the params"))?,
             batch: zeros(ir.batch_values)?,
             partials: s.alloc_zeros::<f64>(BATCH_BLOCKS as usize).map_err(driver("allocating device memory"))?,
-            scratch: s.alloc_zeros::<f64>(1).map_err(driver("allocating device memory"))?,
+            // The mean of a std (0) and the selected count of a masked reduction (1).
+            scratch: s.alloc_zeros::<f64>(2).map_err(driver("allocating device memory"))?,
             rows: inputs.rows as u64,
             ngroups: inputs.groups as u64,
         })
@@ -255,17 +256,25 @@ impl Backend {
                     // promises, and the kernels bound every index by them.
                     unsafe { builder.launch(cfg) }.map_err(driver("launching a kernel"))?;
                 }
-                Launch::BatchReduce { op, arg, out } => self.batch_reduce(functions, b, *op, *arg, *out)?,
-                Launch::BatchRank { arg, out } => {
-                    let values = match *arg {
-                        Source::Feature(i) => self.stream.clone_dtoh(feature(&b.features, i)?),
-                        Source::Column(c) => self.stream.clone_dtoh(&b.columns[c]),
-                        Source::None => unreachable!("rank takes an argument"),
-                    }
-                    .map_err(driver("downloading a column to rank"))?;
-                    let values: Vec<f64> = values.iter().take(b.rows as usize).map(|&x| f64::from(x)).collect();
+                Launch::BatchReduce { op, arg, mask, out } => {
+                    self.batch_reduce(functions, b, *op, *arg, *mask, *out)?
+                }
+                Launch::BatchRank { arg, mask, out } => {
+                    let host = |s: Source| -> Result<Vec<f64>, GpuError> {
+                        let values = match s {
+                            Source::Feature(i) => self.stream.clone_dtoh(feature(&b.features, i)?),
+                            Source::Column(c) => self.stream.clone_dtoh(&b.columns[c]),
+                            Source::None => unreachable!("rank takes an argument"),
+                        }
+                        .map_err(driver("downloading a column to rank"))?;
+                        Ok(values.iter().take(b.rows as usize).map(|&x| f64::from(x)).collect())
+                    };
+                    let values = host(*arg)?;
                     let mut ranks = vec![0.0; values.len()];
-                    ops::rank_into(&values, &mut ranks);
+                    match mask {
+                        Some(m) => ops::rank_masked_into(&values, &host(*m)?, &mut ranks),
+                        None => ops::rank_into(&values, &mut ranks),
+                    }
                     let ranks: Vec<f32> = ranks.iter().map(|&r| r as f32).collect();
                     if !ranks.is_empty() {
                         self.stream
@@ -284,25 +293,39 @@ impl Backend {
         b: &mut Buffers,
         op: ReduceOp,
         arg: Source,
+        mask: Option<Source>,
         out: usize,
     ) -> Result<(), GpuError> {
         let code = batch_op_code(op);
         let parts = BATCH_BLOCKS;
         let out = out as u32;
-        let passes = if op == ReduceOp::Std { 2 } else { 1 };
-        for pass in 0..passes {
-            if op != ReduceOp::Count {
-                let x = match arg {
-                    Source::Feature(i) => feature(&b.features, i)?,
-                    Source::Column(c) => &b.columns[c],
-                    Source::None => unreachable!("only count reads nothing"),
-                };
+        let masked = i32::from(mask.is_some());
+        // A masked reduction counts its selected rows first (pass 2).
+        let mut passes: Vec<i32> = if mask.is_some() { vec![2] } else { Vec::new() };
+        match op {
+            ReduceOp::Count if mask.is_some() => {}
+            ReduceOp::Std => passes.extend([0, 1]),
+            _ => passes.push(0),
+        }
+        let column = |s: Source| -> Result<&CudaSlice<f32>, GpuError> {
+            match s {
+                Source::Feature(i) => feature(&b.features, i),
+                Source::Column(c) => Ok(&b.columns[c]),
+                Source::None => unreachable!("only count reads nothing"),
+            }
+        };
+        for pass in passes {
+            if op != ReduceOp::Count || pass == 2 {
+                let m = column(mask.unwrap_or(arg))?;
+                // An unmasked count reads no argument: the mask stands in for it.
+                let x = if arg == Source::None { m } else { column(arg)? };
                 let cfg =
                     LaunchConfig { grid_dim: (parts, 1, 1), block_dim: (BATCH_THREADS, 1, 1), shared_mem_bytes: 0 };
                 let mut builder = self.stream.launch_builder(&functions.batch_partial);
-                builder.arg(x).arg(&b.rows).arg(&code).arg(&pass).arg(&b.scratch).arg(&b.partials);
-                // SAFETY: the prelude's signature (x, n, op, pass, scratch,
-                // partials); `partials` holds one double per block.
+                builder.arg(x).arg(m).arg(&masked).arg(&b.rows).arg(&code).arg(&pass).arg(&b.scratch).arg(&b.partials);
+                // SAFETY: the prelude's signature (x, m, masked, n, op, pass,
+                // scratch, partials); `m` is read only when `masked`, and
+                // `partials` holds one double per block.
                 unsafe { builder.launch(cfg) }.map_err(driver("launching a batch reduction"))?;
             }
             let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 };
@@ -313,11 +336,13 @@ impl Backend {
                 .arg(&b.rows)
                 .arg(&code)
                 .arg(&pass)
+                .arg(&masked)
                 .arg(&b.scratch)
                 .arg(&b.batch)
                 .arg(&out);
             // SAFETY: the prelude's signature (partials, parts, n, op, pass,
-            // scratch, B, out); `out` indexes the batch values.
+            // masked, scratch, B, out); `out` indexes the batch values and
+            // `scratch` holds two doubles.
             unsafe { builder.launch(cfg) }.map_err(driver("launching a batch reduction"))?;
         }
         Ok(())

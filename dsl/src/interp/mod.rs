@@ -113,10 +113,10 @@ impl Reach {
                 self.walk(program, lo);
                 self.walk(program, hi);
             }
-            Expr::Reduce(scope, _, arg) => {
+            Expr::Reduce(scope, _, arg, mask) => {
                 self.batch |= *scope == Scope::Batch;
-                if let Some(arg) = arg {
-                    self.walk(program, arg);
+                for e in arg.iter().chain(mask) {
+                    self.walk(program, e);
                 }
             }
         }
@@ -269,23 +269,30 @@ impl<'a> Interp<'a> {
                 let (x, lo, hi) = (self.expr(x), self.expr(lo), self.expr(hi));
                 (0..self.rows()).map(|r| ops::in_range(x[r], lo[r], hi[r])).collect()
             }
-            Expr::Reduce(scope, op, arg) => {
+            Expr::Reduce(scope, op, arg, mask) => {
                 // `count` has no argument; its values are never read.
                 let values = match arg {
                     Some(arg) => self.expr(arg),
                     None => vec![0.0; self.rows()],
                 };
+                let mask = mask.as_ref().map(|m| self.expr(m));
                 let mut out = vec![0.0; self.rows()];
                 let segments: Vec<std::ops::Range<usize>> = match scope {
                     Scope::Group => (0..self.table.groups()).map(|g| self.table.group_rows(g)).collect(),
                     Scope::Batch => std::iter::once(0..self.rows()).collect(),
                 };
                 for rows in segments {
-                    if *op == crate::hir::ReduceOp::Rank {
-                        ops::rank_into(&values[rows.clone()], &mut out[rows]);
-                    } else {
-                        let value = ops::reduce(*op, &values[rows.clone()]);
-                        out[rows].fill(value);
+                    let xs = &values[rows.clone()];
+                    match (op, &mask) {
+                        (crate::hir::ReduceOp::Rank, None) => ops::rank_into(xs, &mut out[rows]),
+                        (crate::hir::ReduceOp::Rank, Some(m)) => {
+                            ops::rank_masked_into(xs, &m[rows.clone()], &mut out[rows]);
+                        }
+                        (op, None) => out[rows].fill(ops::reduce(*op, xs)),
+                        (op, Some(m)) => {
+                            let value = ops::reduce_masked(*op, xs, &m[rows.clone()]);
+                            out[rows].fill(value);
+                        }
                     }
                 }
                 out

@@ -212,6 +212,91 @@ pub fn reduce(op: ReduceOp, xs: &[f64]) -> f64 {
     }
 }
 
+/// A masked reduction: only the rows whose mask is truthy enter, and a
+/// masked-out row's value is never read (a NaN there does not leak). An
+/// empty selection gives 0 for every op (`count` included), so nothing
+/// downstream divides by an empty count.
+///
+/// The summation order is [`sum`]'s over the *whole* slice, a masked-out row
+/// adding `+0.0`: the accumulator starts at `+0.0` and so is never `-0.0`,
+/// which makes adding `+0.0` exact, and the result equals the sum of the
+/// selected values in order. The generated kernels sum `m != 0 ? x : 0`
+/// the same way.
+#[inline]
+pub fn reduce_masked(op: ReduceOp, xs: &[f64], mask: &[f64]) -> f64 {
+    debug_assert_eq!(xs.len(), mask.len());
+    let n = count_masked(mask);
+    if n == 0.0 {
+        return 0.0;
+    }
+    match op {
+        ReduceOp::Count => n,
+        ReduceOp::Sum => sum_masked(xs, mask, 0.0, false),
+        ReduceOp::Mean => sum_masked(xs, mask, 0.0, false) / n,
+        ReduceOp::Std => {
+            let mean = sum_masked(xs, mask, 0.0, false) / n;
+            (sum_masked(xs, mask, mean, true) / n).sqrt()
+        }
+        ReduceOp::Max => fold_selected(xs, mask, max),
+        ReduceOp::Min => fold_selected(xs, mask, min),
+        ReduceOp::Rank => panic!("rank is not a scalar reduction; use `rank_masked_into`"),
+    }
+}
+
+/// How many mask values are truthy, as an `f64` (exact below 2^53).
+#[inline]
+pub fn count_masked(mask: &[f64]) -> f64 {
+    let mut n = 0.0;
+    for &m in mask {
+        n += from_bool(truthy(m));
+    }
+    n
+}
+
+/// [`sum`] of the selected `x` (or of their squared deviations from `mean`,
+/// when `squares`), masked-out rows adding `+0.0`, in [`sum`]'s order.
+#[inline]
+fn sum_masked(xs: &[f64], mask: &[f64], mean: f64, squares: bool) -> f64 {
+    let seq = |xs: &[f64], mask: &[f64]| {
+        let mut acc = 0.0;
+        for (&x, &m) in xs.iter().zip(mask) {
+            let term = if squares { (x - mean) * (x - mean) } else { x };
+            acc += if truthy(m) { term } else { 0.0 };
+        }
+        acc
+    };
+    if xs.len() <= SUM_CHUNK {
+        return seq(xs, mask);
+    }
+    let partial: Vec<f64> = xs.par_chunks(SUM_CHUNK).zip(mask.par_chunks(SUM_CHUNK)).map(|(x, m)| seq(x, m)).collect();
+    sum_seq(&partial)
+}
+
+/// The extreme of the selected values, folded left to right from the first.
+fn fold_selected(xs: &[f64], mask: &[f64], pick: fn(f64, f64) -> f64) -> f64 {
+    let mut selected = xs.iter().zip(mask).filter(|&(_, &m)| truthy(m)).map(|(&x, _)| x);
+    match selected.next() {
+        Some(first) => selected.fold(first, pick),
+        None => 0.0,
+    }
+}
+
+/// Ranks among the selected rows (1 for the lowest to k for the highest,
+/// ties averaged) written to `out`; a masked-out row's rank is 0. A NaN
+/// among the selected values makes every selected rank NaN, as in
+/// [`rank_into`]; masked-out rows stay 0.
+pub fn rank_masked_into(xs: &[f64], mask: &[f64], out: &mut [f64]) {
+    debug_assert_eq!(xs.len(), out.len());
+    let rows: Vec<usize> = (0..xs.len()).filter(|&i| truthy(mask[i])).collect();
+    let selected: Vec<f64> = rows.iter().map(|&i| xs[i]).collect();
+    let mut ranks = vec![0.0; rows.len()];
+    rank_into(&selected, &mut ranks);
+    out.fill(0.0);
+    for (&i, &r) in rows.iter().zip(&ranks) {
+        out[i] = r;
+    }
+}
+
 fn fold_extreme(xs: &[f64], pick: fn(f64, f64) -> f64) -> f64 {
     match xs.split_first() {
         Some((first, rest)) => rest.iter().fold(*first, |a, &b| pick(a, b)),
@@ -290,6 +375,48 @@ mod tests {
         assert_eq!(reduce(ReduceOp::Std, &[2.0, 2.0, 2.0]), 0.0);
         assert_eq!(reduce(ReduceOp::Count, &[9.0, 9.0]), 2.0);
         assert_eq!(reduce(ReduceOp::Mean, &[1.0, 2.0, 6.0]), 3.0);
+    }
+
+    #[test]
+    fn masked_reductions_read_only_the_selected_rows() {
+        let xs = [1.0, f64::NAN, 3.0, 10.0];
+        let m = [1.0, 0.0, 1.0, 0.0];
+        assert_eq!(reduce_masked(ReduceOp::Sum, &xs, &m), 4.0);
+        assert_eq!(reduce_masked(ReduceOp::Mean, &xs, &m), 2.0);
+        assert_eq!(reduce_masked(ReduceOp::Std, &xs, &m), 1.0);
+        assert_eq!(reduce_masked(ReduceOp::Max, &xs, &m), 3.0);
+        assert_eq!(reduce_masked(ReduceOp::Min, &xs, &m), 1.0);
+        assert_eq!(reduce_masked(ReduceOp::Count, &xs, &m), 2.0);
+        // NaN is truthy in a mask, as everywhere.
+        assert_eq!(reduce_masked(ReduceOp::Count, &xs, &[f64::NAN, 0.0, 0.0, 0.0]), 1.0);
+        let mut out = [9.0; 4];
+        rank_masked_into(&[5.0, 1.0, 5.0, 0.0], &[1.0, 0.0, 1.0, 1.0], &mut out);
+        assert_eq!(out, [2.5, 0.0, 2.5, 1.0]);
+        rank_masked_into(&[f64::NAN, 1.0, 2.0, 0.0], &[0.0, 1.0, 1.0, 0.0], &mut out);
+        assert_eq!(out, [0.0, 1.0, 2.0, 0.0], "a NaN in a masked-out row does not reach the ranks");
+    }
+
+    #[test]
+    fn an_empty_selection_reduces_to_zero() {
+        let xs = [f64::NAN, 2.0];
+        let none = [0.0, 0.0];
+        for op in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Std, ReduceOp::Max, ReduceOp::Min, ReduceOp::Count] {
+            assert_eq!(reduce_masked(op, &xs, &none).to_bits(), 0.0f64.to_bits(), "{op:?}");
+        }
+        let mut out = [9.0; 2];
+        rank_masked_into(&xs, &none, &mut out);
+        assert_eq!(out, [0.0, 0.0]);
+    }
+
+    #[test]
+    fn a_masked_sum_is_the_sum_of_the_selected_values_in_order() {
+        let xs: Vec<f64> = (0..3 * SUM_CHUNK + 17).map(|i| (i as f64) * 0.1 - 7.0).collect();
+        let mask: Vec<f64> = (0..xs.len()).map(|i| f64::from(u8::from(i % 3 != 1))).collect();
+        let all = vec![1.0; xs.len()];
+        assert_eq!(reduce_masked(ReduceOp::Sum, &xs, &all).to_bits(), sum(&xs).to_bits());
+        assert_eq!(reduce_masked(ReduceOp::Std, &xs, &all).to_bits(), reduce(ReduceOp::Std, &xs).to_bits());
+        let kept: Vec<f64> = xs[..SUM_CHUNK].iter().zip(&mask).filter(|&(_, &m)| m != 0.0).map(|(&x, _)| x).collect();
+        assert_eq!(reduce_masked(ReduceOp::Sum, &xs[..SUM_CHUNK], &mask[..SUM_CHUNK]).to_bits(), sum(&kept).to_bits());
     }
 
     #[test]

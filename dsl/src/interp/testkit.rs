@@ -126,11 +126,16 @@ pub(crate) fn call(f: Func, args: Vec<Expr>) -> Expr {
 }
 
 pub(crate) fn group(op: ReduceOp, x: Expr) -> Expr {
-    Expr::Reduce(Scope::Group, op, Some(Box::new(x)))
+    Expr::Reduce(Scope::Group, op, Some(Box::new(x)), None)
 }
 
 pub(crate) fn batch(op: ReduceOp, x: Expr) -> Expr {
-    Expr::Reduce(Scope::Batch, op, Some(Box::new(x)))
+    Expr::Reduce(Scope::Batch, op, Some(Box::new(x)), None)
+}
+
+/// `scope.op(x, where = m)`; `x` is `None` for `count`.
+pub(crate) fn masked(scope: Scope, op: ReduceOp, x: Option<Expr>, m: Expr) -> Expr {
+    Expr::Reduce(scope, op, x.map(Box::new), Some(Box::new(m)))
 }
 
 /// `(r - group.mean(r)) / (group.std(r) + 1e-4)`.

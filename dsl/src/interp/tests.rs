@@ -26,9 +26,9 @@ fn group_and_batch_reductions_broadcast() {
     let x = b.feature("x");
     let sum = b.let_("s", Layer::Advantage, group(ReduceOp::Sum, x.clone()));
     let rank = b.let_("k", Layer::Advantage, group(ReduceOp::Rank, x.clone()));
-    let count = b.let_("n", Layer::Advantage, Expr::Reduce(Scope::Group, ReduceOp::Count, None));
+    let count = b.let_("n", Layer::Advantage, Expr::Reduce(Scope::Group, ReduceOp::Count, None, None));
     let bmax = b.let_("m", Layer::Advantage, batch(ReduceOp::Max, x.clone()));
-    let bcount = b.let_("bn", Layer::Advantage, Expr::Reduce(Scope::Batch, ReduceOp::Count, None));
+    let bcount = b.let_("bn", Layer::Advantage, Expr::Reduce(Scope::Batch, ReduceOp::Count, None, None));
     let adv = move |_r: Expr| bin(BinOp::Add, bin(BinOp::Mul, sum.clone(), num(100.0)), rank.clone());
     let advantage = move |_r: Expr, _a: Expr| {
         bin(BinOp::Add, bin(BinOp::Mul, count.clone(), num(100.0)), bin(BinOp::Mul, bmax.clone(), bcount.clone()))
@@ -152,4 +152,64 @@ fn diagnosis_of_another_backend_matches_the_interpreter() {
     let t = table(&[2, 2], &[("x", &[0.0, 1.0, 3.0, 2.0])]);
     let err = eval(&p, &t, &EvalOptions::default()).expect_err("2/0");
     assert_eq!(diagnose_non_finite(&p, &t), Some(err));
+}
+
+/// Masked reductions read only the selected rows (a NaN elsewhere does not
+/// reach them), and a group with nothing selected reduces to 0 for every op
+/// (its masked ranks are 0): no NaN leaks out of an empty selection. The
+/// fused CPU backend agrees bit for bit.
+#[test]
+fn masked_reductions_skip_masked_out_rows_and_empty_groups_give_zero() {
+    let mut b = Builder::default();
+    let x = b.feature("x");
+    b.feature("ok");
+    let m = || bin(BinOp::Gt, Expr::Feature(1), num(0.0));
+    let ops = [ReduceOp::Mean, ReduceOp::Std, ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::Rank];
+    let mut lets: Vec<Expr> = ops
+        .iter()
+        .map(|&op| b.let_(op.name(), Layer::Advantage, masked(Scope::Group, op, Some(x.clone()), m())))
+        .collect();
+    lets.push(b.let_("count", Layer::Advantage, masked(Scope::Group, ReduceOp::Count, None, m())));
+    lets.push(b.let_("bmean", Layer::Advantage, masked(Scope::Batch, ReduceOp::Mean, Some(x.clone()), m())));
+    lets.push(b.let_("bcount", Layer::Advantage, masked(Scope::Batch, ReduceOp::Count, None, m())));
+    let p = b.finish(x, None, None);
+    let t = table(&[3, 2], &[("x", &[1.0, f64::NAN, 3.0, 5.0, 6.0]), ("ok", &[1.0, 0.0, 1.0, 0.0, 0.0])]);
+    let want: [&[f64]; 9] = [
+        &[2.0, 2.0, 2.0, 0.0, 0.0],
+        &[1.0, 1.0, 1.0, 0.0, 0.0],
+        &[4.0, 4.0, 4.0, 0.0, 0.0],
+        &[3.0, 3.0, 3.0, 0.0, 0.0],
+        &[1.0, 1.0, 1.0, 0.0, 0.0],
+        &[1.0, 0.0, 2.0, 0.0, 0.0],
+        &[2.0, 2.0, 2.0, 0.0, 0.0],
+        &[2.0; 5],
+        &[2.0; 5],
+    ];
+    let compiled_of = |e: &Expr| {
+        let mut q = p.clone();
+        q.defs[q.adv].expr = e.clone();
+        let options = EvalOptions { non_finite: NonFinite::Allow, ..EvalOptions::default() };
+        let compiled = crate::cpu::CompiledProgram::new(&q).eval(&t, &options).expect("evaluates").adv;
+        let interpreted = eval(&q, &t, &options).expect("evaluates").adv;
+        (interpreted, compiled)
+    };
+    for (e, want) in lets.iter().zip(want) {
+        let got = eval_expr(&p, &t, e, &EvalOptions::default()).expect("evaluates");
+        assert_eq!(got, want, "{e:?}");
+        let (interpreted, compiled) = compiled_of(e);
+        assert_eq!(interpreted, want, "{e:?}");
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&compiled), bits(&interpreted), "{e:?}");
+    }
+    // A masked GRPO baseline: the masked-out NaN row is NaN itself, and only it.
+    let grpo_masked = bin(
+        BinOp::Div,
+        bin(BinOp::Sub, Expr::Feature(0), masked(Scope::Group, ReduceOp::Mean, Some(Expr::Feature(0)), m())),
+        bin(BinOp::Add, masked(Scope::Group, ReduceOp::Std, Some(Expr::Feature(0)), m()), num(1e-4)),
+    );
+    let (adv, compiled) = compiled_of(&grpo_masked);
+    assert!(adv[1].is_nan() && compiled[1].is_nan());
+    let finite = [0, 2, 3, 4];
+    assert!(finite.iter().all(|&i| adv[i].is_finite() && adv[i] == compiled[i]), "{adv:?} {compiled:?}");
+    assert_eq!(adv[3], 5.0 / 1e-4, "an empty selection centres on 0 with no spread");
 }

@@ -35,17 +35,18 @@ enum Node {
     Param(ParamId),
     Feature(FeatureId),
     Apply(Apply<NodeId>),
-    Reduce(Scope, ReduceOp, Option<NodeId>),
+    /// A reduction, its argument (`None` for `count`) and its mask.
+    Reduce(Scope, ReduceOp, Option<NodeId>, Option<NodeId>),
 }
 
 impl Node {
     fn children(&self) -> impl Iterator<Item = NodeId> {
         let (apply, reduced) = match *self {
             Node::Apply(apply) => (Some(apply), None),
-            Node::Reduce(_, _, arg) => (None, arg),
+            Node::Reduce(_, _, arg, mask) => (None, Some([arg, mask])),
             Node::Const(_) | Node::Param(_) | Node::Feature(_) => (None, None),
         };
-        apply.into_iter().flat_map(|a| a.operands()).chain(reduced)
+        apply.into_iter().flat_map(|a| a.operands()).chain(reduced.into_iter().flatten().flatten())
     }
 }
 
@@ -135,9 +136,16 @@ impl Dag<'_> {
                 let args: Vec<NodeId> = args.iter().map(|a| self.expr(a)).collect();
                 self.call(*f, &args)
             }
-            Expr::Reduce(scope, op, arg) => {
+            Expr::Reduce(scope, op, arg, mask) => {
                 let arg = arg.as_ref().map(|a| self.expr(a));
-                self.intern(Node::Reduce(*scope, *op, arg))
+                let mask = mask.as_ref().map(|m| self.expr(m));
+                match mask.map(|m| self.constant(m)) {
+                    // A mask that always holds selects every row, one that
+                    // never holds none: every reduction of nothing is 0.
+                    Some(Some(m)) if ops::truthy(m) => self.intern(Node::Reduce(*scope, *op, arg, None)),
+                    Some(Some(_)) => self.num(0.0),
+                    _ => self.intern(Node::Reduce(*scope, *op, arg, mask)),
+                }
             }
         }
     }
@@ -230,7 +238,7 @@ impl<'d, 'p> Scheduler<'d, 'p> {
         let mut level = vec![0; n];
         for id in 0..n {
             level[id] = match dag.nodes[id] {
-                Node::Reduce(_, _, arg) => arg.map_or(0, |a| level[a]) + 1,
+                Node::Reduce(_, _, arg, mask) => arg.into_iter().chain(mask).map(|a| level[a]).max().unwrap_or(0) + 1,
                 node => node.children().map(|c| level[c]).max().unwrap_or(0),
             };
         }
@@ -272,7 +280,7 @@ impl<'d, 'p> Scheduler<'d, 'p> {
         // an output equal to an earlier rank output shares its column.
         const NAMES: [&str; 3] = ["reward", "adv", "advantage"];
         for (i, o) in self.outputs.into_iter().enumerate() {
-            let is_rank = matches!(nodes[o], Node::Reduce(_, ReduceOp::Rank, _));
+            let is_rank = matches!(nodes[o], Node::Reduce(_, ReduceOp::Rank, ..));
             self.output_columns[i] = match self.column[o] {
                 Some(_) if !is_rank => {
                     self.columns.push(NAMES[i].to_string());
@@ -288,12 +296,14 @@ impl<'d, 'p> Scheduler<'d, 'p> {
                 continue;
             }
             match node {
-                Node::Reduce(_, ReduceOp::Rank, arg) => {
+                Node::Reduce(_, ReduceOp::Rank, arg, mask) => {
                     self.materialise(id);
                     self.reduce_arg(arg);
+                    self.reduce_arg(mask);
                 }
-                Node::Reduce(scope, _, arg) => {
+                Node::Reduce(scope, _, arg, mask) => {
                     self.reduce_arg(arg);
+                    self.reduce_arg(mask);
                     let values = if scope == Scope::Group { &mut self.group_value } else { &mut self.batch_value };
                     let next = values.len();
                     values.entry(id).or_insert(next);
@@ -314,10 +324,10 @@ impl<'d, 'p> Scheduler<'d, 'p> {
                 (0..nodes.len()).filter(|&i| self.live[i] && self.level[i] == k + 1).collect();
             for scope in [Scope::Group, Scope::Batch] {
                 for &id in &reductions {
-                    if let Node::Reduce(s, op, arg) = nodes[id]
+                    if let Node::Reduce(s, op, arg, mask) = nodes[id]
                         && s == scope
                     {
-                        stages.push(self.reduction(id, s, op, arg));
+                        stages.push(self.reduction(id, s, op, arg, mask));
                     }
                 }
             }
@@ -355,17 +365,18 @@ impl<'d, 'p> Scheduler<'d, 'p> {
         }
     }
 
-    fn reduction(&self, id: NodeId, scope: Scope, op: ReduceOp, arg: Option<NodeId>) -> Stage {
+    fn reduction(&self, id: NodeId, scope: Scope, op: ReduceOp, arg: Option<NodeId>, mask: Option<NodeId>) -> Stage {
         let arg = self.source(arg);
+        let mask = mask.map(|m| self.source(Some(m)));
         match (scope, op) {
             (Scope::Group, ReduceOp::Rank) => {
-                Stage::GroupRank { arg, out: self.column[id].expect("ranks are columns") }
+                Stage::GroupRank { arg, mask, out: self.column[id].expect("ranks are columns") }
             }
             (Scope::Batch, ReduceOp::Rank) => {
-                Stage::BatchRank { arg, out: self.column[id].expect("ranks are columns") }
+                Stage::BatchRank { arg, mask, out: self.column[id].expect("ranks are columns") }
             }
-            (Scope::Group, op) => Stage::GroupReduce { op, arg, out: self.group_value[&id] },
-            (Scope::Batch, op) => Stage::BatchReduce { op, arg, out: self.batch_value[&id] },
+            (Scope::Group, op) => Stage::GroupReduce { op, arg, mask, out: self.group_value[&id] },
+            (Scope::Batch, op) => Stage::BatchReduce { op, arg, mask, out: self.batch_value[&id] },
         }
     }
 
@@ -380,7 +391,7 @@ impl<'d, 'p> Scheduler<'d, 'p> {
             let computed_here = self.live[id]
                 && self.level[id] == k
                 && self.column[id].is_some()
-                && !matches!(self.dag.nodes[id], Node::Reduce(_, ReduceOp::Rank, _));
+                && !matches!(self.dag.nodes[id], Node::Reduce(_, ReduceOp::Rank, ..));
             if computed_here {
                 let reg = self.emit(k, id, &mut stage, &mut regs);
                 stage.stores.push((reg, self.column[id].expect("checked above")));
@@ -401,9 +412,7 @@ impl<'d, 'p> Scheduler<'d, 'p> {
             Node::Const(bits) => Op::Const(f64::from_bits(bits)),
             Node::Param(p) => Op::Param(p),
             Node::Feature(f) => Op::Feature(f),
-            Node::Reduce(Scope::Group, ReduceOp::Rank, _) | Node::Reduce(Scope::Batch, ReduceOp::Rank, _) => {
-                Op::Column(self.column[id].expect("ranks are columns"))
-            }
+            Node::Reduce(_, ReduceOp::Rank, ..) => Op::Column(self.column[id].expect("ranks are columns")),
             Node::Reduce(Scope::Group, ..) => Op::Group(self.group_value[&id]),
             Node::Reduce(Scope::Batch, ..) => Op::Batch(self.batch_value[&id]),
             _ if self.level[id] < k && self.column[id].is_some() => {

@@ -15,6 +15,10 @@
 //! - a [`Stage::BatchReduce`] stage reduces a whole column to one value
 //!   ([`Stage::BatchRank`] ranks the whole column, producing a column).
 //!
+//! A reduction or rank with a `where` mask reads the mask from a column (or
+//! feature) of its own, like its argument; a mask that folds to a constant
+//! is dropped (true) or makes the reduction the constant 0 (false).
+//!
 //! Lowering ([`lower`]) inlines every definition into one hash-consed DAG
 //! (common subexpressions are shared, constant subtrees folded with the very
 //! f64 operations the interpreter uses), gives each node a *level* — the
@@ -102,6 +106,8 @@ pub enum Stage {
         op: ReduceOp,
         /// Where it reads its argument.
         arg: Source,
+        /// Where it reads its `where` mask, if it has one.
+        mask: Option<Source>,
         /// The group value slot it writes.
         out: GroupValueId,
     },
@@ -109,6 +115,8 @@ pub enum Stage {
     GroupRank {
         /// The values to rank.
         arg: Source,
+        /// Where it reads its `where` mask, if it has one.
+        mask: Option<Source>,
         /// The column receiving the ranks.
         out: ColumnId,
     },
@@ -118,6 +126,8 @@ pub enum Stage {
         op: ReduceOp,
         /// Where it reads its argument.
         arg: Source,
+        /// Where it reads its `where` mask, if it has one.
+        mask: Option<Source>,
         /// The batch value slot it writes.
         out: BatchValueId,
     },
@@ -125,6 +135,8 @@ pub enum Stage {
     BatchRank {
         /// The values to rank.
         arg: Source,
+        /// Where it reads its `where` mask, if it has one.
+        mask: Option<Source>,
         /// The column receiving the ranks.
         out: ColumnId,
     },
@@ -254,6 +266,7 @@ impl fmt::Display for IrProgram {
             Source::Column(c) => col(*c),
             Source::None => String::new(),
         };
+        let masked = |m: &Option<Source>| m.as_ref().map_or(String::new(), |m| format!(" where {}", src(m)));
         for (i, stage) in self.stages.iter().enumerate() {
             match stage {
                 Stage::Elementwise(e) => {
@@ -265,14 +278,18 @@ impl fmt::Display for IrProgram {
                         writeln!(f, "  store {} = r{r}", col(*c))?;
                     }
                 }
-                Stage::GroupReduce { op, arg, out } => {
-                    writeln!(f, "stage {i}: group g{out} = {}({})", op.name(), src(arg))?
+                Stage::GroupReduce { op, arg, mask, out } => {
+                    writeln!(f, "stage {i}: group g{out} = {}({}){}", op.name(), src(arg), masked(mask))?
                 }
-                Stage::GroupRank { arg, out } => writeln!(f, "stage {i}: group {} = rank({})", col(*out), src(arg))?,
-                Stage::BatchReduce { op, arg, out } => {
-                    writeln!(f, "stage {i}: batch b{out} = {}({})", op.name(), src(arg))?
+                Stage::GroupRank { arg, mask, out } => {
+                    writeln!(f, "stage {i}: group {} = rank({}){}", col(*out), src(arg), masked(mask))?
                 }
-                Stage::BatchRank { arg, out } => writeln!(f, "stage {i}: batch {} = rank({})", col(*out), src(arg))?,
+                Stage::BatchReduce { op, arg, mask, out } => {
+                    writeln!(f, "stage {i}: batch b{out} = {}({}){}", op.name(), src(arg), masked(mask))?
+                }
+                Stage::BatchRank { arg, mask, out } => {
+                    writeln!(f, "stage {i}: batch {} = rank({}){}", col(*out), src(arg), masked(mask))?
+                }
             }
         }
         let o = &self.outputs;

@@ -29,7 +29,7 @@ use super::cx::{Cx, SYNTAX};
 use super::error::{SyntaxError, failure, no_match};
 use super::lex::{PResult, comparison, dotted_name, is_keyword, keyword, number_tail, number_text, ws};
 use super::{MAX_DEPTH, MAX_HEIGHT};
-use crate::ast::{BinOp, Expr, ExprKind, Ident, UnOp};
+use crate::ast::{BinOp, Expr, ExprKind, Ident, NamedArg, UnOp};
 use crate::diag::Diagnostic;
 use crate::span::Span;
 
@@ -214,20 +214,33 @@ impl<'a> Cx<'a> {
         Ok((k, inner))
     }
 
-    /// The argument list of a call; `i` starts at its `(`.
+    /// The argument list of a call; `i` starts at its `(`. Positional
+    /// arguments come first, then keyword arguments `NAME = expr`.
     fn call(&self, i: &'a str, callee: Ident, depth: usize) -> PResult<'a, Sub> {
         let depth = tri!(self.enter(depth, i));
         let mut k = &i[1..];
         let mut args = Vec::new();
+        let mut named: Vec<NamedArg> = Vec::new();
         let mut height = 1;
         if let Some(rest) = ws(k).strip_prefix(')') {
             k = rest;
         } else {
             let mut after = "(";
             loop {
-                let (rest, arg) = tri!(self.operand(self.expr(k, depth), k, after));
-                height = height.max(arg.height + 1);
-                args.push(*arg.expr);
+                let rest = if let Some((name, value_at)) = self.keyword(k) {
+                    let (rest, value) = tri!(self.operand(self.expr(value_at, depth), value_at, "="));
+                    height = height.max(value.height + 1);
+                    named.push(NamedArg { name, value: *value.expr });
+                    rest
+                } else {
+                    let (rest, arg) = tri!(self.operand(self.expr(k, depth), k, after));
+                    if let Some(first) = named.first() {
+                        return Err(self.positional_after_keyword(arg.expr.span, &first.name.name));
+                    }
+                    height = height.max(arg.height + 1);
+                    args.push(*arg.expr);
+                    rest
+                };
                 if let Some(next) = ws(rest).strip_prefix(',') {
                     k = next;
                     after = ",";
@@ -241,7 +254,20 @@ impl<'a> Cx<'a> {
             return Err(self.too_long(self.span(i, 1)));
         }
         let span = Span::new(callee.span.start as usize, self.pos(k));
-        Ok((k, Sub { expr: Box::new(Expr { kind: ExprKind::Call { callee, args }, span }), height }))
+        Ok((k, Sub { expr: Box::new(Expr { kind: ExprKind::Call { callee, args, named }, span }), height }))
+    }
+
+    /// `NAME =` (a single `=`) at the start of an argument: the keyword and
+    /// where its value starts.
+    fn keyword(&self, k: &'a str) -> Option<(Ident, &'a str)> {
+        let j = ws(k);
+        let (rest, word) = dotted_name(j).ok()?;
+        if word.contains('.') || is_keyword(word) {
+            return None;
+        }
+        let after = ws(rest);
+        let value = after.strip_prefix('=').filter(|v| !v.starts_with('='))?;
+        Some((Ident { name: word.to_string(), span: self.span(j, word.len()) }, value))
     }
 
     /// The `[lo, hi]` after `in`; `in_at` starts at the `in`.
@@ -375,6 +401,19 @@ impl<'a> Cx<'a> {
             );
         }
         e
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn positional_after_keyword(&self, span: Span, keyword: &str) -> Fail {
+        failure(
+            Diagnostic::error(
+                SYNTAX,
+                span,
+                format!("a positional argument cannot follow the keyword argument `{keyword}`"),
+            )
+            .with_help(format!("write the positional arguments first, then `{keyword} = ...`")),
+        )
     }
 
     #[cold]

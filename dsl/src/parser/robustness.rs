@@ -127,7 +127,7 @@ fn has_error_node(e: &Expr) -> bool {
         ExprKind::Number(_) | ExprKind::Bool(_) | ExprKind::Name(_) => false,
         ExprKind::Unary { expr, .. } => has_error_node(expr),
         ExprKind::Binary { lhs, rhs, .. } => has_error_node(lhs) || has_error_node(rhs),
-        ExprKind::Call { args, .. } => args.iter().any(has_error_node),
+        ExprKind::Call { args, named, .. } => args.iter().chain(named.iter().map(|n| &n.value)).any(has_error_node),
         ExprKind::In { expr, lo, hi } => has_error_node(expr) || has_error_node(lo) || has_error_node(hi),
     }
 }
@@ -137,7 +137,9 @@ fn height(e: &Expr) -> usize {
         ExprKind::Number(_) | ExprKind::Bool(_) | ExprKind::Name(_) | ExprKind::Error => 0,
         ExprKind::Unary { expr, .. } => height(expr),
         ExprKind::Binary { lhs, rhs, .. } => height(lhs).max(height(rhs)),
-        ExprKind::Call { args, .. } => args.iter().map(height).max().unwrap_or(0),
+        ExprKind::Call { args, named, .. } => {
+            args.iter().chain(named.iter().map(|n| &n.value)).map(height).max().unwrap_or(0)
+        }
         ExprKind::In { expr, lo, hi } => height(expr).max(height(lo)).max(height(hi)),
     }
 }

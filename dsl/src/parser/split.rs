@@ -10,7 +10,8 @@
 //! `param`, `check`, or `NAME =` with a single `=`) starts a new statement
 //! anyway. None of those can continue an expression (`=` alone is never an
 //! operator, and the three words are keywords), so this never splits a valid
-//! statement.
+//! statement — except a keyword argument (`where = m`) on a line of its
+//! own, so `where` is exempt.
 
 use super::lex::{is_name_continue, is_name_start};
 
@@ -86,6 +87,11 @@ pub(crate) fn starts_statement(line: &[u8]) -> bool {
     let word = &line[word_start..i];
     if matches!(word, b"let" | b"param" | b"check") {
         return true;
+    }
+    // `where = m` on a line of its own is a reduction's keyword argument
+    // continuing the call, never a definition (no output is named `where`).
+    if word == b"where" {
+        return false;
     }
     while line.get(i).is_some_and(|&b| b == b' ' || b == b'\t') {
         i += 1;

@@ -17,8 +17,9 @@ fn sexp(e: &Expr) -> String {
         ExprKind::Binary { op, lhs, rhs } => {
             format!("({} {} {})", op.symbol(), sexp(lhs), sexp(rhs))
         }
-        ExprKind::Call { callee, args } => {
-            let args: Vec<String> = args.iter().map(sexp).collect();
+        ExprKind::Call { callee, args, named } => {
+            let mut args: Vec<String> = args.iter().map(sexp).collect();
+            args.extend(named.iter().map(|n| format!("{}={}", n.name.name, sexp(&n.value))));
             format!("({}{})", callee.name, args.iter().map(|a| format!(" {a}")).collect::<String>())
         }
         ExprKind::In { expr, lo, hi } => format!("(in {} {} {})", sexp(expr), sexp(lo), sexp(hi)),
@@ -163,6 +164,31 @@ fn formulas_wrap_inside_brackets() {
     let found = errors("reward = a +\n b");
     assert_eq!(found[0], ("expected an expression after `+`".to_string(), "".to_string()));
     assert_eq!(found[1].1, "b");
+}
+
+#[test]
+fn keyword_arguments_follow_the_positional_ones() {
+    assert_eq!(expr("group.mean(reward, where = ok > 0)"), "(group.mean reward where=(> ok 0))");
+    assert_eq!(expr("group.count(where = ok == 1 && !cut)"), "(group.count where=(&& (== ok 1) (not cut)))");
+    assert_eq!(expr("batch.sum(x,where=b)"), "(batch.sum x where=b)");
+    // `==` after a name is a comparison, not a keyword argument.
+    assert_eq!(expr("mask(ok == 1)"), "(mask (== ok 1))");
+    // A mask may sit on a line of its own inside the call.
+    let text = "adv = (reward - group.mean(reward,\n    where = ok > 0)) / 2\ncheck adv >= -1\n";
+    let file = clean(text);
+    assert_eq!(file.items.len(), 2);
+    let ItemKind::Def { value, .. } = &file.items[0].kind else { panic!() };
+    assert_eq!(sexp(value), "(/ (- reward (group.mean reward where=(> ok 0))) 2)");
+    let ExprKind::Binary { lhs, .. } = &value.kind else { panic!("not binary") };
+    let ExprKind::Binary { rhs: mean, .. } = &lhs.kind else { panic!("not binary") };
+    let ExprKind::Call { named, .. } = &mean.kind else { panic!("not a call") };
+    assert_eq!(&text[named[0].name.span.range()], "where");
+    assert_eq!(&text[named[0].value.span.range()], "ok > 0");
+    assert_eq!(
+        errors("reward = group.mean(where = ok > 0, reward)\n"),
+        [("a positional argument cannot follow the keyword argument `where`".to_string(), "reward".to_string())]
+    );
+    assert_eq!(errors("reward = group.mean(reward, where = )\n")[0].0, "expected an expression after `=`, found `)`");
 }
 
 #[test]

@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 
 use super::{format_number, print, print_expr};
-use crate::ast::{BinOp, Expr, ExprKind, File, Ident, Item, ItemKind, UnOp};
+use crate::ast::{BinOp, Expr, ExprKind, File, Ident, Item, ItemKind, NamedArg, UnOp};
 use crate::parser::{parse, parse_expr};
 use crate::span::Span;
 
@@ -167,8 +167,16 @@ pub(crate) fn expr() -> impl Strategy<Value = Expr> {
                 .prop_map(move |(op, x)| e(ExprKind::Unary { op, expr: b(x) })),
             (proptest::sample::select(ops.to_vec()), inner.clone(), inner.clone())
                 .prop_map(move |(op, l, r)| e(ExprKind::Binary { op, lhs: b(l), rhs: b(r) })),
-            (callee(), proptest::collection::vec(inner.clone(), 0..3))
-                .prop_map(move |(callee, args)| e(ExprKind::Call { callee, args })),
+            (
+                callee(),
+                proptest::collection::vec(inner.clone(), 0..3),
+                proptest::collection::vec((ident(), inner.clone()), 0..2)
+            )
+                .prop_map(move |(callee, args, named)| e(ExprKind::Call {
+                    callee,
+                    args,
+                    named: named.into_iter().map(|(name, value)| NamedArg { name, value }).collect(),
+                })),
             (inner.clone(), inner.clone(), inner).prop_map(move |(x, lo, hi)| e(ExprKind::In {
                 expr: b(x),
                 lo: b(lo),

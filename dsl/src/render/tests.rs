@@ -281,6 +281,44 @@ fn tabs_expand_in_the_line_and_under_it() {
     .assert_eq(&render(&source, &d));
 }
 
+/// A crafted file cannot write terminal escape sequences through the quoted
+/// line: ESC, NUL, DEL and C1 controls are escaped, and the carets count the
+/// escaped width, so they still sit under the span.
+#[test]
+fn control_characters_are_escaped_and_carets_follow_them() {
+    let text = "reward = \u{1b}[2J\0 + \u{9b}31m + $ # \u{7f}\n";
+    let at = text.find('$').expect("a dollar");
+    let source = SourceFile::new("t.reward", text);
+    let d = Diagnostic::error("x", Span::new(at, at + 1), "unknown character `$`")
+        .with_help("the line held \u{1b}[31m, shown escaped");
+    let out = render(&source, &d);
+    expect![[r#"
+        t.reward:1:25: error: unknown character `$`
+          |
+        1 | reward = \x1b[2J\x00 + \u{9b}31m + $ # \x7f
+          |                                    ^
+          = help: the line held \x1b[31m, shown escaped
+    "#]]
+    .assert_eq(&out);
+    assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
+}
+
+/// The parser's own diagnostic about a control character quotes it escaped.
+#[test]
+fn a_stray_escape_character_is_reported_escaped() {
+    check(
+        "reward = grade(word) \u{1b}[31m\n",
+        expect![[r#"
+            rewards/bad.reward:1:22: error: unknown character `\u{1b}`
+              |
+            1 | reward = grade(word) \x1b[31m
+              |                      ^^^^
+
+            error: 1 error emitted
+        "#]],
+    );
+}
+
 #[test]
 fn empty_multiline_and_out_of_range_spans() {
     let source = SourceFile::new("t.reward", "let é = (a +\r\n  b)\n");

@@ -11,16 +11,19 @@ use rewardlab_dsl::{Diagnostic, FeatureSchema, Interval, SourceFile, parser, pri
 use rewardlab_rewards::feature_schema as schema;
 
 /// The shipped reward files, by name, in name order.
-pub(super) const SHIPPED: [(&str, &str); 9] = [
+pub(super) const SHIPPED: [(&str, &str); 12] = [
     ("codegrep_v1", include_str!("../../codegrep_v1.reward")),
     ("codegrep_v2", include_str!("../../codegrep_v2.reward")),
     ("codegrep_v3", include_str!("../../codegrep_v3.reward")),
     ("dr_grpo", include_str!("../../dr_grpo.reward")),
+    ("dr_grpo_valid", include_str!("../../dr_grpo_valid.reward")),
     ("fusesearch_f1", include_str!("../../fusesearch_f1.reward")),
     ("fusesearch_f1_plus_e", include_str!("../../fusesearch_f1_plus_e.reward")),
     ("fusesearch_f1_times_e", include_str!("../../fusesearch_f1_times_e.reward")),
     ("grpo", include_str!("../../grpo.reward")),
+    ("grpo_valid", include_str!("../../grpo_valid.reward")),
     ("rloo", include_str!("../../rloo.reward")),
+    ("rloo_valid", include_str!("../../rloo_valid.reward")),
 ];
 
 /// A shipped reward file's text.
@@ -127,6 +130,52 @@ fn fusesearch_bonus_term_warns_as_a_term_not_as_the_whole_reward() {
         ws[0].message
     );
     assert!(ws[0].help.contains("FuseSearch"), "{}", ws[0].help);
+}
+
+/// The masked-baseline estimators draw no warning: their masked spreads and
+/// counts are guarded, and doing nothing earns them the least.
+#[test]
+fn masked_baseline_variants_check_clean() {
+    for name in ["grpo_valid", "dr_grpo_valid", "rloo_valid"] {
+        let ws = warnings(shipped(name));
+        assert!(ws.is_empty(), "{name}: {ws:#?}");
+    }
+}
+
+/// No shipped file lets a rollout that made no call and gave no answer
+/// outrank a sibling with positive quality: their rewards are gated on
+/// quality or on `c > 0`, and their estimators rank a group by reward.
+#[test]
+fn no_shipped_file_lets_an_idle_rollout_outrank_a_working_one() {
+    for (name, text) in SHIPPED {
+        let ws = warnings(text);
+        assert!(ws.iter().all(|w| w.code != "idle-outranks"), "{name}: {ws:#?}");
+    }
+}
+
+#[test]
+fn an_ungated_length_penalty_draws_idle_outranks_with_the_pair_and_the_citations() {
+    let text = "reward = Fb(file) - 0.0001 * len\n";
+    let (_, diags) = check_text(text);
+    let d = diags.iter().find(|d| d.code == "idle-outranks").unwrap_or_else(|| panic!("{diags:#?}"));
+    assert_eq!(
+        d.message,
+        "a rollout that made no tool call and gave no answer can get a higher advantage than a sibling whose \
+         quality is positive"
+    );
+    assert_eq!(
+        d.notes[0],
+        "in one group of two, the idle rollout (Fb(file) = 0, len = 0) earns reward = 0, adv = 0.998, and the \
+         sibling (Fb(file) = 0.001, len = 1000) earns reward = -0.099, adv = -0.998"
+    );
+    assert!(d.notes[2].contains("TRL PRs #6427/#6430") && d.notes[2].contains("prime-rl PR #3376"), "{:?}", d.notes);
+    // A default reward for "never answered" above a weak answer's.
+    let ws = warnings("reward = if(valid > 0, Fb(file), 0.25)\n");
+    assert_eq!(codes(&ws), ["idle-outranks"], "{ws:#?}");
+    // Gating the penalty on success makes doing nothing the worst outcome
+    // (the reward-layer scaling lint still has its say about the factor).
+    let ws = warnings("reward = Fb(file) * (1 - 0.0001 * min(len, 4000))\n");
+    assert_eq!(codes(&ws), ["reward-layer-scaling"], "{ws:#?}");
 }
 
 #[test]

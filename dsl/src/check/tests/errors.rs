@@ -251,3 +251,56 @@ fn one_mistake_one_diagnostic() {
     let seen: Vec<Seen> = diags.iter().map(|d| seen(text, d)).collect();
     assert_eq!(seen.iter().map(|s| s.code).collect::<Vec<_>>(), ["unknown-name", "unknown-name"], "{seen:#?}");
 }
+
+#[test]
+fn a_definition_that_is_never_finite_is_an_error() {
+    let text = "reward = sqrt(-1)\n";
+    assert_eq!(
+        only_error(text),
+        err(
+            "never-finite",
+            "`reward` is never finite: every value it can take is NaN or infinite",
+            "sqrt(-1)",
+            "interval analysis over the declared feature ranges shows this for every input (`sqrt` or `log` of a \
+             value that is never positive, a division by 0, an overflow); every evaluation would fail",
+        )
+    );
+    // The root of the fault is named once, not every definition that reads it.
+    let e = only_error("let bad = log(0 - cost - 1)\nreward = grade(word) + bad * 2\n");
+    assert_eq!((e.code, e.at.as_str()), ("never-finite", "log(0 - cost - 1)"));
+    assert!(e.message.starts_with("the `let` `bad` is never finite"), "{}", e.message);
+    for text in ["reward = grade(word) / 0\n", "reward = exp(1000) * grade(word)\n", "reward = log(0) + cost\n"] {
+        assert_eq!(only_error(text).code, "never-finite", "{text}");
+    }
+    // A value that is NaN only for some inputs stays a warning.
+    let (program, diags) = check_text("reward = sqrt(grade(word) - 0.5)\n");
+    assert!(program.is_some() && diags.iter().all(|d| !d.is_error()), "{diags:#?}");
+    // `0 / 0` can be NaN but `x / inf` need not be: neither a literal pole nor a
+    // reduction that may be finite is reported.
+    let (program, diags) = check_text("reward = grade(word) / (1 + cost)\n");
+    assert!(program.is_some(), "{diags:#?}");
+}
+
+#[test]
+fn a_mask_must_be_a_bool_and_the_only_keyword_is_where() {
+    let e = only_error("reward = grade(word)\nadv = reward - group.mean(reward, where = ok)\n");
+    assert_eq!((e.code, e.at.as_str()), ("type-mismatch", "ok"));
+    assert!(e.help.contains("the `where` mask of `group.mean` takes a bool"), "{}", e.help);
+    let e = only_error("reward = grade(word)\nadv = reward - group.mean(reward, wher = ok > 0)\n");
+    assert_eq!((e.code, e.at.as_str()), ("unknown-keyword", "wher"));
+    assert_eq!(e.message, "`group.mean` has no keyword argument `wher`");
+    assert!(e.help.starts_with("did you mean `where`?"), "{}", e.help);
+    let e = only_error("reward = min(grade(word), 1, where = ok > 0)\n");
+    assert_eq!((e.code, e.at.as_str()), ("unknown-keyword", "where"));
+    assert_eq!(e.message, "`min` takes no keyword arguments, but `where` is given");
+    let e = only_error("reward = grade(word, where = ok > 0)\n");
+    assert_eq!(e.code, "unknown-keyword");
+    let e = only_error("reward = grade(word)\nadv = group.sum(reward, where = ok > 0, where = cut > 0)\n");
+    assert_eq!((e.code, e.at.as_str()), ("duplicate-keyword", "where"));
+    // An unknown name in a mask is reported once, as an unknown name.
+    let e = only_error("reward = grade(word)\nadv = group.sum(reward, where = okk > 0)\n");
+    assert_eq!((e.code, e.at.as_str()), ("unknown-name", "okk"));
+    // `count` takes a mask and still no positional argument.
+    let e = only_error("reward = grade(word)\nadv = group.count(reward, where = ok > 0)\n");
+    assert_eq!(e.code, "arity");
+}

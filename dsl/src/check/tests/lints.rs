@@ -159,3 +159,89 @@ fn unused_lets_and_params_warn_but_those_used_by_checks_do_not() {
     assert_eq!((codes(&ws), ws[0].at.as_str()), (vec!["unused-param"], "param gamma = 0.5"));
     assert!(warnings("param gamma = 0.5\nreward = grade(word)\ncheck reward <= 1 + gamma\n").is_empty());
 }
+
+#[test]
+fn an_overflow_from_bounded_inputs_warns() {
+    let text = "reward = exp(1000 * grade(word))\n";
+    let ws = warnings(text);
+    assert_eq!(codes(&ws), ["overflow"], "{ws:#?}");
+    assert_eq!(ws[0].at, "exp(1000 * grade(word))");
+    assert_eq!(
+        ws[0].message,
+        "this value may overflow to infinity: its range is [1, inf] although its inputs are bounded"
+    );
+    assert!(ws[0].help.contains("`exp(min(x, 50))`"), "{}", ws[0].help);
+    let ws = warnings("reward = grade(word) * 1e300 * 1e300\n");
+    assert_eq!((codes(&ws), ws[0].at.as_str()), (vec!["overflow"], "grade(word) * 1e300 * 1e300"), "{ws:#?}");
+    // Unbounded inputs, poles and bounded results are not overflows.
+    for text in [
+        "reward = grade(word) * moves\n",
+        "reward = exp(grade(word))\n",
+        "reward = grade(word) ^ 2 + cost ^ 0.5\n",
+        "reward = grade(word) * mask(size > 0)\nadvantage = adv * 2\n",
+    ] {
+        assert!(!codes(&warnings(text)).contains(&"overflow"), "{text}: {:#?}", warnings(text));
+    }
+    let ws = warnings("reward = grade(word) ^ -1\n");
+    assert!(!codes(&ws).contains(&"overflow"), "a pole is not an overflow: {ws:#?}");
+}
+
+/// The test schema with one way of doing nothing: no action, no effort, nothing achieved.
+fn idle_schema() -> crate::schema::FeatureSchema {
+    schema().with_idle_case(
+        "did nothing",
+        &[("moves", 0.0), ("cost", 0.0), ("pace", 0.0), ("ok", 0.0), ("grade", 0.0), ("hits", 0.0), ("found", 0.0)],
+    )
+}
+
+#[test]
+fn an_ungated_length_penalty_lets_an_idle_rollout_outrank_a_working_one() {
+    let text = "reward = grade(word) - 0.001 * size\n";
+    let (_, diags) = check_with(text, &idle_schema());
+    let d = diags.iter().find(|d| d.code == "idle-outranks").unwrap_or_else(|| panic!("{diags:#?}"));
+    assert_eq!(
+        d.message,
+        "a rollout that did nothing can get a higher advantage than a sibling whose quality is positive"
+    );
+    assert_eq!(&text[d.span.range()], "grade(word) - 0.001 * size");
+    assert_eq!(
+        d.notes[0],
+        "in one group of two, the idle rollout (grade(word) = 0, size = 0) earns reward = 0, adv = 0.9998, and the \
+         sibling (grade(word) = 0.001, size = 1000) earns reward = -0.999, adv = -0.9998"
+    );
+    assert!(d.notes[1].starts_with("shown by that pair; interval analysis"), "{}", d.notes[1]);
+    assert!(d.help.as_deref().is_some_and(|h| h.contains("`if(grade(word) > 0, ..., 0)`")), "{:?}", d.help);
+    // A default reward for doing nothing above what a weak rollout earns.
+    let ws = warnings_with("reward = if(ok > 0, grade(word), 0.5)\n", &idle_schema());
+    assert_eq!(codes(&ws), ["idle-outranks"], "{ws:#?}");
+    // An estimator that ranks the lower reward higher inverts the question.
+    let ws = warnings_with("reward = grade(word)\nadv = group.mean(reward) - reward\n", &idle_schema());
+    assert_eq!(codes(&ws), ["idle-outranks"], "{ws:#?}");
+    // The schema supplies the lint's history.
+    let cited = idle_schema().with_lint_note(LintCase::IdleOutranks, "an earlier trainer defaulted to this");
+    let (_, diags) = check_with(text, &cited);
+    assert_eq!(diags[0].notes.last().map(String::as_str), Some("an earlier trainer defaulted to this"));
+}
+
+#[test]
+fn idle_rollouts_that_cannot_outrank_draw_no_warning() {
+    for (name, text) in SAMPLES {
+        let ws = warnings_with(text, &idle_schema());
+        assert!(!codes(&ws).contains(&"idle-outranks"), "{name}: {ws:#?}");
+    }
+    for text in [
+        // Gated on quality: doing nothing earns the least.
+        "reward = grade(word) * (1 - 0.001 * min(size, 1000))\n",
+        "reward = if(grade(word) > 0, grade(word) - 0.001 * min(size, 100), -1)\n",
+        // A masked baseline orders a group by reward as GRPO does.
+        "reward = grade(word)\nadv = (reward - group.mean(reward, where = ok > 0)) / (group.std(reward, where = ok > 0) + 1e-4)\n",
+        // An estimator the lint cannot follow: it says nothing rather than guess.
+        "reward = grade(word) - 0.001 * size\nadv = reward * cost\n",
+        "reward = grade(word) - 0.001 * size\nadv = group.rank(reward)\n",
+    ] {
+        let ws = warnings_with(text, &idle_schema());
+        assert!(!codes(&ws).contains(&"idle-outranks"), "{text}: {ws:#?}");
+    }
+    // Without an idle case in the schema the lint has nothing to check.
+    assert!(warnings("reward = grade(word) - 0.001 * size\n").is_empty());
+}

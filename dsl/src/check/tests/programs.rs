@@ -47,7 +47,11 @@ fn collect_defs(e: &Expr, out: &mut Vec<usize>) {
         }
         Expr::Call(_, args) => args.iter().for_each(|a| collect_defs(a, out)),
         Expr::In(a, b, c) => [a, b, c].into_iter().for_each(|x| collect_defs(x, out)),
-        Expr::Reduce(_, _, Some(x)) => collect_defs(x, out),
+        Expr::Reduce(_, _, arg, mask) => {
+            for x in arg.iter().chain(mask) {
+                collect_defs(x, out);
+            }
+        }
         _ => {}
     }
 }

@@ -86,8 +86,17 @@ fn expr() -> impl Strategy<Value = Expr> {
                 .prop_map(|(x, y, p)| Expr::Call(Func::Mask, vec![boolean(x, y, p)])),
             (inner.clone(), inner.clone(), inner.clone(), 0u8..30)
                 .prop_map(|(x, y, z, p)| { Expr::Call(Func::If, vec![boolean(x.clone(), z.clone(), p), y, z]) }),
-            (red, inner.clone()).prop_map(|(op, x)| Expr::Reduce(Scope::Group, op, Some(b(x)))),
-            inner.prop_map(|x| Expr::Binary(BinOp::Add, b(x), b(Expr::Reduce(Scope::Group, ReduceOp::Count, None)))),
+            (red.clone(), inner.clone()).prop_map(|(op, x)| Expr::Reduce(Scope::Group, op, Some(b(x)), None)),
+            // Masked reductions, the mask often empty in a group.
+            (red, inner.clone(), inner.clone(), inner.clone(), 0u8..30)
+                .prop_map(|(op, x, y, z, p)| { Expr::Reduce(Scope::Group, op, Some(b(x)), Some(b(boolean(y, z, p)))) }),
+            (inner.clone(), inner.clone(), 0u8..30)
+                .prop_map(|(y, z, p)| { Expr::Reduce(Scope::Batch, ReduceOp::Count, None, Some(b(boolean(y, z, p)))) }),
+            inner.prop_map(|x| Expr::Binary(
+                BinOp::Add,
+                b(x),
+                b(Expr::Reduce(Scope::Group, ReduceOp::Count, None, None))
+            )),
         ]
     })
 }

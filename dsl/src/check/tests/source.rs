@@ -68,3 +68,44 @@ fn rendered_diagnostics_snapshot() {
     "#]]
     .assert_eq(&crate::diag::render(&v3, diagnostic));
 }
+
+/// The mistakes a `where` mask invites, rendered: a number for a bool, a
+/// misspelt keyword, a keyword on a function that takes none, a repeat.
+#[test]
+fn rendered_mask_errors_snapshot() {
+    let text = "reward = grade(word) * mask(cost > 0)\n\
+                adv = reward - group.mean(reward, where = ok)\n\
+                let n = group.count(wher = ok > 0)\n\
+                let m = min(reward, 1, where = ok > 0)\n\
+                let s = batch.std(reward, where = ok > 0, where = cut > 0)\n";
+    let source = SourceFile::new("masks.reward", text);
+    let diags = compile_source(&source, &schema(), &CheckOptions::default()).expect_err("has errors");
+    expect_test::expect![[r#"
+        masks.reward:2:43: error: a number is used as a bool; compare it, e.g. `x > 0`
+          |
+        2 | adv = reward - group.mean(reward, where = ok)
+          |                                           ^^
+          = help: the `where` mask of `group.mean` takes a bool: the rows where it holds are reduced
+
+        masks.reward:3:21: error: `group.count` has no keyword argument `wher`
+          |
+        3 | let n = group.count(wher = ok > 0)
+          |                     ^^^^
+          = help: did you mean `where`? (`where = BOOL` keeps the rows where it holds)
+
+        masks.reward:4:24: error: `min` takes no keyword arguments, but `where` is given
+          |
+        4 | let m = min(reward, 1, where = ok > 0)
+          |                        ^^^^^
+          = help: only the group and batch reductions take one: `where = BOOL`, e.g. `group.mean(x, where = ok > 0)`
+
+        masks.reward:5:43: error: `where` is given twice to `batch.std`
+          |
+        5 | let s = batch.std(reward, where = ok > 0, where = cut > 0)
+          |                                           ^^^^^
+          = help: join the conditions with `&&`: `where = a && b`
+
+        error: 4 errors emitted
+    "#]]
+    .assert_eq(&crate::diag::render_all(&source, &diags));
+}

@@ -189,9 +189,9 @@ fn reach(program: &Program, expr: &Expr) -> Reach {
             }
             Expr::Call(_, args) => args.iter().for_each(|a| walk(program, a, r)),
             Expr::In(x, lo, hi) => [x, lo, hi].into_iter().for_each(|a| walk(program, a, r)),
-            Expr::Reduce(scope, _, arg) => {
+            Expr::Reduce(scope, _, arg, mask) => {
                 r.batch |= *scope == crate::hir::Scope::Batch;
-                if let Some(a) = arg {
+                for a in arg.iter().chain(mask) {
                     walk(program, a, r);
                 }
             }

@@ -161,14 +161,20 @@ fn run<T: Real>(twin: &Twin, ir: &IrProgram, table: &FeatureTable) -> Outputs {
     let gid: Vec<u32> = (0..n).map(|i| table.group_of(i) as u32).collect();
     let fptrs: Vec<*const T> = features.iter().map(|v| v.as_ptr()).collect();
     for launch_index in 0..twin.launches.len() {
-        if let Launch::BatchRank { arg, out } = twin.launches[launch_index] {
-            let values: Vec<f64> = match arg {
-                Source::Feature(f) => features[f][..n].iter().map(|x| x.to_f64()).collect(),
-                Source::Column(c) => columns[c][..n].iter().map(|x| x.to_f64()).collect(),
-                Source::None => unreachable!("rank takes an argument"),
+        if let Launch::BatchRank { arg, mask, out } = twin.launches[launch_index] {
+            let read = |s: Source| -> Vec<f64> {
+                match s {
+                    Source::Feature(f) => features[f][..n].iter().map(|x| x.to_f64()).collect(),
+                    Source::Column(c) => columns[c][..n].iter().map(|x| x.to_f64()).collect(),
+                    Source::None => unreachable!("rank takes an argument"),
+                }
             };
+            let values = read(arg);
             let mut ranks = vec![0.0; n];
-            crate::interp::ops::rank_into(&values, &mut ranks);
+            match mask {
+                Some(m) => crate::interp::ops::rank_masked_into(&values, &read(m), &mut ranks),
+                None => crate::interp::ops::rank_into(&values, &mut ranks),
+            }
             for (d, r) in columns[out].iter_mut().zip(ranks) {
                 *d = T::from_f64(r);
             }

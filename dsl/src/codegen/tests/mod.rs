@@ -32,6 +32,17 @@ fn cuda_kernels_of_the_gated_sample() {
     assert_eq!(code.temps, 0);
 }
 
+/// A baseline masked to the well-formed rows: its group kernels read the
+/// mask beside the argument and count the selected rows.
+#[test]
+fn cuda_kernels_of_the_masked_sample() {
+    let ir = ir::lower(&compile("masked", sample("masked")));
+    let code = emit_cuda(&ir, Fusion::Fused);
+    expect_file!["snapshots/masked.cu"].assert_eq(&code.kernels);
+    let c = emit_c(&ir, Fusion::Fused);
+    assert!(c.contains("cnt += c3[j] != 0 ? 1.0 : 0.0;"), "the C twin counts the selected rows too:\n{c}");
+}
+
 #[test]
 fn unfused_kernels_of_the_gated_sample() {
     let ir = ir::lower(&compile("gated", sample("gated")));

@@ -81,10 +81,13 @@ impl Gen {
 
     fn adv(&mut self, r: Expr) -> Expr {
         let grp = |op, e: Expr| group(op, e);
-        let count = || Expr::Reduce(Scope::Group, ReduceOp::Count, None);
+        let count = || Expr::Reduce(Scope::Group, ReduceOp::Count, None, None);
         let x = self.features[2].clone();
         let c = self.features[1].clone();
-        match self.rng.random_range(0..if self.wild { 9 } else { 8 }) {
+        let m = self.boolean();
+        let gm = |op, e: Expr| masked(Scope::Group, op, Some(e), m.clone());
+        let bm = |op, e: Expr| masked(Scope::Batch, op, Some(e), m.clone());
+        match self.rng.random_range(0..if self.wild { 14 } else { 12 }) {
             0 => grpo(r),
             1 => bin(BinOp::Sub, r.clone(), grp(ReduceOp::Mean, r)),
             2 => bin(
@@ -118,12 +121,44 @@ impl Gen {
                 bin(
                     BinOp::Mul,
                     grp(ReduceOp::Std, c.clone()),
-                    batch(ReduceOp::Sum, Expr::Reduce(Scope::Batch, ReduceOp::Count, None)),
+                    batch(ReduceOp::Sum, Expr::Reduce(Scope::Batch, ReduceOp::Count, None, None)),
                 ),
             ),
-            _ => {
-                bin(BinOp::Div, Expr::Reduce(Scope::Batch, ReduceOp::Rank, Some(Box::new(r))), batch(ReduceOp::Max, c))
-            }
+            // Masked baselines: the mask may select nothing in a group (or the batch).
+            8 => bin(
+                BinOp::Div,
+                bin(BinOp::Sub, r.clone(), gm(ReduceOp::Mean, r.clone())),
+                bin(BinOp::Add, gm(ReduceOp::Std, r), num(1e-4)),
+            ),
+            9 => bin(
+                BinOp::Div,
+                gm(ReduceOp::Rank, r),
+                call(Func::Max, vec![masked(Scope::Group, ReduceOp::Count, None, m.clone()), num(1.0)]),
+            ),
+            10 => bin(
+                BinOp::Sub,
+                gm(ReduceOp::Sum, r.clone()),
+                bin(BinOp::Mul, gm(ReduceOp::Max, r), gm(ReduceOp::Min, x.clone())),
+            ),
+            11 => bin(
+                BinOp::Add,
+                bin(
+                    BinOp::Div,
+                    bin(BinOp::Sub, r.clone(), bm(ReduceOp::Mean, r.clone())),
+                    bin(BinOp::Add, bm(ReduceOp::Std, r), num(1e-4)),
+                ),
+                bin(
+                    BinOp::Mul,
+                    bin(BinOp::Sub, bm(ReduceOp::Max, c.clone()), bm(ReduceOp::Min, x)),
+                    masked(Scope::Batch, ReduceOp::Count, None, m.clone()),
+                ),
+            ),
+            12 => bin(BinOp::Div, masked(Scope::Batch, ReduceOp::Rank, Some(r), m.clone()), batch(ReduceOp::Max, c)),
+            _ => bin(
+                BinOp::Div,
+                Expr::Reduce(Scope::Batch, ReduceOp::Rank, Some(Box::new(r)), None),
+                batch(ReduceOp::Max, c),
+            ),
         }
     }
 }

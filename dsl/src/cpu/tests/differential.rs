@@ -76,7 +76,10 @@ impl Gen {
         let op = ops[self.rng.random_range(0..ops.len())];
         let scope = if batch_scope { Scope::Batch } else { Scope::Group };
         let arg = (op != ReduceOp::Count).then(|| Box::new(self.num(s, d)));
-        Expr::Reduce(scope, op, arg)
+        // Half the reductions are masked, some by masks that select nothing
+        // in some groups (a bool feature, a comparison of a random value).
+        let mask = (self.rng.random_range(0..2) == 0).then(|| Box::new(self.boolean(s, d)));
+        Expr::Reduce(scope, op, arg, mask)
     }
 
     fn leaf(&mut self, s: &Ctx) -> Expr {

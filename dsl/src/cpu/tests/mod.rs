@@ -85,7 +85,7 @@ fn layered() -> crate::hir::Program {
     let a = b.adv(bin(
         BinOp::Add,
         bin(BinOp::Div, centred.clone(), bin(BinOp::Add, batch(ReduceOp::Std, centred), num(1e-3))),
-        bin(BinOp::Div, group(ReduceOp::Rank, c), Expr::Reduce(Scope::Group, ReduceOp::Count, None)),
+        bin(BinOp::Div, group(ReduceOp::Rank, c), Expr::Reduce(Scope::Group, ReduceOp::Count, None, None)),
     ));
     b.advantage(bin(BinOp::Sub, a.clone(), batch(ReduceOp::Mean, a)));
     b.build()
@@ -168,4 +168,28 @@ fn empty_table_gives_empty_outputs() {
     t.add_column("cost", vec![]).expect("empty column");
     let out = CompiledProgram::new(&layered()).eval(&t, &EvalOptions::default()).expect("nothing to fail");
     assert_eq!(out, Outputs::default());
+}
+
+/// A mask that folds to a constant never reaches a stage: `true` selects
+/// every row (the plain reduction), `false` none (every reduction is 0).
+#[test]
+fn constant_masks_fold_away() {
+    let mut b = Builder::default();
+    let x = b.feature("grade(word)");
+    let c = b.feature("cost");
+    let always = bin(BinOp::Ge, num(1.0), num(0.0));
+    let never = Expr::Bool(false);
+    let kept = masked(Scope::Group, ReduceOp::Mean, Some(x.clone()), always);
+    let dropped = masked(Scope::Batch, ReduceOp::Std, Some(c.clone()), never);
+    let live = masked(Scope::Group, ReduceOp::Sum, Some(x.clone()), bin(BinOp::Gt, c, num(2.0)));
+    let adv = move |_r: Expr| bin(BinOp::Add, bin(BinOp::Sub, kept.clone(), dropped.clone()), live.clone());
+    let p = b.finish(x, Some(&adv), None);
+    let ir = CompiledProgram::new(&p).ir().to_string();
+    assert!(ir.contains("= mean(f0)\n"), "an always-true mask is dropped:\n{ir}");
+    assert!(!ir.contains("std("), "an always-false mask folds the reduction to 0:\n{ir}");
+    assert!(ir.contains("= sum(f0) where c"), "a live mask stays:\n{ir}");
+    let t = big_table(|g| 1 + g % 5, 50);
+    let want = interp::eval(&p, &t, &EvalOptions::default()).expect("finite");
+    let got = CompiledProgram::new(&p).eval(&t, &EvalOptions::default()).expect("finite");
+    assert!(same_bits(&got, &want));
 }

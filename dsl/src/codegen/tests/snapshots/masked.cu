@@ -1,0 +1,60 @@
+extern "C" __global__ void s0(unsigned long long n, const rl_real* RL_RESTRICT f0, const rl_real* RL_RESTRICT f1, const rl_real* RL_RESTRICT f2, rl_real* RL_RESTRICT c0, rl_real* RL_RESTRICT c3) {
+  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n; i += stride) {
+    rl_real r0 = f0[i];
+    rl_real r1 = f1[i];
+    rl_real r2 = (rl_real)0.0;
+    rl_real r3 = rl_bool(r1 > r2);
+    rl_real r4 = r0 * r3;
+    rl_real r5 = f2[i];
+    rl_real r6 = rl_bool(r5 > r2);
+    c0[i] = r4;
+    c3[i] = r6;
+  }
+}
+extern "C" __global__ void s1(unsigned long long ng, const unsigned long long* RL_RESTRICT off, const rl_real* RL_RESTRICT c0, const rl_real* RL_RESTRICT c3, rl_real* RL_RESTRICT g0) {
+  unsigned long long w = (blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x) / 32u;
+  if (w >= ng) return;  // a warp's lanes share w, so they leave together
+  {
+    unsigned long long start = off[w], end = off[w + 1];
+    double cnt = 0.0;
+    for (unsigned long long j = start + RL_LANE; j < end; j += RL_LANES) { cnt += c3[j] != 0 ? 1.0 : 0.0; }
+    cnt = rl_lanes_sum(cnt);
+    double acc = 0.0;
+    for (unsigned long long j = start + RL_LANE; j < end; j += RL_LANES) { acc += c3[j] != 0 ? (double)c0[j] : 0.0; }
+    acc = rl_lanes_sum(acc);
+    if (RL_LANE == 0) g0[w] = cnt == 0.0 ? (rl_real)0 : (rl_real)(acc / cnt);
+  }
+}
+extern "C" __global__ void s2(unsigned long long ng, const unsigned long long* RL_RESTRICT off, const rl_real* RL_RESTRICT c0, const rl_real* RL_RESTRICT c3, rl_real* RL_RESTRICT g1) {
+  unsigned long long w = (blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x) / 32u;
+  if (w >= ng) return;  // a warp's lanes share w, so they leave together
+  {
+    unsigned long long start = off[w], end = off[w + 1];
+    double cnt = 0.0;
+    for (unsigned long long j = start + RL_LANE; j < end; j += RL_LANES) { cnt += c3[j] != 0 ? 1.0 : 0.0; }
+    cnt = rl_lanes_sum(cnt);
+    double acc = 0.0;
+    for (unsigned long long j = start + RL_LANE; j < end; j += RL_LANES) { acc += c3[j] != 0 ? (double)c0[j] : 0.0; }
+    acc = rl_lanes_sum(acc);
+    double mean = cnt == 0.0 ? 0.0 : acc / cnt;
+    double dev = 0.0;
+    for (unsigned long long j = start + RL_LANE; j < end; j += RL_LANES) { if (c3[j] != 0) { double d = (double)c0[j] - mean; dev += d * d; } }
+    dev = rl_lanes_sum(dev);
+    if (RL_LANE == 0) g1[w] = cnt == 0.0 ? (rl_real)0 : (rl_real)rl_sqrt_d(dev / cnt);
+  }
+}
+extern "C" __global__ void s3(unsigned long long n, const rl_real* RL_RESTRICT c0, const rl_real* RL_RESTRICT g0, const rl_real* RL_RESTRICT g1, const unsigned int* RL_RESTRICT gid, rl_real* RL_RESTRICT c1, rl_real* RL_RESTRICT c2) {
+  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n; i += stride) {
+    rl_real r0 = c0[i];
+    rl_real r1 = g0[gid[i]];
+    rl_real r2 = r0 - r1;
+    rl_real r3 = g1[gid[i]];
+    rl_real r4 = (rl_real)0.0001;
+    rl_real r5 = r3 + r4;
+    rl_real r6 = r2 / r5;
+    c1[i] = r6;
+    c2[i] = r6;
+  }
+}
