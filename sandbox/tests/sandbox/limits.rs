@@ -137,7 +137,10 @@ fn timeouts_stop_the_work_within_ten_percent_of_the_budget() {
     let mut stream = Vec::new();
     let mut rng = Rng::new(11);
     // 48 files of ~384 KiB of word soup (each more than one 256 KiB search chunk), and one
-    // 48 MiB file (a full search of it takes about a second even on an idle machine).
+    // 30 MiB file with matches throughout (a full search of it takes most of a second in a
+    // debug build). It stays under the blob cache's largest entry (an eighth of 256 MiB), so
+    // the timed calls search it from memory: inflating a blob is not interruptible, and a
+    // deadline that fell while a larger blob inflated would be overshot by the inflation.
     let mut files = Vec::new();
     for f in 0..48 {
         let mut text = String::new();
@@ -147,8 +150,12 @@ fn timeouts_stop_the_work_within_ten_percent_of_the_budget() {
         files.push((format!("soup/f{f:02}.py"), text.into_bytes()));
     }
     let mut big = String::new();
-    while big.len() < 48 << 20 {
+    while big.len() < 30 << 20 {
         big.push_str(&python_file(&mut rng, 50));
+        // A line the pattern below matches, so every chunk of the file has matches to report
+        // and lines to count: without them grep skips through a large file too fast for the
+        // budget to matter.
+        big.push_str("value = compute(items, total, 12345)\n");
     }
     files.push(("soup/zz_big.py".to_owned(), big.into_bytes()));
     fast_import_commit(&mut stream, 1, None, &files);
@@ -156,6 +163,10 @@ fn timeouts_stop_the_work_within_ten_percent_of_the_budget() {
 
     let store = Arc::new(RepoStore::open(fx.path("store")).expect("store"));
     let repo = store.repo("slow/corpus").expect("adopted mirror");
+    // The content index is built first, so no background build shares the cores with the
+    // timed calls (the index never holds a call past its deadline; that is tested apart).
+    let head = repo.resolve("HEAD").expect("HEAD");
+    repo.build_index(&[head], None).expect("index");
     // No literal to skip ahead with and a large Unicode-aware DFA: slow per byte, but legal.
     let pattern = r"(?i)\w+\s*=\s*\w+\(\w+\W+\w{3,}\W+\d{5}\)";
     let generous =
