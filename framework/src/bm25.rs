@@ -60,20 +60,41 @@ pub struct Bm25Index {
     paths: Vec<String>,
     lengths: Vec<f64>,
     average_length: f64,
-    postings: foldhash::HashMap<String, Vec<(u32, u32)>>,
+    postings: Postings<u32>,
 }
 
-/// Appends one occurrence count of `term` in document `doc` (documents are added in order, so
-/// a document's content and path counts meet at the end of the list).
-fn add_posting(postings: &mut foldhash::HashMap<String, Vec<(u32, u32)>>, term: &str, doc: u32, count: u32) {
-    match postings.get_mut(term) {
-        Some(list) => match list.last_mut() {
-            Some((last, n)) if *last == doc => *n += count,
-            _ => list.push((doc, count)),
-        },
-        None => {
-            postings.insert(term.to_owned(), vec![(doc, count)]);
+/// Term → the documents containing it, each with a value (a frequency, or nothing), in
+/// document order: the inverted form both baselines index a commit in.
+#[derive(Clone, Debug)]
+pub(crate) struct Postings<V> {
+    lists: foldhash::HashMap<String, Vec<(u32, V)>>,
+}
+
+impl<V> Default for Postings<V> {
+    fn default() -> Self {
+        Postings { lists: foldhash::HashMap::default() }
+    }
+}
+
+impl<V> Postings<V> {
+    /// Records `term` in document `doc` with `value`. Documents are added in order, so a second
+    /// entry for the same document (its path after its content) meets the first at the end of
+    /// the list and is combined into it with `merge`.
+    pub(crate) fn add(&mut self, term: &str, doc: u32, value: V, merge: impl FnOnce(&mut V, V)) {
+        match self.lists.get_mut(term) {
+            Some(list) => match list.last_mut() {
+                Some((last, current)) if *last == doc => merge(current, value),
+                _ => list.push((doc, value)),
+            },
+            None => {
+                self.lists.insert(term.to_owned(), vec![(doc, value)]);
+            }
         }
+    }
+
+    /// The documents containing `term`, in document order.
+    pub(crate) fn get(&self, term: &str) -> &[(u32, V)] {
+        self.lists.get(term).map_or(&[], Vec::as_slice)
     }
 }
 
@@ -137,12 +158,12 @@ impl Bm25Index {
             paths: Vec::new(),
             lengths: Vec::new(),
             average_length: 0.0,
-            postings: foldhash::HashMap::default(),
+            postings: Postings::default(),
         };
         for (path, terms, path_counts) in docs {
             let doc = u32::try_from(index.paths.len()).unwrap_or(u32::MAX);
             for (term, count) in terms.counts.iter().chain(&path_counts) {
-                add_posting(&mut index.postings, term, doc, *count);
+                index.postings.add(term, doc, *count, |n, more| *n += more);
             }
             let path_length: u32 = path_counts.iter().map(|(_, n)| n).sum();
             index.lengths.push(f64::from(terms.length + path_length));
@@ -153,15 +174,10 @@ impl Bm25Index {
         index
     }
 
-    /// The documents containing an already tokenized `term`, with its frequency in each.
-    fn postings(&self, term: &str) -> &[(u32, u32)] {
-        self.postings.get(term).map_or(&[], Vec::as_slice)
-    }
-
     /// Inverse document frequency of an already tokenized `term`; 0 for a
     /// term no document contains.
     pub fn idf(&self, term: &str) -> f64 {
-        let n = self.postings(term).len() as f64;
+        let n = self.postings.get(term).len() as f64;
         if n == 0.0 {
             return 0.0;
         }
@@ -174,7 +190,7 @@ impl Bm25Index {
         let mut scores = vec![0.0; self.paths.len()];
         let Bm25Params { k1, b } = self.params;
         for term in tokenize(query) {
-            let tfs = self.postings(&term);
+            let tfs = self.postings.get(&term);
             if tfs.is_empty() {
                 continue;
             }

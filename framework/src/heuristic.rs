@@ -41,7 +41,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::bm25::{BlobTerms, CommitFile, FileIndex, Hit, tokenize, top_hits};
+use crate::bm25::{BlobTerms, CommitFile, FileIndex, Hit, Postings, tokenize, top_hits};
 /// The source-file rule (one definition, in the protocol crate, shared with the proxy policy).
 pub use rewardlab_protocol::paths::is_source_file;
 
@@ -73,20 +73,9 @@ pub struct GrepHeuristic {
     source: Vec<bool>,
     /// Term → the documents containing it (in content or path), in document order: queries
     /// read only their terms' lists (see [`crate::bm25::Bm25Index`]).
-    containing: foldhash::HashMap<String, Vec<u32>>,
+    containing: Postings<()>,
     /// Defined name (lowercase) → the documents defining it, in document order.
-    defining: foldhash::HashMap<String, Vec<u32>>,
-}
-
-/// Appends `doc` to `term`'s list unless it is already its last entry.
-fn add_doc(lists: &mut foldhash::HashMap<String, Vec<u32>>, term: &str, doc: u32) {
-    match lists.get_mut(term) {
-        Some(list) if list.last() == Some(&doc) => {}
-        Some(list) => list.push(doc),
-        None => {
-            lists.insert(term.to_owned(), vec![doc]);
-        }
-    }
+    defining: Postings<()>,
 }
 
 impl GrepHeuristic {
@@ -105,13 +94,13 @@ impl GrepHeuristic {
     }
 
     /// The documents containing an already tokenized `term` (in content or path).
-    fn containing(&self, term: &str) -> &[u32] {
-        self.containing.get(term).map_or(&[], Vec::as_slice)
+    fn containing(&self, term: &str) -> impl Iterator<Item = usize> + '_ {
+        self.containing.get(term).iter().map(|&(doc, ())| doc as usize)
     }
 
     /// The documents defining `name` (lowercase).
-    fn defining(&self, name: &str) -> &[u32] {
-        self.defining.get(name).map_or(&[], Vec::as_slice)
+    fn defining(&self, name: &str) -> impl Iterator<Item = usize> + '_ {
+        self.defining.get(name).iter().map(|&(doc, ())| doc as usize)
     }
 
     /// Changes the knobs without reindexing (the index does not depend on them).
@@ -121,7 +110,7 @@ impl GrepHeuristic {
 
     /// `ln(N / n(t))` of an already tokenized term; 0 for a term in no file or in every file.
     pub fn idf(&self, term: &str) -> f64 {
-        let n = self.containing(term).len();
+        let n = self.containing.get(term).len();
         if n == 0 {
             return 0.0;
         }
@@ -131,7 +120,7 @@ impl GrepHeuristic {
     /// The files that define `name` (compared lowercased).
     pub fn definers(&self, name: &str) -> Vec<&str> {
         let name = name.to_lowercase();
-        self.defining(&name).iter().map(|&d| self.paths[d as usize].as_str()).collect()
+        self.defining(&name).map(|d| self.paths[d].as_str()).collect()
     }
 
     /// The score of every document for `issue`, in index order.
@@ -142,11 +131,11 @@ impl GrepHeuristic {
             if weight <= 0.0 {
                 continue;
             }
-            for &doc in self.containing(&term) {
-                scores[doc as usize] += weight;
+            for doc in self.containing(&term) {
+                scores[doc] += weight;
             }
-            for &doc in self.defining(&term) {
-                scores[doc as usize] += self.params.definition_bonus * weight;
+            for doc in self.defining(&term) {
+                scores[doc] += self.params.definition_bonus * weight;
             }
         }
         scores
@@ -175,20 +164,21 @@ impl FileIndex for GrepHeuristic {
             params,
             paths: Vec::new(),
             source: Vec::new(),
-            containing: foldhash::HashMap::default(),
-            defining: foldhash::HashMap::default(),
+            containing: Postings::default(),
+            defining: Postings::default(),
         };
         for file in files {
             let Some(terms) = &file.terms else { continue };
             let doc = u32::try_from(index.paths.len()).unwrap_or(u32::MAX);
+            // A term in both content and path is one entry: the second add meets the first.
             for (term, _) in &terms.counts {
-                add_doc(&mut index.containing, term, doc);
+                index.containing.add(term, doc, (), |_, _| {});
             }
             for token in tokenize(&file.path) {
-                add_doc(&mut index.containing, &token, doc);
+                index.containing.add(&token, doc, (), |_, _| {});
             }
             for name in &terms.defined {
-                add_doc(&mut index.defining, name, doc);
+                index.defining.add(name, doc, (), |_, _| {});
             }
             index.source.push(is_source_file(&file.path));
             index.paths.push(file.path.clone());
