@@ -1,9 +1,10 @@
 //! One rollout of the proxy policy: the issue's terms, the call candidates,
 //! what the tool results revealed about files, and the sampled units.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use rand_chacha::ChaCha8Rng;
+use rewardlab_protocol::paths::is_source_file;
 use rewardlab_sandbox::{Entity, GlobArgs, GrepArgs, ReadArgs, Status, ToolCall, ToolResult};
 
 use super::loglinear::Unit;
@@ -27,10 +28,14 @@ pub(crate) enum CallKind {
     GrepDefinition = 9,
     /// `**/pkg/sub/mod.py` for a dotted module path of the issue (`pkg.sub.mod`).
     GlobModule = 10,
+    /// An earlier grep whose output was cut, again over the source files of the repository's
+    /// language only (`path = "*.py"`): the source files the cut hid behind changelogs, docs
+    /// and tests.
+    GrepSource = 11,
 }
 
 /// Number of [`CallKind`]s.
-pub(crate) const CALL_KINDS: usize = 11;
+pub(crate) const CALL_KINDS: usize = 12;
 
 /// A grep that hit at most this many files (complete output) is a rare hit.
 pub(crate) const RARE_FILES: usize = 3;
@@ -41,7 +46,7 @@ const MAX_RESULT_NAMES: usize = 12;
 impl CallKind {
     pub(crate) fn is_grep(self) -> bool {
         (self as usize) <= CallKind::GrepWord as usize
-            || matches!(self, CallKind::GrepResultName | CallKind::GrepDefinition)
+            || matches!(self, CallKind::GrepResultName | CallKind::GrepDefinition | CallKind::GrepSource)
     }
 
     pub(crate) fn is_message(self) -> bool {
@@ -210,7 +215,12 @@ impl ProxyEpisode {
             }
             let term = candidate.term.map(|t| (t, self.terms[t].in_title));
             match &candidate.call {
-                ToolCall::Grep(_) => self.observe_grep(candidate.kind, term, result),
+                ToolCall::Grep(args) => {
+                    self.observe_grep(candidate.kind, term, result);
+                    if self.config.source_greps && candidate.kind != CallKind::GrepSource {
+                        self.offer_source_grep(candidate, args, result);
+                    }
+                }
                 ToolCall::Glob(_) => {
                     let named = matches!(candidate.kind, CallKind::GlobPath | CallKind::GlobModule);
                     for entity in &result.entities {
@@ -258,13 +268,21 @@ impl ProxyEpisode {
     /// definitions of the issue's names on the hit lines.
     fn observe_grep(&mut self, kind: CallKind, term: Option<(usize, bool)>, result: &ToolResult) {
         let total_lines = result.entities.len() + cut_lines(&result.output);
-        let weight = 1.0 / (1.0 + (total_lines as f64).ln_1p());
+        let mut weight = 1.0 / (1.0 + (total_lines as f64).ln_1p());
+        if kind == CallKind::GrepSource {
+            // A term's rarity is what its grep over the whole tree said; the restricted copy
+            // hits fewer lines by construction and would make the term look rarer than it is.
+            if let Some(&whole) = term.and_then(|(t, _)| self.term_rarity.get(&self.terms[t].text)) {
+                weight = whole;
+            }
+        }
         let files: HashSet<&str> =
             result.entities.iter().filter(|e| e.line_number().is_some()).map(Entity::path).collect();
         let rare = result.status == Status::Ok && files.len() <= RARE_FILES;
         if let Some((t, _)) = term {
             self.term_rarity.insert(self.terms[t].text.clone(), weight);
         }
+        let term_source = term.map(|(t, _)| self.terms[t].source);
         // Grep output lines are `path:line:text`, one per entity, in entity order.
         let lines: Vec<&str> = result.output.lines().collect();
         for (n, entity) in result.entities.iter().enumerate() {
@@ -294,6 +312,12 @@ impl ProxyEpisode {
                 CallKind::GrepIdentifier | CallKind::GrepResultName | CallKind::GrepDefinition => {
                     file.by_identifier = true
                 }
+                // The restricted copy found the file the way its term's own grep would have.
+                CallKind::GrepSource => match term_source {
+                    Some(Source::Phrase | Source::MessageHead | Source::MessageFull) => file.by_message = true,
+                    Some(Source::Identifier | Source::ResultName) => file.by_identifier = true,
+                    _ => file.by_word = true,
+                },
                 _ => file.by_word = true,
             }
             if let Some((t, in_title)) = term {
@@ -304,6 +328,32 @@ impl ProxyEpisode {
                 }
             }
         }
+    }
+
+    /// After a grep whose output was cut at the limit, offers the same grep over the source files
+    /// of the repository's language only: `path = "*.EXT"` with the source extension most seen
+    /// files have ([`is_source_file`]; ties to the first in order). Nothing when the grep already
+    /// had a path filter, no cut, or no source file has been seen yet.
+    fn offer_source_grep(&mut self, candidate: &Candidate, args: &GrepArgs, result: &ToolResult) {
+        if args.path.is_some() || cut_lines(&result.output) == 0 {
+            return;
+        }
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for file in &self.seen {
+            if is_source_file(&file.path)
+                && let Some((_, ext)) = file.path.rsplit('/').next().and_then(|name| name.rsplit_once('.'))
+            {
+                *counts.entry(ext).or_default() += 1;
+            }
+        }
+        // The most common extension; `max_by_key` keeps the last maximum, so reverse for the first.
+        let Some((ext, _)) = counts.iter().rev().max_by_key(|(_, n)| **n) else { return };
+        let call = ToolCall::Grep(GrepArgs { path: Some(format!("*.{ext}")), ..args.clone() });
+        let call_key = key(&call);
+        if self.used.contains(&call_key) || self.text_candidates.iter().any(|c| key(&c.call) == call_key) {
+            return;
+        }
+        self.text_candidates.push(Candidate { kind: CallKind::GrepSource, call, term: candidate.term, seen: None });
     }
 
     /// Offers `name\(` as a grep candidate, once per name, up to [`MAX_RESULT_NAMES`].

@@ -8,7 +8,7 @@
 //! | count bias | 9 | one per option: answer, 1 … 8 calls |
 //! | count × answer | [`STATE`] | the turn state, on the "answer now" option |
 //! | count × calls | [`STATE`] | the turn state × n/8, on every "n calls" option |
-//! | call kind | 11 | tool × source one-hot |
+//! | call kind | 12 | tool × source one-hot |
 //! | grep text | [`TEXT`] | term features of grep candidates |
 //! | glob text | [`TEXT`] | term features of glob candidates |
 //! | read | [`READ`] | what results said about a file to read |

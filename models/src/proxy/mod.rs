@@ -31,7 +31,11 @@
 //!    "…/site-packages/pkg/mod.py", line N` → `**/pkg/mod.py`); read of the six
 //!    unread seen files with the most grep hits, source code first (±20 lines around the hits); and
 //!    — when [`ProxyConfig::mine_result_names`] is on — grep of `name\(` for each
-//!    function or class defined in what was read. Features: tool × source
+//!    function or class defined in what was read; and, once a grep's output was
+//!    cut at the output limit, the **same grep over source files only**
+//!    (`path = "*.EXT"`, the extension most seen source files have), since on a
+//!    real repository a common term's hits in changelogs, docs and tests fill the
+//!    output first and hide the source files behind them. Features: tool × source
 //!    one-hot, length bucket, position in the issue, rare-looking, in a
 //!    traceback / code block / title, word count, occurrences, earlier calls
 //!    with the same term, term in a seen path, the term's rarity from an earlier
@@ -80,7 +84,7 @@
 //! One flat θ of [`DIM`] parameters, in blocks (sizes and indices in
 //! `features.rs`): count bias (answer, 1 … 8 calls); the turn state on
 //! "answer now" and, scaled by n/8, on "n calls"; the call kind (tool × source,
-//! 11 kinds); grep-term and glob-term features (16 each); read features (9);
+//! 12 kinds); grep-term and glob-term features (16 each); read features (9);
 //! the rank block (23 file features); the size biases (k = 1 … 8); the size ×
 //! files block (23, the summed features of picks 2 … k); and the Bernoulli
 //! include block (a bias and 23 file features) that only the ablation without
@@ -97,6 +101,8 @@
 //! | [`ProxyConfig::code_names`] | called or backticked plain names (`bell(n)`) are not identifiers |
 //! | [`ProxyConfig::answer_size`] | a Bernoulli include per seen file instead of ranking + size |
 //! | [`ProxyConfig::ranking_prior`] (off by default) | on: the ranking starts from the grep heuristic's bias |
+//! | [`ProxyConfig::source_greps`] | no source-only repeat of a grep whose output was cut |
+//! | [`ProxyConfig::eval_average`] (0, off, by default) | β > 0: greedy episodes use the moving average θ̄ of θ |
 //!
 //! A study sets them under `[policy]` (`kind = "proxy"`, then e.g.
 //! `definitions = false`), or per variant (`policy = { definitions = false }`),
@@ -133,8 +139,8 @@
 //! [`TOKENS_PER_CALL`] per call and [`TOKENS_PER_FILE`] per answered file, so the
 //! `len` feature and completion-length metrics grow with what the policy did.
 //!
-//! What it does not do (yet): grep within a path filter, or choose line ranges
-//! itself.
+//! What it does not do (yet): choose its own path filters (the only filtered grep is the
+//! source-only repeat of a cut one), or choose line ranges itself.
 
 mod episode;
 mod features;
@@ -217,6 +223,18 @@ pub struct ProxyConfig {
     /// when it defines a name the issue uses, [`PRIOR_RANK_NOT_SOURCE`] for files that are not source code.
     /// Off by default, so the ranking's worth is learned from θ = 0 unless a study asks.
     pub ranking_prior: bool,
+    /// After a grep whose output was cut at the limit, offer the same grep over the source files
+    /// of the repository's language only (`path = "*.py"`, the extension most seen source files
+    /// have): on real repositories a common word's hits in changelogs, docs and tests fill the
+    /// output and hide the source files behind them.
+    pub source_greps: bool,
+    /// Greedy episodes (held-out evaluation, `locate`) act with an exponential moving average
+    /// of θ over the optimiser steps, `θ̄ ← β·θ̄ + (1 − β)·θ` with this β, instead of the last θ
+    /// (Polyak averaging: the last iterate of a noisy policy gradient jumps from step to step;
+    /// the average keeps what the steps agree on). 0 turns it off; sampled (training) episodes
+    /// always use θ. Must lie in [0, 1).
+    #[serde(deserialize_with = "averaging_decay")]
+    pub eval_average: f64,
 }
 
 impl Default for ProxyConfig {
@@ -234,7 +252,19 @@ impl Default for ProxyConfig {
             path_overlap: true,
             code_names: true,
             ranking_prior: false,
+            source_greps: true,
+            eval_average: 0.0,
         }
+    }
+}
+
+/// Reads [`ProxyConfig::eval_average`], refusing a decay outside [0, 1) (1 would never move θ̄).
+fn averaging_decay<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    let beta = f64::deserialize(deserializer)?;
+    if (0.0..1.0).contains(&beta) {
+        Ok(beta)
+    } else {
+        Err(serde::de::Error::custom(format!("eval_average must lie in [0, 1), got {beta}")))
     }
 }
 
@@ -243,6 +273,8 @@ impl Default for ProxyConfig {
 pub struct ProxyPolicy {
     config: ProxyConfig,
     theta: Vec<f64>,
+    /// θ̄, the moving average greedy episodes use when [`ProxyConfig::eval_average`] is on.
+    average: Vec<f64>,
     reference: Vec<f64>,
     grad: Vec<f64>,
     adam: Adam,
@@ -257,6 +289,9 @@ pub struct ProxyState {
     theta: Vec<f64>,
     #[serde(with = "loglinear::bits")]
     reference: Vec<f64>,
+    /// θ̄ (empty in states written before it existed: then θ̄ = θ).
+    #[serde(with = "loglinear::bits", default)]
+    average: Vec<f64>,
     adam: Adam,
 }
 
@@ -301,6 +336,7 @@ impl ProxyPolicy {
         ProxyPolicy {
             config,
             reference: theta.clone(),
+            average: theta.clone(),
             grad: vec![0.0; theta.len()],
             adam: Adam::new(theta.len()),
             theta,
@@ -327,7 +363,8 @@ impl ProxyPolicy {
             return 0;
         }
         let draw = Self::draw(episode);
-        let unit = decide(&self.theta, options, draw, &mut episode.rng);
+        let params = if draw == Draw::Greedy && self.config.eval_average > 0.0 { &self.average } else { &self.theta };
+        let unit = decide(params, options, draw, &mut episode.rng);
         let chosen = unit.chosen;
         episode.units.push(unit);
         chosen
@@ -482,7 +519,14 @@ impl Policy for ProxyPolicy {
     }
 
     fn step(&mut self, optim: &OptimStep) -> Result<StepStats, ProxyError> {
-        Ok(StepStats { grad_norm: self.adam.step(&mut self.theta, &mut self.grad, optim) })
+        let grad_norm = self.adam.step(&mut self.theta, &mut self.grad, optim);
+        let beta = self.config.eval_average;
+        if beta > 0.0 {
+            for (avg, &x) in self.average.iter_mut().zip(&self.theta) {
+                *avg = beta * *avg + (1.0 - beta) * x;
+            }
+        }
+        Ok(StepStats { grad_norm })
     }
 
     fn state(&self) -> Result<ProxyState, ProxyError> {
@@ -490,6 +534,7 @@ impl Policy for ProxyPolicy {
             config: self.config,
             theta: self.theta.clone(),
             reference: self.reference.clone(),
+            average: self.average.clone(),
             adam: self.adam.clone(),
         })
     }
@@ -502,13 +547,16 @@ impl Policy for ProxyPolicy {
             ("reference", state.reference.len()),
             ("m", state.adam.m.len()),
             ("v", state.adam.v.len()),
+            ("average", if state.average.is_empty() { DIM } else { state.average.len() }),
         ] {
             if got != DIM {
                 return Err(ProxyError::Dimension { field, got, expected: DIM });
             }
         }
+        let average = if state.average.is_empty() { state.theta.clone() } else { state.average };
         *self = ProxyPolicy {
             config: state.config,
+            average,
             theta: state.theta,
             reference: state.reference,
             grad: vec![0.0; DIM],

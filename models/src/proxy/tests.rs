@@ -729,3 +729,103 @@ fn files_that_are_not_source_code_are_marked_and_ranked_last_by_the_prior() {
     let Answer::Structured { files, .. } = policy.answer(&mut episode) else { panic!("structured") };
     assert_eq!(files[0], "pkg/core.py", "{files:?}");
 }
+
+#[test]
+fn a_cut_grep_is_offered_again_over_source_files_only() {
+    let task = TaskPrompt { id: "t".into(), text: ISSUE.into() };
+    let source_greps = |episode: &ProxyEpisode| -> Vec<(Option<String>, String, Option<usize>)> {
+        episode
+            .text_candidates
+            .iter()
+            .filter(|c| c.kind == episode::CallKind::GrepSource)
+            .map(|c| match &c.call {
+                ToolCall::Grep(args) => (args.path.clone(), args.pattern.clone(), c.term),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    let cut_budget = |episode: &mut ProxyEpisode, term: usize| {
+        let mut cut = run(&grep("budget"));
+        cut.output.push_str("\n[output cut at 4096 characters: 300 more lines (12000 characters) not shown; narrow]");
+        cut.status = Status::Truncated;
+        episode.pending.push(episode::Candidate {
+            kind: episode::CallKind::GrepWord,
+            call: grep("budget"),
+            term: Some(term),
+            seen: None,
+        });
+        episode.observe(&[cut]);
+    };
+    let mut episode = ProxyPolicy::default().begin(&task, Sampling::Greedy, 0).expect("begin");
+    let budget = episode.terms.iter().position(|t| t.text == "budget").expect("an issue term");
+    // A complete output shows every hit already: nothing to repeat.
+    feed(&mut episode, episode::CallKind::GrepIdentifier, grep("RetryPolicy"), None);
+    assert!(source_greps(&episode).is_empty());
+    // A cut one is offered again over `*.py`, the extension of the source files seen (tests and
+    // docs/budget.md are not source code and do not vote), with the same term.
+    cut_budget(&mut episode, budget);
+    assert_eq!(source_greps(&episode), [(Some("*.py".to_owned()), "budget".to_owned(), Some(budget))]);
+    assert!(episode.available(0).iter().any(|c| c.kind == episode::CallKind::GrepSource), "offered as a call");
+    // Its hits count as the term's own kind of hit, with the term's rarity in the whole tree.
+    let whole = episode.term_rarity["budget"];
+    let restricted = ToolCall::Grep(rewardlab_sandbox::GrepArgs {
+        pattern: "budget".into(),
+        path: Some("*.py".into()),
+        case_sensitive: None,
+    });
+    let target_hits = episode.seen[episode.seen_index[TARGET]].hits;
+    feed(&mut episode, episode::CallKind::GrepSource, restricted, Some(budget));
+    assert_eq!(episode.term_rarity["budget"], whole, "the restricted copy keeps the term's rarity in the tree");
+    let target = &episode.seen[episode.seen_index[TARGET]];
+    assert!(target.by_word && target.hits > target_hits, "{target:?}");
+    // A grep with a path filter is never repeated, and the switch turns the candidates off.
+    assert_eq!(source_greps(&episode).len(), 1);
+    let off = ProxyPolicy::new(ProxyConfig { source_greps: false, ..ProxyConfig::default() });
+    let mut episode = off.begin(&task, Sampling::Greedy, 0).expect("begin");
+    feed(&mut episode, episode::CallKind::GrepIdentifier, grep("RetryPolicy"), None);
+    cut_budget(&mut episode, budget);
+    assert!(source_greps(&episode).is_empty());
+}
+
+#[test]
+fn greedy_episodes_use_the_moving_average_when_asked_and_it_survives_a_restore() {
+    let config = ProxyConfig { eval_average: 0.5, ..ProxyConfig::default() };
+    let mut policy = ProxyPolicy::new(config);
+    let start = policy.theta().to_vec();
+    // One step on a pushed gradient: θ moves, θ̄ moves half way.
+    policy.grad[features::SIZE_BIAS + 1] = -1.0;
+    policy.step(&optim(0.1)).expect("step");
+    let moved = policy.theta()[features::SIZE_BIAS + 1];
+    assert!(moved != start[features::SIZE_BIAS + 1]);
+    assert_eq!(policy.average[features::SIZE_BIAS + 1], 0.5 * start[features::SIZE_BIAS + 1] + 0.5 * moved);
+    // Greedy decisions score with θ̄, sampled ones with θ: a policy whose θ̄ is another
+    // policy's θ acts greedily like that policy, and unlike its own θ.
+    let mut mixed = perturbed();
+    mixed.config.eval_average = 0.5;
+    mixed.average = mixed.theta.iter().map(|x| -x).collect();
+    let logps = |p: &ProxyPolicy, sampling| -> Vec<(usize, f64)> {
+        rollout(p, sampling, 3, 3).0.units.iter().map(|u| (u.chosen, u.logp)).collect()
+    };
+    let as_average = ProxyPolicy {
+        config: ProxyConfig::default(),
+        theta: mixed.average.clone(),
+        ..mixed.clone()
+    };
+    let as_theta = ProxyPolicy { config: ProxyConfig::default(), ..mixed.clone() };
+    assert_eq!(logps(&mixed, Sampling::Greedy), logps(&as_average, Sampling::Greedy));
+    assert_ne!(logps(&mixed, Sampling::Greedy), logps(&as_theta, Sampling::Greedy));
+    let sample = Sampling::Sample { temperature: 1.0 };
+    assert_eq!(logps(&mixed, sample), logps(&as_theta, sample));
+    // The checkpoint keeps θ̄ bit for bit; a state without one (older) restores θ̄ = θ.
+    let mut restored = ProxyPolicy::default();
+    restored.restore(policy.state().expect("state")).expect("restore");
+    assert_eq!(restored.average, policy.average);
+    let mut old = policy.state().expect("state");
+    old.average.clear();
+    restored.restore(old).expect("restore");
+    assert_eq!(restored.average, restored.theta);
+    // Off by default; a decay of 1 or more is refused when read.
+    assert_eq!(ProxyConfig::default().eval_average, 0.0);
+    let err = serde_json::from_str::<ProxyConfig>(r#"{"eval_average": 1.0}"#).expect_err("refused");
+    assert!(err.to_string().contains("eval_average must lie in [0, 1)"), "{err}");
+}
