@@ -13,7 +13,8 @@
 #   SEEDS=3 STEPS=80 PROMPTS=8 GROUP=8 EVAL_EVERY=20 MAX_TASKS=600 (mined per repository)
 #   VARIANTS="v3" (shipped reward files rewards/codegrep_<v>.reward) BIN=target/release
 #   PROXY="" (extra `key = value` lines for the proxy's [policy] table, e.g. "ranking_prior = true",
-#   which the README's numbers use, or a switch off for an ablation)
+#   which the README's numbers use, $'ranking_prior = true\neval_average = 0.9' for session 7's,
+#   or a switch off for an ablation)
 #   ABLATION="rarity=false definitions=false ..." makes one study of the first variant's reward:
 #   a "full" variant and one variant per `key=value` proxy override (the README's ablation table)
 #   CHECK_ONLY=1 stops after `study check` (mining, the leakage report)
