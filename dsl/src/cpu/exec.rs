@@ -10,9 +10,10 @@ use rayon::prelude::*;
 use super::CompiledProgram;
 use super::kernels;
 use super::plan::{Loc, StagePlan, Step};
+use crate::ast::BinOp;
 use crate::hir::ReduceOp;
 use crate::interp::ops;
-use crate::ir::{Apply, ColumnId, Elementwise, GroupValueId, Op, Source, Stage};
+use crate::ir::{self, Apply, ColumnId, Elementwise, GroupValueId, Op, Source, Stage};
 use crate::table::FeatureTable;
 
 /// Rows per chunk of an elementwise stage: a register is a buffer this long,
@@ -192,29 +193,37 @@ struct Env<'a> {
     offsets: &'a [usize],
 }
 
-type RegFile = Vec<Vec<f64>>;
+/// One elementwise stage's registers for a chunk of rows.
+struct RegFile {
+    /// Chunk-sized buffers, by [`Loc::Buf`] index.
+    bufs: Vec<Vec<f64>>,
+    /// Scalar values of the uniform and per-group registers, by register.
+    scalars: Vec<f64>,
+}
 
 impl Env<'_> {
     /// One register file per elementwise stage of the pass, uniform registers
-    /// filled once here.
+    /// computed and filled once here.
     fn register_files(&self, stages: &[usize]) -> Vec<RegFile> {
         stages
             .iter()
             .map(|&s| {
                 let (Stage::Elementwise(stage), Some(plan)) = (&self.program.ir.stages[s], &self.program.plans[s])
                 else {
-                    return Vec::new();
+                    return RegFile { bufs: Vec::new(), scalars: Vec::new() };
                 };
-                let mut regs = vec![vec![0.0; CHUNK]; plan.buffers];
+                let mut regs = RegFile { bufs: vec![vec![0.0; CHUNK]; plan.buffers], scalars: vec![0.0; stage.ops.len()] };
                 for &r in &plan.uniform {
                     let value = match stage.ops[r] {
                         Op::Const(x) => x,
                         Op::Param(p) => self.params[p],
                         Op::Batch(b) => self.batch_values[b],
+                        Op::Apply(apply) => ir::fold(apply.map(|a| regs.scalars[a])),
                         op => unreachable!("{op:?} is not uniform"),
                     };
+                    regs.scalars[r] = value;
                     if let Loc::Buf(b) = plan.locs[r] {
-                        regs[b].fill(value);
+                        regs.bufs[b].fill(value);
                     }
                 }
                 regs
@@ -306,33 +315,46 @@ impl Env<'_> {
         rows: Range<usize>,
     ) {
         let n = rows.len();
-        for (r, op) in stage.ops.iter().enumerate() {
-            let Loc::Buf(b) = plan.locs[r] else { continue };
-            if op.is_uniform() {
-                continue;
+        if !plan.per_group.is_empty() {
+            // Group-constant values: the scalar ops once per group, then each
+            // value a row op reads broadcast over the group's rows of the chunk.
+            let mut g = block.groups.start;
+            let mut i = rows.start;
+            while i < rows.end {
+                while self.offsets[g + 1] <= i {
+                    g += 1;
+                }
+                let end = self.offsets[g + 1].min(rows.end);
+                for &r in &plan.per_group {
+                    let value = match stage.ops[r] {
+                        Op::Group(gv) => self.group_value(gv, out, block, g),
+                        Op::Apply(apply) => ir::fold(apply.map(|a| regs.scalars[a])),
+                        op => unreachable!("{op:?} is not a per-group op"),
+                    };
+                    regs.scalars[r] = value;
+                    if plan.fill[r]
+                        && let Loc::Buf(b) = plan.locs[r]
+                    {
+                        regs.bufs[b][i - rows.start..end - rows.start].fill(value);
+                    }
+                }
+                i = end;
             }
-            let mut dst = std::mem::take(&mut regs[b]);
+        }
+        for &r in &plan.rows {
+            let Loc::Buf(b) = plan.locs[r] else { continue };
+            let mut dst = std::mem::take(&mut regs.bufs[b]);
             let d = &mut dst[..n];
             let arg = |a: usize| -> &[f64] {
                 match plan.locs[a] {
                     Loc::Feature(f) => &self.features[f].expect("reached features are resolved")[rows.clone()],
                     Loc::Column(c) => self.column(c, out, block, rows.clone()),
-                    Loc::Buf(b) => &regs[b][..n],
+                    Loc::Buf(b) => &regs.bufs[b][..n],
                 }
             };
-            match *op {
-                Op::Group(gv) => {
-                    let mut g = block.groups.start;
-                    let mut i = rows.start;
-                    while i < rows.end {
-                        while self.offsets[g + 1] <= i {
-                            g += 1;
-                        }
-                        let end = self.offsets[g + 1].min(rows.end);
-                        d[i - rows.start..end - rows.start].fill(self.group_value(gv, out, block, g));
-                        i = end;
-                    }
-                }
+            match (stage.ops[r], plan.scale[r]) {
+                (Op::Apply(Apply::Binary(BinOp::Div, a, _)), Some(k)) => kernels::scale(d, arg(a), k),
+                (op, _) => match op {
                 Op::Apply(Apply::Unary(u, a)) => kernels::unary(u, d, arg(a)),
                 Op::Apply(Apply::Binary(o, a, b)) => kernels::binary(o, d, arg(a), arg(b)),
                 Op::Apply(Apply::Min(a, b)) => kernels::min(d, arg(a), arg(b)),
@@ -340,11 +362,12 @@ impl Env<'_> {
                 Op::Apply(Apply::Func(f, a)) => kernels::func(f, d, arg(a)),
                 Op::Apply(Apply::Select(c, x, y)) => kernels::select(d, arg(c), arg(x), arg(y)),
                 Op::Apply(Apply::In(x, lo, hi)) => kernels::in_range(d, arg(x), arg(lo), arg(hi)),
-                Op::Const(_) | Op::Param(_) | Op::Batch(_) | Op::Feature(_) | Op::Column(_) => {
-                    unreachable!("loads are in place or uniform")
+                Op::Const(_) | Op::Param(_) | Op::Batch(_) | Op::Group(_) | Op::Feature(_) | Op::Column(_) => {
+                    unreachable!("loads are in place, uniform or per group")
                 }
+                },
             }
-            regs[b] = dst;
+            regs.bufs[b] = dst;
         }
         let local = rows.start - block.rows.start..rows.end - block.rows.start;
         for &(r, c) in &stage.stores {
@@ -352,7 +375,7 @@ impl Env<'_> {
             let values: Vec<f64>;
             let src: &[f64] = match plan.locs[r] {
                 Loc::Feature(f) => &self.features[f].expect("reached features are resolved")[rows.clone()],
-                Loc::Buf(b) => &regs[b][..n],
+                Loc::Buf(b) => &regs.bufs[b][..n],
                 Loc::Column(c) => {
                     // Never produced by lowering (a stage stores only values of
                     // its own level); copied out to keep the borrows apart.

@@ -37,6 +37,7 @@
 mod lower;
 
 pub use lower::lower;
+pub(crate) use lower::fold;
 
 use std::fmt;
 
