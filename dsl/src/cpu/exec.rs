@@ -165,6 +165,123 @@ pub(crate) fn run(program: &CompiledProgram, table: &FeatureTable, features: &[O
     Run { columns, non_finite: non_finite.into_inner() }
 }
 
+/// Evaluates several programs whose stages are all one pass of block steps
+/// (no batch stage) in one parallel walk over the blocks: each block runs
+/// every program's stages in turn, so the feature columns the programs share
+/// are read from memory once, while a block's rows are in cache. `None` when
+/// some program needs more than one pass (the caller runs each on its own).
+pub(crate) fn run_fused(
+    programs: &[&CompiledProgram],
+    table: &FeatureTable,
+    features: &[Vec<Option<&[f64]>>],
+) -> Option<Vec<Run>> {
+    let mut passes = Vec::with_capacity(programs.len());
+    for p in programs {
+        match p.steps.as_slice() {
+            [Step::Blocks { stages, columns, group_values }] => passes.push((stages, columns, group_values)),
+            [] => passes.push((&EMPTY, &EMPTY, &EMPTY)),
+            _ => return None,
+        }
+    }
+    let blocks = blocks(table);
+    let empty_columns: Vec<Vec<Vec<f64>>> = programs.iter().map(|p| vec![Vec::new(); p.ir.columns.len()]).collect();
+    let empty_groups: Vec<Vec<Vec<f64>>> = programs.iter().map(|p| vec![Vec::new(); p.ir.group_values]).collect();
+    let batch_values: Vec<Vec<f64>> = programs.iter().map(|p| vec![0.0; p.ir.batch_values]).collect();
+    let params: Vec<Vec<f64>> = programs.iter().map(|p| p.ir.params.iter().map(|(_, v)| *v).collect()).collect();
+    let mut col_slots = Vec::with_capacity(programs.len());
+    let mut group_slots = Vec::with_capacity(programs.len());
+    let mut fresh: Vec<(Vec<Vec<f64>>, Vec<Vec<f64>>)> = Vec::with_capacity(programs.len());
+    let mut output_slots: Vec<Vec<usize>> = Vec::with_capacity(programs.len());
+    for (p, (_, written, written_groups)) in programs.iter().zip(&passes) {
+        let o = p.ir.outputs;
+        let mut col_slot = vec![None; p.ir.columns.len()];
+        for (slot, &c) in written.iter().enumerate() {
+            col_slot[c] = Some(slot);
+        }
+        let mut group_slot = vec![None; p.ir.group_values];
+        for (slot, &g) in written_groups.iter().enumerate() {
+            group_slot[g] = Some(slot);
+        }
+        output_slots.push(
+            (0..written.len()).filter(|&i| [o.reward, o.adv, o.advantage].contains(&written[i])).collect(),
+        );
+        fresh.push((
+            written.iter().map(|_| vec![0.0; table.rows()]).collect(),
+            written_groups.iter().map(|_| vec![0.0; table.groups()]).collect(),
+        ));
+        col_slots.push(col_slot);
+        group_slots.push(group_slot);
+    }
+    // outs[block][program]: each program's share of the block.
+    let mut outs: Vec<Vec<BlockOut<'_>>> = blocks.iter().map(|_| Vec::with_capacity(programs.len())).collect();
+    for (cols, groups) in fresh.iter_mut() {
+        let mut per_block: Vec<BlockOut<'_>> =
+            blocks.iter().map(|_| BlockOut { cols: Vec::with_capacity(cols.len()), groups: Vec::new() }).collect();
+        for col in cols.iter_mut() {
+            let mut rest: &mut [f64] = col;
+            for (out, block) in per_block.iter_mut().zip(&blocks) {
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(block.rows.len());
+                out.cols.push(head);
+                rest = tail;
+            }
+        }
+        for vals in groups.iter_mut() {
+            let mut rest: &mut [f64] = vals;
+            for (out, block) in per_block.iter_mut().zip(&blocks) {
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(block.groups.len());
+                out.groups.push(head);
+                rest = tail;
+            }
+        }
+        for (b, out) in per_block.into_iter().enumerate() {
+            outs[b].push(out);
+        }
+    }
+    let envs: Vec<Env<'_>> = (0..programs.len())
+        .map(|k| Env {
+            program: programs[k],
+            features: &features[k],
+            columns: &empty_columns[k],
+            col_slot: &col_slots[k],
+            group_values: &empty_groups[k],
+            group_slot: &group_slots[k],
+            batch_values: &batch_values[k],
+            params: &params[k],
+            offsets: table.group_offsets(),
+        })
+        .collect();
+    let non_finite: Vec<AtomicBool> = programs.iter().map(|_| AtomicBool::new(false)).collect();
+    outs.into_par_iter().zip(blocks.par_iter()).for_each_init(
+        || envs.iter().zip(&passes).map(|(env, (stages, _, _))| env.register_files(stages)).collect::<Vec<_>>(),
+        |regs, (mut outs, block)| {
+            for (k, out) in outs.iter_mut().enumerate() {
+                envs[k].run_block(passes[k].0, &mut regs[k], out, block);
+                if output_slots[k].iter().any(|&slot| !all_finite(out.cols[slot])) {
+                    non_finite[k].store(true, Ordering::Relaxed);
+                }
+            }
+        },
+    );
+    drop(envs);
+    let runs = programs
+        .iter()
+        .zip(passes)
+        .zip(fresh)
+        .zip(non_finite)
+        .map(|(((p, (_, written, _)), (cols, _)), non_finite)| {
+            let mut columns: Vec<Vec<f64>> = vec![Vec::new(); p.ir.columns.len()];
+            for (&c, col) in written.iter().zip(cols) {
+                columns[c] = col;
+            }
+            Run { columns, non_finite: non_finite.into_inner() }
+        })
+        .collect();
+    Some(runs)
+}
+
+/// The stages, columns and group values of a program with no stages.
+static EMPTY: Vec<usize> = Vec::new();
+
 fn all_finite(values: &[f64]) -> bool {
     // `fold` rather than `all`: no early exit, so the loop vectorises.
     values.iter().fold(true, |ok, x| ok & x.is_finite())
