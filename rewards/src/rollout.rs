@@ -354,7 +354,8 @@ pub fn map_jsonl<T: Send>(
     let parts: Vec<Part<T>> = chunks
         .par_iter()
         .map(|chunk| {
-            let mut part = Part { loaded: Loaded { records: Vec::new(), errors: Vec::new() }, lines: 0, bad_utf8: None };
+            let mut part =
+                Part { loaded: Loaded { records: Vec::new(), errors: Vec::new() }, lines: 0, bad_utf8: None };
             let body = chunk.strip_suffix(b"\n").unwrap_or(chunk);
             for (i, line) in body.split(|&b| b == b'\n').enumerate() {
                 let line_no = i + 1;
@@ -461,7 +462,10 @@ mod tests {
         bad[at] = 0xff;
         let want = load_rollouts(bad.as_slice()).expect_err("bad utf-8");
         let got = map_jsonl(&bad, "rollouts", Rollout::from_json_line).expect_err("bad utf-8");
-        assert_eq!((got.line, got.to_string(), got.source.to_string()), (line, want.to_string(), want.source.to_string()));
+        assert_eq!(
+            (got.line, got.to_string(), got.source.to_string()),
+            (line, want.to_string(), want.source.to_string())
+        );
     }
 
     #[test]

@@ -202,9 +202,8 @@ pub(crate) fn run_fused(
         for (slot, &g) in written_groups.iter().enumerate() {
             group_slot[g] = Some(slot);
         }
-        output_slots.push(
-            (0..written.len()).filter(|&i| [o.reward, o.adv, o.advantage].contains(&written[i])).collect(),
-        );
+        output_slots
+            .push((0..written.len()).filter(|&i| [o.reward, o.adv, o.advantage].contains(&written[i])).collect());
         fresh.push((
             written.iter().map(|_| vec![0.0; table.rows()]).collect(),
             written_groups.iter().map(|_| vec![0.0; table.groups()]).collect(),
@@ -329,7 +328,8 @@ impl Env<'_> {
                 else {
                     return RegFile { bufs: Vec::new(), scalars: Vec::new() };
                 };
-                let mut regs = RegFile { bufs: vec![vec![0.0; CHUNK]; plan.buffers], scalars: vec![0.0; stage.ops.len()] };
+                let mut regs =
+                    RegFile { bufs: vec![vec![0.0; CHUNK]; plan.buffers], scalars: vec![0.0; stage.ops.len()] };
                 for &r in &plan.uniform {
                     let value = match stage.ops[r] {
                         Op::Const(x) => x,
@@ -472,16 +472,16 @@ impl Env<'_> {
             match (stage.ops[r], plan.scale[r]) {
                 (Op::Apply(Apply::Binary(BinOp::Div, a, _)), Some(k)) => kernels::scale(d, arg(a), k),
                 (op, _) => match op {
-                Op::Apply(Apply::Unary(u, a)) => kernels::unary(u, d, arg(a)),
-                Op::Apply(Apply::Binary(o, a, b)) => kernels::binary(o, d, arg(a), arg(b)),
-                Op::Apply(Apply::Min(a, b)) => kernels::min(d, arg(a), arg(b)),
-                Op::Apply(Apply::Max(a, b)) => kernels::max(d, arg(a), arg(b)),
-                Op::Apply(Apply::Func(f, a)) => kernels::func(f, d, arg(a)),
-                Op::Apply(Apply::Select(c, x, y)) => kernels::select(d, arg(c), arg(x), arg(y)),
-                Op::Apply(Apply::In(x, lo, hi)) => kernels::in_range(d, arg(x), arg(lo), arg(hi)),
-                Op::Const(_) | Op::Param(_) | Op::Batch(_) | Op::Group(_) | Op::Feature(_) | Op::Column(_) => {
-                    unreachable!("loads are in place, uniform or per group")
-                }
+                    Op::Apply(Apply::Unary(u, a)) => kernels::unary(u, d, arg(a)),
+                    Op::Apply(Apply::Binary(o, a, b)) => kernels::binary(o, d, arg(a), arg(b)),
+                    Op::Apply(Apply::Min(a, b)) => kernels::min(d, arg(a), arg(b)),
+                    Op::Apply(Apply::Max(a, b)) => kernels::max(d, arg(a), arg(b)),
+                    Op::Apply(Apply::Func(f, a)) => kernels::func(f, d, arg(a)),
+                    Op::Apply(Apply::Select(c, x, y)) => kernels::select(d, arg(c), arg(x), arg(y)),
+                    Op::Apply(Apply::In(x, lo, hi)) => kernels::in_range(d, arg(x), arg(lo), arg(hi)),
+                    Op::Const(_) | Op::Param(_) | Op::Batch(_) | Op::Group(_) | Op::Feature(_) | Op::Column(_) => {
+                        unreachable!("loads are in place, uniform or per group")
+                    }
                 },
             }
             regs.bufs[b] = dst;

@@ -93,7 +93,11 @@ impl StagePlan {
                 (Op::Feature(f), _) => Loc::Feature(f),
                 (Op::Column(c), _) => Loc::Column(c),
                 (_, Rate::Once | Rate::PerGroup) => {
-                    if rate[i] == Rate::Once { uniform.push(i) } else { per_group.push(i) }
+                    if rate[i] == Rate::Once {
+                        uniform.push(i)
+                    } else {
+                        per_group.push(i)
+                    }
                     buffers += 1;
                     Loc::Buf(buffers - 1)
                 }

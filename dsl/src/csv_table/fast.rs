@@ -228,7 +228,8 @@ pub(super) fn write_plain(
         inverse
     };
     let all_kept = kept.iter().all(|k| *k);
-    let changed = || CsvError::Write(std::io::Error::other(format!("{} changed while it was evaluated", path.display())));
+    let changed =
+        || CsvError::Write(std::io::Error::other(format!("{} changed while it was evaluated", path.display())));
     let mut row = 0;
     let mut carry: Vec<u8> = Vec::new();
     let mut piece = vec![0u8; WRITE_PIECE];

@@ -247,7 +247,12 @@ pub fn read_features_file(path: &Path, columns: Option<&[&str]>) -> Result<CsvFe
     let data = std::fs::read(path).map_err(|source| CsvError::Open { path: path.to_path_buf(), source })?;
     if let Some(plain) = fast::read_plain(&data, columns) {
         let source = fast::PlainSource { path: path.to_path_buf(), data_start: plain.data_start };
-        return Ok(CsvFeatures { table: plain.table, order: plain.order, headers: plain.headers, rows: Rows::File(source) });
+        return Ok(CsvFeatures {
+            table: plain.table,
+            order: plain.order,
+            headers: plain.headers,
+            rows: Rows::File(source),
+        });
     }
     read_features(data.as_slice(), columns)
         .map_err(|source| CsvError::File { path: path.to_path_buf(), source: Box::new(source) })

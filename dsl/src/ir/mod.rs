@@ -36,8 +36,8 @@
 
 mod lower;
 
-pub use lower::lower;
 pub(crate) use lower::fold;
+pub use lower::lower;
 
 use std::fmt;
 
