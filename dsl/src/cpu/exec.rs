@@ -190,7 +190,7 @@ pub(crate) fn run_fused(
     let params: Vec<Vec<f64>> = programs.iter().map(|p| p.ir.params.iter().map(|(_, v)| *v).collect()).collect();
     let mut col_slots = Vec::with_capacity(programs.len());
     let mut group_slots = Vec::with_capacity(programs.len());
-    let mut fresh: Vec<(Vec<Vec<f64>>, Vec<Vec<f64>>)> = Vec::with_capacity(programs.len());
+    let mut fresh: Vec<FreshPass> = Vec::with_capacity(programs.len());
     let mut output_slots: Vec<Vec<usize>> = Vec::with_capacity(programs.len());
     for (p, (_, written, written_groups)) in programs.iter().zip(&passes) {
         let o = p.ir.outputs;
@@ -277,6 +277,9 @@ pub(crate) fn run_fused(
         .collect();
     Some(runs)
 }
+
+/// One program's fresh columns and group values for its pass.
+type FreshPass = (Vec<Vec<f64>>, Vec<Vec<f64>>);
 
 /// The stages, columns and group values of a program with no stages.
 static EMPTY: Vec<usize> = Vec::new();

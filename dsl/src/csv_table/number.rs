@@ -107,7 +107,7 @@ fn may_tie(value: f64, shortest: usize) -> bool {
         }
         u128::from(m) << k
     };
-    while exact % 10 == 0 {
+    while exact.is_multiple_of(10) {
         exact /= 10;
     }
     exact.ilog10() as usize + 1 == shortest + 1
