@@ -250,16 +250,82 @@ pub fn feature_value(f: &FeatureRef, rollout: &Rollout, options: &FeatureOptions
 /// The stable grouping permutation: input indices ordered by the first
 /// appearance of their group, input order within a group.
 pub fn group_order(rollouts: &[Rollout]) -> Vec<usize> {
+    group_order_of(rollouts.iter().map(|r| r.group.as_str()))
+}
+
+/// [`group_order`] of rows given by their group names alone.
+pub fn group_order_of<'a>(groups: impl IntoIterator<Item = &'a str>) -> Vec<usize> {
     let mut group_index: HashMap<&str, usize> = HashMap::new();
     let mut members: Vec<Vec<usize>> = Vec::new();
-    for (i, r) in rollouts.iter().enumerate() {
-        let g = *group_index.entry(r.group.as_str()).or_insert_with(|| {
+    for (i, group) in groups.into_iter().enumerate() {
+        let g = *group_index.entry(group).or_insert_with(|| {
             members.push(Vec::new());
             members.len() - 1
         });
         members[g].push(i);
     }
     members.into_iter().flatten().collect()
+}
+
+/// The features of one rollout at a time, for a loader that computes them
+/// as it reads each record and then drops it (a big log's records take many
+/// times the file's size). The values are [`feature_table`]'s; a feature a
+/// rollout cannot provide, or a value outside its declared range, makes
+/// [`RowFeatures::values`] give up, and the caller asks [`feature_table`]
+/// for the error, which names the first such rollout in its order.
+#[derive(Clone, Debug)]
+pub struct RowFeatures {
+    /// The distinct requested features, in order of first request.
+    features: Vec<FeatureRef>,
+    columns: Vec<Column>,
+    ranges: Vec<Option<rewardlab_dsl::Interval>>,
+}
+
+impl RowFeatures {
+    /// Resolves the requested features (duplicate keys once, as [`feature_table`] does).
+    pub fn new(features: &[FeatureRef]) -> Result<RowFeatures, FeatureError> {
+        let schema = crate::schema::feature_schema();
+        let mut out = RowFeatures { features: Vec::new(), columns: Vec::new(), ranges: Vec::new() };
+        for f in features {
+            if out.features.iter().any(|g| g.key == f.key) {
+                continue;
+            }
+            out.columns.push(resolve(f)?);
+            out.ranges.push(schema.get(&f.name).map(|d| d.range));
+            out.features.push(f.clone());
+        }
+        Ok(out)
+    }
+
+    /// The features whose values [`RowFeatures::values`] gives, in that order.
+    pub fn features(&self) -> &[FeatureRef] {
+        &self.features
+    }
+
+    /// One rollout's values, in [`RowFeatures::features`] order; `None` when
+    /// one is unavailable or (with `check_ranges`) out of its range.
+    pub fn values(&self, rollout: &Rollout, options: &FeatureOptions) -> Option<Vec<f64>> {
+        let mut counts: [Option<Counts>; 3] = [None; 3];
+        let mut values = Vec::with_capacity(self.columns.len());
+        for (&column, range) in self.columns.iter().zip(&self.ranges) {
+            let value = match column_level(column) {
+                Some(level) => {
+                    let slot = &mut counts[level as usize];
+                    let c = match *slot {
+                        Some(c) => c,
+                        None => *slot.insert(level_counts(level, rollout, options.line_match).ok()?),
+                    };
+                    metric_value(column, c)
+                }
+                None => scalar_value(column, rollout).ok()?,
+            };
+            if options.check_ranges && range.is_some_and(|r| !r.contains(value)) {
+                return None;
+            }
+            values.push(value);
+        }
+        Some(values)
+    }
 }
 
 fn column_level(c: Column) -> Option<Level> {

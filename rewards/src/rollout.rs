@@ -172,6 +172,127 @@ impl Rollout {
     }
 }
 
+impl Rollout {
+    /// [`Rollout::from_json_line`] for callers that never read the calls'
+    /// `args` (features do not): `args` are checked exactly as JSON values
+    /// are, but not kept (`null`), which spares the allocations of a
+    /// `serde_json::Value` per call. A line it rejects is re-read by
+    /// [`Rollout::from_json_line`], so the error message is the same.
+    pub fn from_json_line_without_args(text: &str) -> Result<Rollout, String> {
+        let Ok(lean) = serde_json::from_str::<LeanRollout>(text) else {
+            return Rollout::from_json_line(text);
+        };
+        let turns = lean.turns.map(|turns| {
+            turns
+                .into_iter()
+                .map(|turn| {
+                    turn.into_iter()
+                        .map(|c| LoggedCall { tool: c.tool, args: serde_json::Value::Null, entities: c.entities })
+                        .collect()
+                })
+                .collect()
+        });
+        let mut r = Rollout {
+            group: lean.group,
+            predicted: lean.predicted,
+            target: lean.target,
+            turns,
+            completion_tokens: lean.completion_tokens,
+            valid: lean.valid,
+            truncated: lean.truncated,
+        };
+        if r.group.is_empty() || r.turns.as_ref().is_some_and(Vec::is_empty) {
+            return Rollout::from_json_line(text);
+        }
+        for sel in [&mut r.predicted, &mut r.target].into_iter().flatten() {
+            sel.normalize();
+        }
+        Ok(r)
+    }
+}
+
+/// [`Rollout`] with each call's `args` checked but dropped.
+#[derive(Deserialize)]
+struct LeanRollout {
+    group: String,
+    #[serde(default)]
+    predicted: Option<Selection>,
+    #[serde(default)]
+    target: Option<Selection>,
+    #[serde(default)]
+    turns: Option<Vec<Vec<LeanCall>>>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    valid: Option<bool>,
+    #[serde(default)]
+    truncated: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct LeanCall {
+    tool: String,
+    /// Checked, never read.
+    #[serde(default, rename = "args")]
+    _args: AnyJson,
+    #[serde(default)]
+    entities: Option<Vec<Entity>>,
+}
+
+/// Any JSON value, accepted exactly when `serde_json::Value` accepts it (the
+/// same `deserialize_any`, so a number out of `f64` range fails alike), and
+/// not stored.
+#[derive(Default)]
+struct AnyJson;
+
+impl<'de> Deserialize<'de> for AnyJson {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<AnyJson, D::Error> {
+        d.deserialize_any(AnyJsonVisitor)
+    }
+}
+
+struct AnyJsonVisitor;
+
+impl<'de> serde::de::Visitor<'de> for AnyJsonVisitor {
+    type Value = AnyJson;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_unit<E>(self) -> Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_none<E>(self) -> Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<AnyJson, D::Error> {
+        AnyJson::deserialize(d)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<AnyJson, A::Error> {
+        while seq.next_element::<AnyJson>()?.is_some() {}
+        Ok(AnyJson)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<AnyJson, A::Error> {
+        while map.next_entry::<AnyJson, AnyJson>()?.is_some() {}
+        Ok(AnyJson)
+    }
+}
+
 /// Reads rollout JSONL: every non-blank line is one rollout. Bad lines are
 /// collected as `line N: ...` errors and reading continues, so a user sees all of them at once.
 pub fn load_rollouts(reader: impl BufRead) -> Result<Loaded<Rollout>, ReadError> {
@@ -195,6 +316,76 @@ pub fn load_jsonl<T>(
             Ok(r) => out.records.push((line_no, r)),
             Err(message) => out.errors.push(RecordError { line: line_no, message }),
         }
+    }
+    Ok(out)
+}
+
+/// Bytes of JSONL per parallel task of [`map_jsonl`].
+const JSONL_CHUNK: usize = 1 << 20;
+
+/// [`load_jsonl`] over a whole file's bytes, in parallel chunks of lines
+/// (rayon): the same records, errors and line numbers, and the same
+/// [`ReadError`] at the first line that is not UTF-8. `parse` may turn each
+/// line into something smaller than the record (the features a loader needs),
+/// so that a big log never holds all its records at once.
+pub fn map_jsonl<T: Send>(
+    data: &[u8],
+    what: &str,
+    parse: impl Fn(&str) -> Result<T, String> + Sync,
+) -> Result<Loaded<T>, ReadError> {
+    use rayon::prelude::*;
+    let mut chunks = Vec::new();
+    let mut rest = data;
+    while !rest.is_empty() {
+        let cut = match rest.get(JSONL_CHUNK..).and_then(|tail| tail.iter().position(|&b| b == b'\n')) {
+            Some(p) => JSONL_CHUNK + p + 1,
+            None => rest.len(),
+        };
+        let (head, tail) = rest.split_at(cut);
+        chunks.push(head);
+        rest = tail;
+    }
+    /// A chunk's lines parsed, numbered from 1 within the chunk.
+    struct Part<T> {
+        loaded: Loaded<T>,
+        lines: usize,
+        bad_utf8: Option<usize>,
+    }
+    let parts: Vec<Part<T>> = chunks
+        .par_iter()
+        .map(|chunk| {
+            let mut part =
+                Part { loaded: Loaded { records: Vec::new(), errors: Vec::new() }, lines: 0, bad_utf8: None };
+            let body = chunk.strip_suffix(b"\n").unwrap_or(chunk);
+            for (i, line) in body.split(|&b| b == b'\n').enumerate() {
+                let line_no = i + 1;
+                part.lines = line_no;
+                let Ok(text) = std::str::from_utf8(line) else {
+                    part.bad_utf8 = Some(line_no);
+                    break;
+                };
+                let text = text.strip_suffix('\r').unwrap_or(text);
+                if text.trim().is_empty() {
+                    continue;
+                }
+                match parse(text) {
+                    Ok(r) => part.loaded.records.push((line_no, r)),
+                    Err(message) => part.loaded.errors.push(RecordError { line: line_no, message }),
+                }
+            }
+            part
+        })
+        .collect();
+    let mut out = Loaded { records: Vec::new(), errors: Vec::new() };
+    let mut base = 0;
+    for part in parts {
+        if let Some(line) = part.bad_utf8 {
+            let source = std::io::Error::new(std::io::ErrorKind::InvalidData, "stream did not contain valid UTF-8");
+            return Err(ReadError { what: what.to_string(), line: base + line, source });
+        }
+        out.records.extend(part.loaded.records.into_iter().map(|(line, r)| (base + line, r)));
+        out.errors.extend(part.loaded.errors.into_iter().map(|e| RecordError { line: base + e.line, ..e }));
+        base += part.lines;
     }
     Ok(out)
 }
@@ -243,6 +434,62 @@ mod tests {
         assert_eq!(lines, vec![3, 4, 5, 6]);
         assert!(loaded.errors[0].to_string().starts_with("line 3: unknown field `line_range`"), "{}", loaded.errors[0]);
         assert!(loaded.errors[1].message.contains("1-based"), "{}", loaded.errors[1]);
+    }
+
+    #[test]
+    fn parallel_chunks_give_the_sequential_loaders_records_and_errors() {
+        let good = r#"{"group": "a", "turns": [[]]}"#;
+        let mut text = String::new();
+        for i in 0..150_000 {
+            text.push_str(match i % 7 {
+                0 => "",
+                3 => "not json",
+                5 => "  ",
+                _ => good,
+            });
+            text.push_str(if i % 11 == 0 { "\r\n" } else { "\n" });
+        }
+        text.push_str(good); // a last line without a newline
+        assert!(text.len() > 2 * JSONL_CHUNK, "the test spans several chunks");
+        let want = load_rollouts(text.as_bytes()).expect("in-memory read");
+        let got = map_jsonl(text.as_bytes(), "rollouts", Rollout::from_json_line).expect("in-memory read");
+        assert_eq!(got, want);
+        assert!(!got.errors.is_empty() && got.records.len() > 80_000);
+        // The first line that is not UTF-8 is a read error with its number, as for the sequential reader.
+        let mut bad = text.into_bytes();
+        let at = bad.len() - 3 * JSONL_CHUNK / 2;
+        let line = bad[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        bad[at] = 0xff;
+        let want = load_rollouts(bad.as_slice()).expect_err("bad utf-8");
+        let got = map_jsonl(&bad, "rollouts", Rollout::from_json_line).expect_err("bad utf-8");
+        assert_eq!(
+            (got.line, got.to_string(), got.source.to_string()),
+            (line, want.to_string(), want.source.to_string())
+        );
+    }
+
+    #[test]
+    fn dropping_args_changes_nothing_else() {
+        let one_line = CONTRACT_EXAMPLE.replace('\n', " ");
+        let mut want = Rollout::from_json_line(&one_line).expect("parses");
+        for call in want.turns.iter_mut().flatten().flatten() {
+            call.args = serde_json::Value::Null;
+        }
+        assert_eq!(Rollout::from_json_line_without_args(&one_line), Ok(want));
+        // Lines the full reader rejects are rejected with its message, including
+        // `args` that are not valid JSON values and checks serde cannot make.
+        for line in [
+            r#"{"group": "a", "turns": [[{"tool": "grep", "args": {"n": 1e400}}], []]}"#,
+            r#"{"group": "a", "turns": [[{"tool": "grep", "args": [1, 2,]}], []]}"#,
+            r#"{"group": "", "turns": [[]]}"#,
+            r#"{"group": "a", "turns": []}"#,
+            r#"{"group": "a", "predicted": {"files": ["x"], "line_range": []}}"#,
+            r#"{"turns": [[]]}"#,
+            "not json",
+        ] {
+            let want = Rollout::from_json_line(line).expect_err(line);
+            assert_eq!(Rollout::from_json_line_without_args(line), Err(want), "{line}");
+        }
     }
 
     #[test]

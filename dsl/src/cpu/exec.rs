@@ -10,9 +10,10 @@ use rayon::prelude::*;
 use super::CompiledProgram;
 use super::kernels;
 use super::plan::{Loc, StagePlan, Step};
+use crate::ast::BinOp;
 use crate::hir::ReduceOp;
 use crate::interp::ops;
-use crate::ir::{Apply, ColumnId, Elementwise, GroupValueId, Op, Source, Stage};
+use crate::ir::{self, Apply, ColumnId, Elementwise, GroupValueId, Op, Source, Stage};
 use crate::table::FeatureTable;
 
 /// Rows per chunk of an elementwise stage: a register is a buffer this long,
@@ -164,6 +165,125 @@ pub(crate) fn run(program: &CompiledProgram, table: &FeatureTable, features: &[O
     Run { columns, non_finite: non_finite.into_inner() }
 }
 
+/// Evaluates several programs whose stages are all one pass of block steps
+/// (no batch stage) in one parallel walk over the blocks: each block runs
+/// every program's stages in turn, so the feature columns the programs share
+/// are read from memory once, while a block's rows are in cache. `None` when
+/// some program needs more than one pass (the caller runs each on its own).
+pub(crate) fn run_fused(
+    programs: &[&CompiledProgram],
+    table: &FeatureTable,
+    features: &[Vec<Option<&[f64]>>],
+) -> Option<Vec<Run>> {
+    let mut passes = Vec::with_capacity(programs.len());
+    for p in programs {
+        match p.steps.as_slice() {
+            [Step::Blocks { stages, columns, group_values }] => passes.push((stages, columns, group_values)),
+            [] => passes.push((&EMPTY, &EMPTY, &EMPTY)),
+            _ => return None,
+        }
+    }
+    let blocks = blocks(table);
+    let empty_columns: Vec<Vec<Vec<f64>>> = programs.iter().map(|p| vec![Vec::new(); p.ir.columns.len()]).collect();
+    let empty_groups: Vec<Vec<Vec<f64>>> = programs.iter().map(|p| vec![Vec::new(); p.ir.group_values]).collect();
+    let batch_values: Vec<Vec<f64>> = programs.iter().map(|p| vec![0.0; p.ir.batch_values]).collect();
+    let params: Vec<Vec<f64>> = programs.iter().map(|p| p.ir.params.iter().map(|(_, v)| *v).collect()).collect();
+    let mut col_slots = Vec::with_capacity(programs.len());
+    let mut group_slots = Vec::with_capacity(programs.len());
+    let mut fresh: Vec<FreshPass> = Vec::with_capacity(programs.len());
+    let mut output_slots: Vec<Vec<usize>> = Vec::with_capacity(programs.len());
+    for (p, (_, written, written_groups)) in programs.iter().zip(&passes) {
+        let o = p.ir.outputs;
+        let mut col_slot = vec![None; p.ir.columns.len()];
+        for (slot, &c) in written.iter().enumerate() {
+            col_slot[c] = Some(slot);
+        }
+        let mut group_slot = vec![None; p.ir.group_values];
+        for (slot, &g) in written_groups.iter().enumerate() {
+            group_slot[g] = Some(slot);
+        }
+        output_slots
+            .push((0..written.len()).filter(|&i| [o.reward, o.adv, o.advantage].contains(&written[i])).collect());
+        fresh.push((
+            written.iter().map(|_| vec![0.0; table.rows()]).collect(),
+            written_groups.iter().map(|_| vec![0.0; table.groups()]).collect(),
+        ));
+        col_slots.push(col_slot);
+        group_slots.push(group_slot);
+    }
+    // outs[block][program]: each program's share of the block.
+    let mut outs: Vec<Vec<BlockOut<'_>>> = blocks.iter().map(|_| Vec::with_capacity(programs.len())).collect();
+    for (cols, groups) in fresh.iter_mut() {
+        let mut per_block: Vec<BlockOut<'_>> =
+            blocks.iter().map(|_| BlockOut { cols: Vec::with_capacity(cols.len()), groups: Vec::new() }).collect();
+        for col in cols.iter_mut() {
+            let mut rest: &mut [f64] = col;
+            for (out, block) in per_block.iter_mut().zip(&blocks) {
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(block.rows.len());
+                out.cols.push(head);
+                rest = tail;
+            }
+        }
+        for vals in groups.iter_mut() {
+            let mut rest: &mut [f64] = vals;
+            for (out, block) in per_block.iter_mut().zip(&blocks) {
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(block.groups.len());
+                out.groups.push(head);
+                rest = tail;
+            }
+        }
+        for (b, out) in per_block.into_iter().enumerate() {
+            outs[b].push(out);
+        }
+    }
+    let envs: Vec<Env<'_>> = (0..programs.len())
+        .map(|k| Env {
+            program: programs[k],
+            features: &features[k],
+            columns: &empty_columns[k],
+            col_slot: &col_slots[k],
+            group_values: &empty_groups[k],
+            group_slot: &group_slots[k],
+            batch_values: &batch_values[k],
+            params: &params[k],
+            offsets: table.group_offsets(),
+        })
+        .collect();
+    let non_finite: Vec<AtomicBool> = programs.iter().map(|_| AtomicBool::new(false)).collect();
+    outs.into_par_iter().zip(blocks.par_iter()).for_each_init(
+        || envs.iter().zip(&passes).map(|(env, (stages, _, _))| env.register_files(stages)).collect::<Vec<_>>(),
+        |regs, (mut outs, block)| {
+            for (k, out) in outs.iter_mut().enumerate() {
+                envs[k].run_block(passes[k].0, &mut regs[k], out, block);
+                if output_slots[k].iter().any(|&slot| !all_finite(out.cols[slot])) {
+                    non_finite[k].store(true, Ordering::Relaxed);
+                }
+            }
+        },
+    );
+    drop(envs);
+    let runs = programs
+        .iter()
+        .zip(passes)
+        .zip(fresh)
+        .zip(non_finite)
+        .map(|(((p, (_, written, _)), (cols, _)), non_finite)| {
+            let mut columns: Vec<Vec<f64>> = vec![Vec::new(); p.ir.columns.len()];
+            for (&c, col) in written.iter().zip(cols) {
+                columns[c] = col;
+            }
+            Run { columns, non_finite: non_finite.into_inner() }
+        })
+        .collect();
+    Some(runs)
+}
+
+/// One program's fresh columns and group values for its pass.
+type FreshPass = (Vec<Vec<f64>>, Vec<Vec<f64>>);
+
+/// The stages, columns and group values of a program with no stages.
+static EMPTY: Vec<usize> = Vec::new();
+
 fn all_finite(values: &[f64]) -> bool {
     // `fold` rather than `all`: no early exit, so the loop vectorises.
     values.iter().fold(true, |ok, x| ok & x.is_finite())
@@ -192,29 +312,38 @@ struct Env<'a> {
     offsets: &'a [usize],
 }
 
-type RegFile = Vec<Vec<f64>>;
+/// One elementwise stage's registers for a chunk of rows.
+struct RegFile {
+    /// Chunk-sized buffers, by [`Loc::Buf`] index.
+    bufs: Vec<Vec<f64>>,
+    /// Scalar values of the uniform and per-group registers, by register.
+    scalars: Vec<f64>,
+}
 
 impl Env<'_> {
     /// One register file per elementwise stage of the pass, uniform registers
-    /// filled once here.
+    /// computed and filled once here.
     fn register_files(&self, stages: &[usize]) -> Vec<RegFile> {
         stages
             .iter()
             .map(|&s| {
                 let (Stage::Elementwise(stage), Some(plan)) = (&self.program.ir.stages[s], &self.program.plans[s])
                 else {
-                    return Vec::new();
+                    return RegFile { bufs: Vec::new(), scalars: Vec::new() };
                 };
-                let mut regs = vec![vec![0.0; CHUNK]; plan.buffers];
+                let mut regs =
+                    RegFile { bufs: vec![vec![0.0; CHUNK]; plan.buffers], scalars: vec![0.0; stage.ops.len()] };
                 for &r in &plan.uniform {
                     let value = match stage.ops[r] {
                         Op::Const(x) => x,
                         Op::Param(p) => self.params[p],
                         Op::Batch(b) => self.batch_values[b],
+                        Op::Apply(apply) => ir::fold(apply.map(|a| regs.scalars[a])),
                         op => unreachable!("{op:?} is not uniform"),
                     };
+                    regs.scalars[r] = value;
                     if let Loc::Buf(b) = plan.locs[r] {
-                        regs[b].fill(value);
+                        regs.bufs[b].fill(value);
                     }
                 }
                 regs
@@ -306,45 +435,59 @@ impl Env<'_> {
         rows: Range<usize>,
     ) {
         let n = rows.len();
-        for (r, op) in stage.ops.iter().enumerate() {
-            let Loc::Buf(b) = plan.locs[r] else { continue };
-            if op.is_uniform() {
-                continue;
+        if !plan.per_group.is_empty() {
+            // Group-constant values: the scalar ops once per group, then each
+            // value a row op reads broadcast over the group's rows of the chunk.
+            let mut g = block.groups.start;
+            let mut i = rows.start;
+            while i < rows.end {
+                while self.offsets[g + 1] <= i {
+                    g += 1;
+                }
+                let end = self.offsets[g + 1].min(rows.end);
+                for &r in &plan.per_group {
+                    let value = match stage.ops[r] {
+                        Op::Group(gv) => self.group_value(gv, out, block, g),
+                        Op::Apply(apply) => ir::fold(apply.map(|a| regs.scalars[a])),
+                        op => unreachable!("{op:?} is not a per-group op"),
+                    };
+                    regs.scalars[r] = value;
+                    if plan.fill[r]
+                        && let Loc::Buf(b) = plan.locs[r]
+                    {
+                        regs.bufs[b][i - rows.start..end - rows.start].fill(value);
+                    }
+                }
+                i = end;
             }
-            let mut dst = std::mem::take(&mut regs[b]);
+        }
+        for &r in &plan.rows {
+            let Loc::Buf(b) = plan.locs[r] else { continue };
+            let mut dst = std::mem::take(&mut regs.bufs[b]);
             let d = &mut dst[..n];
             let arg = |a: usize| -> &[f64] {
                 match plan.locs[a] {
                     Loc::Feature(f) => &self.features[f].expect("reached features are resolved")[rows.clone()],
                     Loc::Column(c) => self.column(c, out, block, rows.clone()),
-                    Loc::Buf(b) => &regs[b][..n],
+                    Loc::Buf(b) => &regs.bufs[b][..n],
                 }
             };
-            match *op {
-                Op::Group(gv) => {
-                    let mut g = block.groups.start;
-                    let mut i = rows.start;
-                    while i < rows.end {
-                        while self.offsets[g + 1] <= i {
-                            g += 1;
-                        }
-                        let end = self.offsets[g + 1].min(rows.end);
-                        d[i - rows.start..end - rows.start].fill(self.group_value(gv, out, block, g));
-                        i = end;
+            match (stage.ops[r], plan.scale[r]) {
+                (Op::Apply(Apply::Binary(BinOp::Div, a, _)), Some(k)) => kernels::scale(d, arg(a), k),
+                (op, _) => match op {
+                    Op::Apply(Apply::Unary(u, a)) => kernels::unary(u, d, arg(a)),
+                    Op::Apply(Apply::Binary(o, a, b)) => kernels::binary(o, d, arg(a), arg(b)),
+                    Op::Apply(Apply::Min(a, b)) => kernels::min(d, arg(a), arg(b)),
+                    Op::Apply(Apply::Max(a, b)) => kernels::max(d, arg(a), arg(b)),
+                    Op::Apply(Apply::Func(f, a)) => kernels::func(f, d, arg(a)),
+                    Op::Apply(Apply::Select(c, x, y)) => kernels::select(d, arg(c), arg(x), arg(y)),
+                    Op::Apply(Apply::In(x, lo, hi)) => kernels::in_range(d, arg(x), arg(lo), arg(hi)),
+                    Op::Const(_) | Op::Param(_) | Op::Batch(_) | Op::Group(_) | Op::Feature(_) | Op::Column(_) => {
+                        unreachable!("loads are in place, uniform or per group")
                     }
-                }
-                Op::Apply(Apply::Unary(u, a)) => kernels::unary(u, d, arg(a)),
-                Op::Apply(Apply::Binary(o, a, b)) => kernels::binary(o, d, arg(a), arg(b)),
-                Op::Apply(Apply::Min(a, b)) => kernels::min(d, arg(a), arg(b)),
-                Op::Apply(Apply::Max(a, b)) => kernels::max(d, arg(a), arg(b)),
-                Op::Apply(Apply::Func(f, a)) => kernels::func(f, d, arg(a)),
-                Op::Apply(Apply::Select(c, x, y)) => kernels::select(d, arg(c), arg(x), arg(y)),
-                Op::Apply(Apply::In(x, lo, hi)) => kernels::in_range(d, arg(x), arg(lo), arg(hi)),
-                Op::Const(_) | Op::Param(_) | Op::Batch(_) | Op::Feature(_) | Op::Column(_) => {
-                    unreachable!("loads are in place or uniform")
-                }
+                },
             }
-            regs[b] = dst;
+            regs.bufs[b] = dst;
         }
         let local = rows.start - block.rows.start..rows.end - block.rows.start;
         for &(r, c) in &stage.stores {
@@ -352,7 +495,7 @@ impl Env<'_> {
             let values: Vec<f64>;
             let src: &[f64] = match plan.locs[r] {
                 Loc::Feature(f) => &self.features[f].expect("reached features are resolved")[rows.clone()],
-                Loc::Buf(b) => &regs[b][..n],
+                Loc::Buf(b) => &regs.bufs[b][..n],
                 Loc::Column(c) => {
                     // Never produced by lowering (a stage stores only values of
                     // its own level); copied out to keep the borrows apart.

@@ -74,3 +74,9 @@ pub(crate) fn select(d: &mut [f64], b: &[f64], x: &[f64], y: &[f64]) {
 pub(crate) fn in_range(d: &mut [f64], x: &[f64], lo: &[f64], hi: &[f64]) {
     map3(d, x, lo, hi, ops::in_range)
 }
+
+/// `x * k`: a division by a power of two whose reciprocal `k` is exact (see
+/// `plan::StagePlan::scale`), the same values as `ops::binary(Div, ..)`.
+pub(crate) fn scale(d: &mut [f64], a: &[f64], k: f64) {
+    map1(d, a, |x| x * k)
+}

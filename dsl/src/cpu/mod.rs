@@ -98,7 +98,38 @@ impl CompiledProgram {
     /// Evaluates `reward`, `adv` and `advantage` for every row, in table order.
     pub fn eval(&self, table: &FeatureTable, options: &EvalOptions) -> Result<Outputs, EvalError> {
         let features = interp::prepare(&self.program, table, options, &self.reach)?;
-        let exec::Run { mut columns, non_finite } = exec::run(self, table, &features);
+        let run = exec::run(self, table, &features);
+        self.finish(table, options, run)
+    }
+}
+
+impl CompiledProgram {
+    /// Evaluates several programs on one table, one result per program in
+    /// order, each the same as its own [`CompiledProgram::eval`]. Programs
+    /// without batch reductions (GRPO-style estimators are such) run in one
+    /// fused pass over the table's blocks: each block runs every program in
+    /// turn, so the feature columns they share, computed once by the caller,
+    /// are read from memory once. Otherwise each program runs on its own.
+    pub fn eval_many(
+        programs: &[&CompiledProgram],
+        table: &FeatureTable,
+        options: &EvalOptions,
+    ) -> Vec<Result<Outputs, EvalError>> {
+        let prepared: Result<Vec<_>, EvalError> =
+            programs.iter().map(|p| interp::prepare(&p.program, table, options, &p.reach)).collect();
+        let runs = match prepared {
+            Ok(features) => exec::run_fused(programs, table, &features),
+            Err(_) => None,
+        };
+        let Some(runs) = runs else {
+            return programs.iter().map(|p| p.eval(table, options)).collect();
+        };
+        programs.iter().zip(runs).map(|(p, run)| p.finish(table, options, run)).collect()
+    }
+
+    /// The outputs of a run, or the interpreter's account of its first non-finite value.
+    fn finish(&self, table: &FeatureTable, options: &EvalOptions, run: exec::Run) -> Result<Outputs, EvalError> {
+        let exec::Run { mut columns, non_finite } = run;
         let o = self.ir.outputs;
         // Outputs may share a column (`advantage = adv`): clone only then.
         let mut take = |c: usize, later: &[usize]| {

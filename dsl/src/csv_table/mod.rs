@@ -16,6 +16,11 @@ use std::path::{Path, PathBuf};
 
 use crate::table::{FeatureTable, Outputs, TableError};
 
+mod fast;
+mod number;
+
+pub use number::write_f64;
+
 /// The name of the column that says which group (prompt) a rollout belongs to.
 pub const GROUP_COLUMN: &str = "group";
 /// The columns [`write_outputs`] appends.
@@ -29,8 +34,18 @@ pub struct CsvFeatures {
     /// Table row `i` is input row `order[i]` (0-based, header excluded).
     pub order: Vec<usize>,
     headers: Vec<String>,
+    /// What [`write_outputs`] copies beside the outputs.
+    rows: Rows,
+}
+
+/// The input rows [`write_outputs`] writes back.
+#[derive(Clone, Debug, PartialEq)]
+enum Rows {
     /// Every input record as read, in input order.
-    records: Vec<Vec<String>>,
+    Records(Vec<Vec<String>>),
+    /// The plain lines of a file, re-read when writing: holding a big file's
+    /// text (or a string per field) would take several times its size.
+    File(fast::PlainSource),
 }
 
 impl CsvFeatures {
@@ -43,7 +58,7 @@ impl CsvFeatures {
         headers: Vec<String>,
         records: Vec<Vec<String>>,
     ) -> CsvFeatures {
-        CsvFeatures { table, order, headers, records }
+        CsvFeatures { table, order, headers, rows: Rows::Records(records) }
     }
 }
 
@@ -218,26 +233,58 @@ pub fn read_features(input: impl Read, columns: Option<&[&str]>) -> Result<CsvFe
     for (column, &i) in values.into_iter().zip(&numeric) {
         table.add_column(headers[i].clone(), order.iter().map(|&r| column[r]).collect())?;
     }
-    Ok(CsvFeatures { table, order, headers, records })
+    Ok(CsvFeatures { table, order, headers, rows: Rows::Records(records) })
 }
 
 /// [`read_features`] from a file; errors name the file.
+///
+/// A plain file (no quotes below the header, no padding, one record a line:
+/// what writers of big feature logs produce) is parsed in parallel chunks
+/// without a string per field, and [`write_outputs`] re-reads its lines
+/// rather than keeping them. Anything else, and every error, goes through
+/// [`read_features`], so the result and the errors are the same either way.
 pub fn read_features_file(path: &Path, columns: Option<&[&str]>) -> Result<CsvFeatures, CsvError> {
-    let file = std::fs::File::open(path).map_err(|source| CsvError::Open { path: path.to_path_buf(), source })?;
-    read_features(std::io::BufReader::new(file), columns)
+    let data = std::fs::read(path).map_err(|source| CsvError::Open { path: path.to_path_buf(), source })?;
+    if let Some(plain) = fast::read_plain(&data, columns) {
+        let source = fast::PlainSource { path: path.to_path_buf(), data_start: plain.data_start };
+        return Ok(CsvFeatures {
+            table: plain.table,
+            order: plain.order,
+            headers: plain.headers,
+            rows: Rows::File(source),
+        });
+    }
+    read_features(data.as_slice(), columns)
         .map_err(|source| CsvError::File { path: path.to_path_buf(), source: Box::new(source) })
 }
 
 /// Writes the input columns and `reward,adv,advantage`, rows in input order.
 /// `outputs` are in table order (as evaluation returns them). Input columns
 /// named like an output are replaced, so an output file can be re-evaluated.
-pub fn write_outputs(output: impl Write, features: &CsvFeatures, outputs: &Outputs) -> Result<(), CsvError> {
+pub fn write_outputs(mut output: impl Write, features: &CsvFeatures, outputs: &Outputs) -> Result<(), CsvError> {
     let rows = features.order.len();
     for got in [outputs.reward.len(), outputs.adv.len(), outputs.advantage.len()] {
         if got != rows {
             return Err(CsvError::OutputLength { got, want: rows });
         }
     }
+    let records = match &features.rows {
+        Rows::Records(records) => records,
+        Rows::File(source) => {
+            return fast::write_plain(
+                &mut output,
+                &source.path,
+                source.data_start,
+                &features.headers,
+                &features.order,
+                outputs,
+            )
+            .map_err(|e| match e {
+                CsvError::Write(_) => e,
+                other => CsvError::File { path: source.path.clone(), source: Box::new(other) },
+            });
+        }
+    };
     let kept: Vec<usize> =
         (0..features.headers.len()).filter(|&i| !OUTPUT_COLUMNS.contains(&features.headers[i].as_str())).collect();
     let mut table_row = vec![0; rows];
@@ -251,17 +298,24 @@ pub fn write_outputs(output: impl Write, features: &CsvFeatures, outputs: &Outpu
     };
     let header = kept.iter().map(|&i| features.headers[i].as_str()).chain(OUTPUT_COLUMNS);
     writer.write_record(header).map_err(csv_err)?;
-    for (input, record) in features.records.iter().enumerate() {
+    let mut number = Vec::with_capacity(32);
+    for (input, record) in records.iter().enumerate() {
         let t = table_row[input];
-        let values = [outputs.reward[t], outputs.adv[t], outputs.advantage[t]].map(|v| (v + 0.0).to_string()); // -0 prints as 0
-        let fields = kept.iter().map(|&i| record[i].as_str()).chain(values.iter().map(String::as_str));
-        writer.write_record(fields).map_err(csv_err)?;
+        for &i in &kept {
+            writer.write_field(&record[i]).map_err(csv_err)?;
+        }
+        for v in [outputs.reward[t], outputs.adv[t], outputs.advantage[t]] {
+            number.clear();
+            write_f64(&mut number, v + 0.0); // -0 prints as 0
+            writer.write_field(&number).map_err(csv_err)?;
+        }
+        writer.write_record(None::<&[u8]>).map_err(csv_err)?;
     }
     writer.flush()?;
     Ok(())
 }
 
-fn parse_number(text: &str) -> Option<f64> {
+pub(crate) fn parse_number(text: &str) -> Option<f64> {
     match text {
         "true" => Some(1.0),
         "false" => Some(0.0),

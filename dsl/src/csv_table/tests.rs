@@ -88,3 +88,97 @@ fn evaluates_end_to_end_through_the_interpreter() {
     let rewards: Vec<&str> = text.lines().skip(1).map(|l| l.split(',').nth(3).expect("reward field")).collect();
     assert_eq!(rewards, vec!["1", "0.5", "0", "0"]);
 }
+
+/// A file in the system's temp dir, removed when dropped.
+struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    fn new(name: &str, text: &[u8]) -> TempFile {
+        let path = std::env::temp_dir().join(format!("rewardlab-csv-{}-{name}", std::process::id()));
+        std::fs::write(&path, text).expect("temp file written");
+        TempFile(path)
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn outputs_for(f: &CsvFeatures) -> Outputs {
+    let n = f.table.rows();
+    Outputs {
+        reward: (0..n).map(|i| i as f64 / 3.0).collect(),
+        adv: (0..n).map(|i| -(i as f64) * 1e-7).collect(),
+        advantage: (0..n).map(|i| if i == 1 { f64::NAN } else { i as f64 * 0.5 }).collect(),
+    }
+}
+
+/// Reads `text` through the file reader (fast path where it applies) and the
+/// general reader, and checks that both give the same table and write the same output.
+fn same_either_way(name: &str, text: &str, columns: Option<&[&str]>) -> (CsvFeatures, String) {
+    let file = TempFile::new(name, text.as_bytes());
+    let fast = read_features_file(&file.0, columns).expect("reads");
+    let slow = read_features(text.as_bytes(), columns).expect("reads");
+    assert_eq!((&fast.table, &fast.order, &fast.headers), (&slow.table, &slow.order, &slow.headers), "{name}");
+    let outputs = outputs_for(&slow);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    write_outputs(&mut a, &fast, &outputs).expect("writes");
+    write_outputs(&mut b, &slow, &outputs).expect("writes");
+    let (a, b) = (String::from_utf8(a).expect("utf-8"), String::from_utf8(b).expect("utf-8"));
+    assert_eq!(a, b, "{name}");
+    (fast, a)
+}
+
+#[test]
+fn plain_files_take_the_fast_path_and_match_the_general_reader() {
+    let (f, _) = same_either_way("grouped.csv", "group,x,cost\na,0.5,1\na,0.25,2\nb,1,3\nb,true,4\n", None);
+    assert!(matches!(f.rows, Rows::File(_)), "a plain file is re-read when writing");
+    assert_eq!(f.order, vec![0, 1, 2, 3]);
+    // Interleaved groups, no final newline, text columns kept as text.
+    let text = "group,id,\"grade(word, 1)\",reward\nb,x1,0.5,9\na,x2,1,9\nb,x3,0,9\nc,x4,1e-3,9";
+    let (f, out) = same_either_way("interleaved.csv", text, Some(&["grade(word, 1)"]));
+    assert!(matches!(f.rows, Rows::File(_)));
+    assert_eq!(f.order, vec![0, 2, 1, 3]);
+    assert_eq!(f.table.column("grade(word, 1)"), Some(&[0.5, 0.0, 1.0, 0.001][..]));
+    // The old `reward` column is dropped, the quoted key stays quoted, -0 prints as 0.
+    assert!(out.starts_with("group,id,\"grade(word, 1)\",reward,adv,advantage\nb,x1,0.5,0,0,0\n"), "{out}");
+    // Many rows over several parse chunks, groups crossing chunk boundaries.
+    let mut big = String::from("group,x\n");
+    for i in 0..300_000 {
+        big.push_str(&format!("g{},{}\n", i / 7, i % 13));
+    }
+    let (f, _) = same_either_way("big.csv", &big, None);
+    assert!(matches!(f.rows, Rows::File(_)));
+    assert_eq!(f.table.groups(), 300_000usize.div_ceil(7));
+}
+
+#[test]
+fn odd_but_valid_files_read_as_the_general_reader_reads_them() {
+    for (name, text) in [
+        ("quoted.csv", "group,x\n\"a\",1\n\"b,c\",2\n"),
+        ("padded.csv", "group,x\n a ,1\nb, 2\n"),
+        ("crlf.csv", "group,x\r\na,1\r\nb,2\r\n"),
+        ("blank.csv", "group,x\na,1\n\nb,2\n"),
+    ] {
+        let (f, _) = same_either_way(name, text, None);
+        assert!(matches!(f.rows, Rows::Records(_)), "{name} takes the general path");
+    }
+}
+
+#[test]
+fn errors_from_files_are_the_general_readers() {
+    for (name, text) in [
+        ("bad-number.csv", "group,x\na,1\nb,oops\n"),
+        ("short.csv", "group,x\na,1\nb\n"),
+        ("empty-group.csv", "group,x\na,1\n,2\n"),
+        ("no-column.csv", "group,y\na,1\n"),
+    ] {
+        let file = TempFile::new(name, text.as_bytes());
+        let fast = read_features_file(&file.0, Some(&["x"])).expect_err("bad input").to_string();
+        let slow = read_features(text.as_bytes(), Some(&["x"])).expect_err("bad input").to_string();
+        assert_eq!(fast, format!("{}: {slow}", file.0.display()), "{name}");
+        assert!(fast.contains("line "), "{fast}");
+    }
+}

@@ -187,7 +187,7 @@ impl Dag<'_> {
 
 /// The value of an operator on constants, computed with `ops` exactly as the
 /// interpreter computes it at run time.
-fn fold(apply: Apply<f64>) -> f64 {
+pub(crate) fn fold(apply: Apply<f64>) -> f64 {
     match apply {
         Apply::Unary(op, a) => ops::unary(op, a),
         Apply::Binary(op, a, b) => ops::binary(op, a, b),

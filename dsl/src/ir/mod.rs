@@ -36,6 +36,7 @@
 
 mod lower;
 
+pub(crate) use lower::fold;
 pub use lower::lower;
 
 use std::fmt;

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use rewardlab_dsl::check::{CheckOptions, compile_source};
 use rewardlab_dsl::cpu::CompiledProgram;
 use rewardlab_dsl::diag::render_all;
-use rewardlab_dsl::{EvalOptions, Interval, SourceFile};
+use rewardlab_dsl::{EvalOptions, FeatureRef, Interval, SourceFile};
 use rewardlab_rewards::rollout::Rollout;
 use rewardlab_rewards::{FeatureOptions, feature_table};
 use serde::Serialize;
@@ -59,12 +59,60 @@ pub enum ReplayError {
 }
 
 /// Evaluates every variant on `rollouts` and compares each with the first.
+///
+/// The features are computed once, for the union of the variants' features,
+/// and every variant is evaluated on that one table
+/// ([`CompiledProgram::eval_many`]). When anything fails, the variants are
+/// replayed one by one as before, so the error names the same variant with
+/// the same message.
 pub fn replay(variants: &[Variant], rollouts: &[Rollout]) -> Result<Vec<ReplayRow>, ReplayError> {
     if rollouts.is_empty() {
         return Err(ReplayError::Empty);
     }
+    let Some(advantages) = replay_shared(variants, rollouts) else {
+        return replay_each(variants, rollouts);
+    };
+    let (reference, _) = &advantages[0];
+    Ok(variants.iter().zip(&advantages).map(|(v, (adv, groups))| compare(&v.name, reference, adv, groups)).collect())
+}
+
+/// Advantages and group rows per variant.
+type Advantages = Vec<(Vec<f64>, Vec<std::ops::Range<usize>>)>;
+
+/// Every variant on one shared feature table; `None` when any step fails.
+fn replay_shared(variants: &[Variant], rollouts: &[Rollout]) -> Option<Advantages> {
     let options = check_options(rollouts);
-    let mut advantages: Vec<(Vec<f64>, Vec<std::ops::Range<usize>>)> = Vec::new();
+    let schema = rewardlab_rewards::feature_schema();
+    let mut compiled = Vec::with_capacity(variants.len());
+    for v in variants {
+        let (program, _) =
+            compile_source(&SourceFile::new(v.origin.clone(), v.source.clone()), &schema, &options).ok()?;
+        let mut c = CompiledProgram::new(&program);
+        for (param, value) in &v.params {
+            c.set_param(param, *value).then_some(())?;
+        }
+        compiled.push(c);
+    }
+    let mut union: Vec<FeatureRef> = Vec::new();
+    for f in compiled.iter().flat_map(|c| &c.program().features) {
+        if !union.iter().any(|g| g.key == f.key) {
+            union.push(f.clone());
+        }
+    }
+    let grouped = feature_table(&union, rollouts, &FeatureOptions::default()).ok()?;
+    let groups: Vec<std::ops::Range<usize>> =
+        (0..grouped.table.groups()).map(|g| grouped.table.group_rows(g)).collect();
+    let programs: Vec<&CompiledProgram> = compiled.iter().collect();
+    CompiledProgram::eval_many(&programs, &grouped.table, &EvalOptions::default())
+        .into_iter()
+        .map(|out| out.ok().map(|o| (o.advantage, groups.clone())))
+        .collect()
+}
+
+/// Every variant on its own feature table, in order: the first failure is the error.
+fn replay_each(variants: &[Variant], rollouts: &[Rollout]) -> Result<Vec<ReplayRow>, ReplayError> {
+    let options = check_options(rollouts);
+    let mut advantages: Advantages = Vec::new();
     for v in variants {
         let eval_err = |message: String| ReplayError::Eval { variant: v.name.clone(), message };
         let source = SourceFile::new(v.origin.clone(), v.source.clone());
@@ -209,5 +257,26 @@ mod tests {
         assert!(rows[0].mean_abs_advantage > 0.0);
         let md = replay_markdown(&rows);
         assert!(md.contains("| neg | -1.000 (1 groups) | 0.500 | 0.500 |"), "{md}");
+        // The shared table gives each variant what its own table gives.
+        let variants = [variant("base", "reward = Fb(file)\n"), variant("calls", "reward = C / 8\n")];
+        let shared = replay(&variants, &rollouts).expect("replay");
+        assert_eq!(shared, replay_each(&variants, &rollouts).expect("replay"));
+    }
+
+    #[test]
+    fn a_failing_variant_is_named_as_before() {
+        let rollouts = vec![rollout("g1", &["a.py"], 1), rollout("g1", &["b.py"], 2)];
+        let base = variant("base", "reward = Fb(file)\n");
+        // The log has no functions: this variant's features cannot be computed.
+        let func = variant("func", "reward = Fb(func)\n");
+        let err = replay(&[base.clone(), func, variant("bad", "reward = nope\n")], &rollouts).expect_err("fails");
+        assert!(
+            matches!(&err, ReplayError::Eval { variant, message } if variant == "func" && message.contains("functions")),
+            "{err}"
+        );
+        let mut tuned = base.clone();
+        tuned.params = vec![("gamma".into(), 1.0)];
+        let err = replay(&[base, tuned], &rollouts).expect_err("no such param");
+        assert_eq!(err.to_string(), "variant `base`: unknown param `gamma`");
     }
 }

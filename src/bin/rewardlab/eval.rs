@@ -2,16 +2,16 @@
 //! rollouts (the contract's rollout JSONL, or a features CSV).
 
 use std::fs::File;
-use std::io::{BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use rewardlab_dsl::check::CheckOptions;
-use rewardlab_dsl::csv_table::{CsvFeatures, read_features_file, write_outputs};
-use rewardlab_dsl::{EvalOptions, NonFinite, Program};
-use rewardlab_rewards::features::{FeatureOptions, feature_table};
+use rewardlab_dsl::csv_table::{CsvFeatures, read_features_file, write_f64, write_outputs};
+use rewardlab_dsl::{EvalOptions, FeatureRef, FeatureTable, NonFinite, Program};
+use rewardlab_rewards::features::{FeatureOptions, GroupedTable, RowFeatures, feature_table, group_order_of};
 use rewardlab_rewards::metrics::LineMatch;
-use rewardlab_rewards::rollout::load_rollouts;
+use rewardlab_rewards::rollout::{Rollout, load_rollouts, map_jsonl};
 
 use crate::common::{apply_params, load_reward_file};
 use crate::device::{Backend, Device};
@@ -102,8 +102,24 @@ fn is_jsonl(path: &Path) -> anyhow::Result<bool> {
 
 fn jsonl_input(args: &EvalArgs, program: &Program) -> anyhow::Result<Option<CsvFeatures>> {
     let path = &args.rollouts;
-    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let loaded = load_rollouts(BufReader::new(file))?;
+    let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let options = FeatureOptions {
+        line_match: match args.line_match {
+            LineRule::Coverage => LineMatch::Coverage,
+            LineRule::Jaccard => LineMatch::Jaccard,
+        },
+        source: path.display().to_string(),
+        ..FeatureOptions::default()
+    };
+    // Each line is parsed and its features computed at once, in parallel
+    // chunks, keeping only the group and the values: the records themselves
+    // would take many times the file's size.
+    let row_features = RowFeatures::new(&program.features).ok();
+    let loaded = map_jsonl(&data, "rollouts", |line| {
+        let r = Rollout::from_json_line_without_args(line)?;
+        let values = row_features.as_ref().and_then(|f| f.values(&r, &options));
+        Ok((r.group, values))
+    })?;
     for err in &loaded.errors {
         eprintln!("{}:{err}", path.display());
     }
@@ -117,29 +133,57 @@ fn jsonl_input(args: &EvalArgs, program: &Program) -> anyhow::Result<Option<CsvF
         );
         return Ok(None);
     }
-    let rollouts: Vec<_> = loaded.records.into_iter().map(|(_, r)| r).collect();
-    if rollouts.is_empty() {
+    let rows: Vec<(String, Option<Vec<f64>>)> = loaded.records.into_iter().map(|(_, r)| r).collect();
+    if rows.is_empty() {
         bail!("{} holds no rollouts", path.display());
     }
-    let options = FeatureOptions {
-        line_match: match args.line_match {
-            LineRule::Coverage => LineMatch::Coverage,
-            LineRule::Jaccard => LineMatch::Jaccard,
-        },
-        source: path.display().to_string(),
-        ..FeatureOptions::default()
+    let (Some(row_features), true) = (row_features, rows.iter().all(|(_, v)| v.is_some())) else {
+        // Some feature is unavailable or out of range: `feature_table` names
+        // the first rollout in its order (on the good records, as before).
+        let rollouts: Vec<Rollout> = load_rollouts(data.as_slice())?.records.into_iter().map(|(_, r)| r).collect();
+        let grouped = feature_table(&program.features, &rollouts, &options)?;
+        let groups: Vec<String> = rollouts.into_iter().map(|r| r.group).collect();
+        return Ok(Some(features_of(grouped, &groups, &program.features)));
     };
-    let grouped = feature_table(&program.features, &rollouts, &options)?;
+    let features = row_features.features();
+    let order = group_order_of(rows.iter().map(|(g, _)| g.as_str()));
+    let mut sizes: Vec<(String, usize)> = Vec::new();
+    for &i in &order {
+        let g = &rows[i].0;
+        match sizes.last_mut() {
+            Some((name, n)) if name == g => *n += 1,
+            _ => sizes.push((g.clone(), 1)),
+        }
+    }
+    let mut table = FeatureTable::new(sizes)?;
+    for (k, f) in features.iter().enumerate() {
+        let column = order.iter().map(|&i| rows[i].1.as_ref().expect("checked above")[k]).collect();
+        table.add_column(f.key.clone(), column)?;
+    }
+    let groups: Vec<String> = rows.into_iter().map(|(g, _)| g).collect();
+    Ok(Some(features_of(GroupedTable { table, order }, &groups, &program.features)))
+}
+
+/// The `group` column and the program's features, one record per rollout in
+/// input order, for [`write_outputs`].
+fn features_of(grouped: GroupedTable, groups: &[String], features: &[FeatureRef]) -> CsvFeatures {
     let mut header = vec!["group".to_string()];
-    header.extend(program.features.iter().map(|f| f.key.clone()));
-    let mut rows: Vec<Vec<String>> = vec![Vec::new(); rollouts.len()];
+    header.extend(features.iter().map(|f| f.key.clone()));
+    let columns: Vec<&[f64]> = features
+        .iter()
+        .map(|f| grouped.table.column(&f.key).expect("feature_table computes every requested column"))
+        .collect();
+    let mut rows: Vec<Vec<String>> = vec![Vec::new(); groups.len()];
+    let mut number = Vec::with_capacity(32);
     for (row, &input) in grouped.order.iter().enumerate() {
-        let mut fields = vec![rollouts[input].group.clone()];
-        for f in &program.features {
-            let column = grouped.table.column(&f.key).expect("feature_table computes every requested column");
-            fields.push(column[row].to_string());
+        let mut fields = Vec::with_capacity(columns.len() + 1);
+        fields.push(groups[input].clone());
+        for column in &columns {
+            number.clear();
+            write_f64(&mut number, column[row]);
+            fields.push(String::from_utf8(number.clone()).expect("numbers are ASCII"));
         }
         rows[input] = fields;
     }
-    Ok(Some(CsvFeatures::from_rows(grouped.table, grouped.order, header, rows)))
+    CsvFeatures::from_rows(grouped.table, grouped.order, header, rows)
 }

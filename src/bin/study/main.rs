@@ -6,8 +6,6 @@
 mod run;
 mod slurm;
 
-use std::fs::File;
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -147,8 +145,13 @@ fn check(path: &Path, results: Option<&Path>) -> Result<u8> {
 
 fn replay(path: &Path, rollouts: &Path, csv: Option<&Path>) -> Result<u8> {
     let Some(s) = load(path)? else { return Ok(1) };
-    let file = File::open(rollouts).with_context(|| format!("opening {}", rollouts.display()))?;
-    let loaded = rewardlab_rewards::rollout::load_rollouts(BufReader::new(file))?;
+    let data = std::fs::read(rollouts).with_context(|| format!("opening {}", rollouts.display()))?;
+    // Parsed in parallel chunks; the calls' `args` are never read by a feature.
+    let loaded = rewardlab_rewards::rollout::map_jsonl(
+        &data,
+        "rollouts",
+        rewardlab_rewards::rollout::Rollout::from_json_line_without_args,
+    )?;
     if !loaded.errors.is_empty() {
         for e in &loaded.errors {
             eprintln!("{}:{e}", rollouts.display());

@@ -193,3 +193,31 @@ fn constant_masks_fold_away() {
     let got = CompiledProgram::new(&p).eval(&t, &EvalOptions::default()).expect("finite");
     assert!(same_bits(&got, &want));
 }
+
+#[test]
+fn eval_many_gives_each_programs_own_results() {
+    let (gated, layered) = (CompiledProgram::new(&gated_program()), CompiledProgram::new(&layered()));
+    let t = big_table(|g| 1 + g % 7, 400);
+    let options = EvalOptions::default();
+    // `layered` has batch stages, so these run one by one; the gated program
+    // and one reading only `cost`, with a param, run in one fused pass.
+    let mut b = Builder::default();
+    let c = b.feature("cost");
+    let w = b.param("w", 2.0);
+    let mut scaled = CompiledProgram::new(&b.finish(bin(BinOp::Sub, w, c), None, None));
+    assert!(scaled.set_param("w", 3.0));
+    let sets: [&[&CompiledProgram]; 2] = [&[&gated, &layered, &gated], &[&gated, &scaled, &gated]];
+    for programs in sets {
+        let many = CompiledProgram::eval_many(programs, &t, &options);
+        assert_eq!(many.len(), programs.len());
+        for (got, p) in many.iter().zip(programs) {
+            let want = interp::eval(p.program(), &t, &options).expect("finite");
+            assert!(same_bits(got.as_ref().expect("finite"), &want));
+        }
+    }
+    // A table without the features: every program's own error.
+    let bare = table(&[2, 2], &[]);
+    for got in CompiledProgram::eval_many(&[&gated, &gated], &bare, &options) {
+        assert_eq!(got.expect_err("no features"), gated.eval(&bare, &options).expect_err("no features"));
+    }
+}
