@@ -19,7 +19,7 @@ pub struct Item {
     pub span: Span,
 }
 
-/// The four statement forms.
+/// The five statement forms.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ItemKind {
     /// `reward = EXPR`, `adv = EXPR`, `advantage = EXPR` (the checker rejects other names).
@@ -50,6 +50,28 @@ pub enum ItemKind {
         /// The boolean condition that must hold for every input.
         cond: Expr,
     },
+    /// `alert BOOL_EXPR [for N steps] : "message"`: a tripwire over
+    /// batch-level values, evaluated once per batch (a training step).
+    Alert {
+        /// The condition that fires the alert.
+        cond: Expr,
+        /// `for N steps`: how many consecutive batches the condition must
+        /// hold before the alert fires (`None`: one).
+        steps: Option<Count>,
+        /// The message, unquoted and unescaped.
+        message: String,
+        /// Where the quoted message sits in the source.
+        message_span: Span,
+    },
+}
+
+/// A whole number as written (the `5` of `for 5 steps`), with its span.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Count {
+    /// The value.
+    pub value: u32,
+    /// Where it is written.
+    pub span: Span,
 }
 
 /// A name as written, with its span.
@@ -230,6 +252,12 @@ impl Item {
                 ItemKind::Param { name: name.without_span(), value: *value, value_span: Span::default() }
             }
             ItemKind::Check { cond } => ItemKind::Check { cond: cond.without_spans() },
+            ItemKind::Alert { cond, steps, message, .. } => ItemKind::Alert {
+                cond: cond.without_spans(),
+                steps: steps.as_ref().map(|c| Count { value: c.value, span: Span::default() }),
+                message: message.clone(),
+                message_span: Span::default(),
+            },
         };
         Item { kind, span: Span::default() }
     }

@@ -33,6 +33,64 @@ pub struct Program {
     pub advantage: DefId,
     /// The `check` statements, in source order.
     pub checks: Vec<Check>,
+    /// The step metrics (`step.kl`) the alerts read, each once, in first-use
+    /// order: [`AlertExpr::Metric`] indexes this list, and whoever evaluates
+    /// the alerts supplies one value per entry.
+    pub metrics: Vec<String>,
+    /// The `alert` statements, in source order.
+    pub alerts: Vec<Alert>,
+}
+
+/// An `alert` statement, lowered: a tripwire over batch-level values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Alert {
+    /// The bool condition; it reads only batch-level values.
+    pub cond: AlertExpr,
+    /// How many consecutive batches the condition must hold before the alert fires (at least 1).
+    pub steps: u32,
+    /// The message shown when it fires.
+    pub message: String,
+    /// The whole `alert` statement.
+    pub span: Span,
+    /// The condition's source text, for messages and logs.
+    pub text: String,
+}
+
+/// An alert's condition: operators over step metrics and batch-level
+/// values. A part that reads no step metric is a plain [`Expr`] whose value
+/// is the same on every row (only batch reductions, params, constants and
+/// lets built from them), so evaluating it over a table and taking any row
+/// gives the batch's value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AlertExpr {
+    /// A step metric: an index into [`Program::metrics`].
+    Metric(usize),
+    /// A prefix operator.
+    Unary(UnOp, Box<AlertExpr>),
+    /// An infix operator.
+    Binary(BinOp, Box<AlertExpr>, Box<AlertExpr>),
+    /// A built-in function.
+    Call(Func, Vec<AlertExpr>),
+    /// `x in [lo, hi]`.
+    In(Box<AlertExpr>, Box<AlertExpr>, Box<AlertExpr>),
+    /// A batch-level value that reads no step metric.
+    Value(Expr),
+}
+
+impl AlertExpr {
+    /// The plain expression this condition is once every step metric is
+    /// replaced by its value (`metrics[i]` for [`AlertExpr::Metric`]`(i)`).
+    pub fn with_metrics(&self, metrics: &[f64]) -> Expr {
+        let b = |e: &AlertExpr| Box::new(e.with_metrics(metrics));
+        match self {
+            AlertExpr::Metric(i) => Expr::Number(metrics.get(*i).copied().unwrap_or(f64::NAN)),
+            AlertExpr::Unary(op, x) => Expr::Unary(*op, b(x)),
+            AlertExpr::Binary(op, x, y) => Expr::Binary(*op, b(x), b(y)),
+            AlertExpr::Call(f, args) => Expr::Call(*f, args.iter().map(|a| a.with_metrics(metrics)).collect()),
+            AlertExpr::In(x, lo, hi) => Expr::In(b(x), b(lo), b(hi)),
+            AlertExpr::Value(e) => e.clone(),
+        }
+    }
 }
 
 /// A `param` and its value.

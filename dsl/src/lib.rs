@@ -38,6 +38,6 @@ pub use diag::{Diagnostic, Severity};
 pub use eval::{EvalError, EvalOptions, NonFinite};
 pub use hir::Program;
 pub use interval::Interval;
-pub use schema::{FeatureDecl, FeatureRef, FeatureSchema, IdleCase, LintCase, LintText, Role, Type};
+pub use schema::{FeatureDecl, FeatureRef, FeatureSchema, IdleCase, LintCase, LintText, MetricDecl, Role, Type};
 pub use span::{SourceFile, Span};
 pub use table::{FeatureTable, Outputs};

@@ -8,6 +8,7 @@
 //! statement  = "let" NAME "=" expr
 //!            | "param" NAME "=" [ "-" ] NUMBER
 //!            | "check" expr
+//!            | "alert" expr [ "for" DIGITS ( "steps" | "step" ) ] ":" STRING
 //!            | NAME "=" expr ;                  (* reward, adv, advantage *)
 //! expr       = or ;
 //! or         = and { "||" and } ;
@@ -21,12 +22,17 @@
 //! atom       = NUMBER | "true" | "false"
 //!            | callee "(" [ expr { "," expr } ] ")"
 //!            | NAME
+//!            | "step." NAME                     (* a step metric, alerts only *)
 //!            | "(" expr ")" ;
 //! callee     = NAME { "." NAME } ;              (* group.mean, no spaces *)
 //! NAME       = [A-Za-z_][A-Za-z0-9_]*  except the keywords ;
 //! NUMBER     = ( DIGITS [ "." [ DIGITS ] ] | "." DIGITS ) [ ( "e" | "E" ) [ "+" | "-" ] DIGITS ] ;
+//! STRING     = '"' { any character but '"', '\\' and control characters | '\\"' | '\\\\' } '"' ;
 //! keywords   = let param check in true false ;
 //! ```
+//!
+//! `alert`, `for` and `steps` are not reserved: a line is an alert when it
+//! starts with the word `alert` followed by anything but `=`.
 //!
 //! `#` starts a comment that runs to the end of the line. A newline ends a
 //! statement, except inside `(...)` or `[...]`, so long formulas wrap inside

@@ -36,9 +36,31 @@ pub fn print(file: &ast::File) -> String {
                 out.push_str("check ");
                 write_expr(&mut out, cond, 0);
             }
+            ItemKind::Alert { cond, steps, message, .. } => {
+                out.push_str("alert ");
+                write_expr(&mut out, cond, 0);
+                if let Some(n) = steps {
+                    let _ = write!(out, " for {} {}", n.value, if n.value == 1 { "step" } else { "steps" });
+                }
+                let _ = write!(out, " : {}", quote(message));
+            }
         }
         out.push('\n');
     }
+    out
+}
+
+/// A message as a string literal: `"` and `\\` escaped, as the parser reads them.
+pub fn quote(message: &str) -> String {
+    let mut out = String::with_capacity(message.len() + 2);
+    out.push('"');
+    for c in message.chars() {
+        if matches!(c, '"' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
     out
 }
 

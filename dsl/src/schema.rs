@@ -202,7 +202,25 @@ pub struct FeatureSchema {
     decls: Vec<FeatureDecl>,
     lint_texts: Vec<(LintCase, LintText)>,
     idle: Vec<IdleCase>,
+    metrics: Vec<MetricDecl>,
 }
+
+/// A named batch scalar the caller computes once per batch (a training step's
+/// KL estimate, say), readable only in `alert` conditions as `step.NAME`.
+/// The checker knows its name and range; the caller supplies its value when
+/// it evaluates the alerts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetricDecl {
+    /// The name as written, `step.kl`: always the prefix `step.` and a plain name.
+    pub name: String,
+    /// The values it can take (documentation, and the checker's interval of it).
+    pub range: Interval,
+    /// What it measures, for documentation.
+    pub doc: String,
+}
+
+/// The prefix every step metric's name carries.
+pub const METRIC_PREFIX: &str = "step.";
 
 impl FeatureSchema {
     /// An empty schema: no features, the lints' generic texts.
@@ -242,6 +260,28 @@ impl FeatureSchema {
         let values = values.iter().map(|(n, v)| (n.to_string(), *v)).collect();
         self.idle.push(IdleCase { name: name.to_string(), values });
         self
+    }
+
+    /// Declares a step metric (see [`MetricDecl`]). Panics when the name is
+    /// not `step.NAME` with a plain name or is declared twice: schemas are built by code.
+    pub fn with_metric(mut self, name: &str, range: Interval, doc: &str) -> FeatureSchema {
+        let plain = name.strip_prefix(METRIC_PREFIX).unwrap_or("");
+        let ok = plain.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && plain.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        assert!(ok, "a step metric is named `step.NAME`, not `{name}`");
+        assert!(self.metric(name).is_none(), "step metric `{name}` declared twice");
+        self.metrics.push(MetricDecl { name: name.to_string(), range, doc: doc.to_string() });
+        self
+    }
+
+    /// The step metric named `name` (`step.kl`), if declared.
+    pub fn metric(&self, name: &str) -> Option<&MetricDecl> {
+        self.metrics.iter().find(|m| m.name == name)
+    }
+
+    /// Every declared step metric, in the order declared.
+    pub fn metrics(&self) -> &[MetricDecl] {
+        &self.metrics
     }
 
     /// The declared idle cases, in the order declared.

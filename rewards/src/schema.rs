@@ -40,8 +40,39 @@ const IDLE_NOTE: &str = "TRL PRs #6427/#6430: a default reward of 0 for \"never 
 /// Help for a `reward` constant within every group, naming the feature most rewards start from.
 const CONSTANT_REWARD_HELP: &str = "make the reward depend on the rollout, e.g. on `Fb(file)`";
 
+/// The step metrics an `alert` may read: what the trainer reports once per
+/// training step, by name, with the range each can take and what it is. The
+/// trainer (`rewardlab_framework::engine`) supplies the values; a test there
+/// checks that it knows every name declared here.
+pub const STEP_METRICS: [(&str, Interval, &str); 16] = [
+    ("step.kl", Interval::REAL, "mean KL estimate per unit against the reference (the configured estimator)"),
+    ("step.entropy", Interval::NON_NEGATIVE, "mean of the policy's per-episode mean unit entropy"),
+    ("step.clip_ratio", Interval::UNIT, "share of units whose gradient the ratio clip removed"),
+    ("step.grad_norm", Interval::NON_NEGATIVE, "global gradient norm before clipping"),
+    ("step.loss", Interval::REAL, "the loss, mean over the step's optimiser updates"),
+    ("step.lr", Interval::NON_NEGATIVE, "the scheduled learning rate"),
+    ("step.units", Interval::NON_NEGATIVE, "mean units (decisions or tokens) per rollout"),
+    ("step.turns", Interval { lo: 1.0, hi: f64::INFINITY }, "mean turns per rollout, `batch.mean(T)`"),
+    ("step.calls", Interval::NON_NEGATIVE, "mean tool calls per rollout, `batch.mean(C)`"),
+    ("step.calls_per_turn", Interval { lo: 0.0, hi: 8.0 }, "mean calls per turn, `batch.mean(c)`"),
+    ("step.completion_len", Interval::NON_NEGATIVE, "mean completion tokens, `batch.mean(len)`"),
+    ("step.valid_rate", Interval::UNIT, "share of rollouts whose answer parsed, `batch.mean(valid)`"),
+    ("step.truncated_rate", Interval::UNIT, "share of rollouts cut short, `batch.mean(truncated)`"),
+    ("step.zero_std_groups", Interval::UNIT, "share of groups whose rewards are all equal"),
+    ("step.tool_errors", Interval::NON_NEGATIVE, "tool calls of the step that ended in an error result"),
+    ("step.tool_timeouts", Interval::NON_NEGATIVE, "tool calls of the step that timed out"),
+];
+
 /// The schema every rewardlab reward file is checked against.
 pub fn feature_schema() -> FeatureSchema {
+    let mut schema = features();
+    for (name, range, doc) in STEP_METRICS {
+        schema = schema.with_metric(name, range, doc);
+    }
+    schema
+}
+
+fn features() -> FeatureSchema {
     let unit = Interval::UNIT;
     let counts = Interval::NON_NEGATIVE;
     FeatureSchema::new()

@@ -33,6 +33,8 @@ pub(crate) enum TKind {
     In(Box<TExpr>, Box<TExpr>, Box<TExpr>),
     /// A reduction, its argument (`None` for `count`) and its `where` mask.
     Reduce(hir::Scope, ReduceOp, Option<Box<TExpr>>, Option<Box<TExpr>>),
+    /// A step metric (an index into [`Lowerer::metrics`]); only alert conditions hold one.
+    Metric(usize),
     /// Stands for a subexpression that failed to check.
     Error,
 }
@@ -55,7 +57,9 @@ impl TExpr {
             TKind::Reduce(s, op, arg, mask) => {
                 hir::Expr::Reduce(*s, *op, arg.as_ref().map(|a| b(a)), mask.as_ref().map(|m| b(m)))
             }
-            TKind::Error => hir::Expr::Number(f64::NAN),
+            // Only alert conditions read metrics, and they lower through
+            // `alerts::to_alert`, never through here.
+            TKind::Error | TKind::Metric(_) => hir::Expr::Number(f64::NAN),
         }
     }
 
@@ -84,6 +88,10 @@ pub(crate) struct Lowerer<'s, 'a> {
     /// An `Error` node of the parser was met: its diagnostic is the parser's,
     /// but the file must still not produce a program.
     pub poisoned: bool,
+    /// Lowering an alert's condition: step metrics may be read.
+    pub in_alert: bool,
+    /// Distinct step metrics the alerts read, in first-use order.
+    pub metrics: Vec<String>,
 }
 
 impl<'s, 'a> Lowerer<'s, 'a> {
@@ -94,6 +102,8 @@ impl<'s, 'a> Lowerer<'s, 'a> {
             features: Vec::new(),
             diags: Vec::new(),
             poisoned: false,
+            in_alert: false,
+            metrics: Vec::new(),
         }
     }
 
@@ -146,6 +156,9 @@ impl<'s, 'a> Lowerer<'s, 'a> {
 
     fn name(&mut self, ident: &ast::Ident) -> (TKind, Option<Type>) {
         let n = ident.name.as_str();
+        if n.starts_with(crate::schema::METRIC_PREFIX) {
+            return self.metric(ident);
+        }
         match self.scope.lookup(n) {
             Some(Symbol::Param(id)) => return (TKind::Param(id), Some(Type::Number)),
             Some(Symbol::Slot(slot)) => return (TKind::Def(slot), self.slot_types[slot]),
@@ -174,10 +187,48 @@ impl<'s, 'a> Lowerer<'s, 'a> {
             );
         }
         let mut d = Diagnostic::error("unknown-name", ident.span, format!("unknown name `{n}`"));
-        if let Some(s) = did_you_mean(n, self.scope.value_names()) {
+        let names = if self.in_alert { self.scope.alert_names() } else { self.scope.value_names() };
+        if let Some(s) = did_you_mean(n, names) {
             d = d.with_help(format!("did you mean `{s}`?"));
         }
         self.error(d)
+    }
+
+    /// `step.kl`: a step metric, which only an alert may read.
+    fn metric(&mut self, ident: &ast::Ident) -> (TKind, Option<Type>) {
+        let n = ident.name.as_str();
+        if self.scope.schema.metric(n).is_none() {
+            let mut d = Diagnostic::error("unknown-name", ident.span, format!("unknown step metric `{n}`"));
+            let known = self.scope.schema.metrics().iter().map(|m| m.name.as_str());
+            d = match did_you_mean(n, known) {
+                Some(s) => d.with_help(format!("did you mean `{s}`?")),
+                None if self.scope.schema.metrics().is_empty() => d.with_help("the schema declares no step metrics"),
+                None => {
+                    let all: Vec<String> =
+                        self.scope.schema.metrics().iter().map(|m| format!("`{}`", m.name)).collect();
+                    d.with_help(format!("the step metrics are {}", all.join(", ")))
+                }
+            };
+            return self.error(d);
+        }
+        if !self.in_alert {
+            return self.error(
+                Diagnostic::error(
+                    "metric-outside-alert",
+                    ident.span,
+                    format!("`{n}` is a step metric, readable only in an `alert` condition"),
+                )
+                .with_help("rewards and advantages are computed before the step's metrics exist"),
+            );
+        }
+        let id = match self.metrics.iter().position(|m| m == n) {
+            Some(id) => id,
+            None => {
+                self.metrics.push(n.to_string());
+                self.metrics.len() - 1
+            }
+        };
+        (TKind::Metric(id), Some(Type::Number))
     }
 
     fn feature(&mut self, decl: &FeatureDecl, level: Option<&str>, args: Vec<f64>) -> (TKind, Option<Type>) {

@@ -11,6 +11,7 @@
 //! generator in `verify::cases`, the shrinker in `verify::shrink`).
 //! "Did you mean" lives in `suggest`.
 
+mod alerts;
 mod idle;
 pub(crate) mod intervals;
 mod lints;
@@ -82,6 +83,11 @@ pub fn compile_source(
                     check.text = text.to_string();
                 }
             }
+            for (alert, item) in program.alerts.iter_mut().zip(file.items.iter().filter_map(alert_cond)) {
+                if let Some(text) = source.text().get(item.span.range()) {
+                    alert.text = text.to_string();
+                }
+            }
             Ok((program, diags))
         }
         _ => Err(diags),
@@ -91,6 +97,13 @@ pub fn compile_source(
 fn check_cond(item: &ast::Item) -> Option<&ast::Expr> {
     match &item.kind {
         ast::ItemKind::Check { cond } => Some(cond),
+        _ => None,
+    }
+}
+
+fn alert_cond(item: &ast::Item) -> Option<&ast::Expr> {
+    match &item.kind {
+        ast::ItemKind::Alert { cond, .. } => Some(cond),
         _ => None,
     }
 }
@@ -192,6 +205,26 @@ fn check_into(
         })
         .collect();
     let check_deps: Vec<_> = scope.checks.iter().map(|c| order::references(&c.cond, &scope)).collect();
+    lowerer.in_alert = true;
+    let alert_conds: Vec<TExpr> = scope
+        .alerts
+        .iter()
+        .map(|a| {
+            let t = lowerer.lower(&a.cond);
+            lowerer.expect(&t, Type::Bool, "`alert`");
+            t
+        })
+        .collect();
+    lowerer.in_alert = false;
+    {
+        let mut uniform = alerts::Uniform::new(&bodies);
+        let names = |slot: usize| scope.slots[slot].name.clone();
+        for cond in &alert_conds {
+            let found = alerts::check_alert(cond, &mut uniform, &names, &lowerer.features);
+            lowerer.diags.extend(found);
+        }
+    }
+    let metrics = std::mem::take(&mut lowerer.metrics);
     let poisoned = lowerer.poisoned;
     let features = std::mem::take(&mut lowerer.features);
     diags.append(&mut lowerer.diags);
@@ -234,7 +267,20 @@ fn check_into(
     if diags.iter().any(Diagnostic::is_error) {
         return None;
     }
-    let program = build_program(&checked, &order);
+    let mut program = build_program(&checked, &order);
+    let def_of = def_ids(&order);
+    program.metrics = metrics;
+    program.alerts = alert_conds
+        .iter()
+        .zip(&scope.alerts)
+        .map(|(c, item)| hir::Alert {
+            cond: alerts::to_alert(c, &|s| def_of[s]),
+            steps: item.steps,
+            message: item.message.clone(),
+            span: item.span,
+            text: crate::printer::print_expr(&item.cond),
+        })
+        .collect();
     if options.lints {
         diags.extend(lints::run(&checked, &program));
     }
@@ -272,12 +318,18 @@ fn never_finite(checked: &Checked<'_, '_>, order: &[usize]) -> Vec<Diagnostic> {
     out
 }
 
-fn build_program(checked: &Checked<'_, '_>, order: &[usize]) -> Program {
-    let scope = checked.scope;
+/// The `DefId` of each slot, given the dependency order.
+fn def_ids(order: &[usize]) -> Vec<usize> {
     let mut def_of = vec![0; order.len()];
     for (id, &slot) in order.iter().enumerate() {
         def_of[slot] = id;
     }
+    def_of
+}
+
+fn build_program(checked: &Checked<'_, '_>, order: &[usize]) -> Program {
+    let scope = checked.scope;
+    let def_of = def_ids(order);
     let rename = |s: usize| def_of[s];
     let defs = order
         .iter()
@@ -314,5 +366,7 @@ fn build_program(checked: &Checked<'_, '_>, order: &[usize]) -> Program {
         adv: def_of[scope.adv],
         advantage: def_of[scope.advantage],
         checks,
+        metrics: Vec::new(),
+        alerts: Vec::new(),
     }
 }

@@ -55,6 +55,16 @@ pub(crate) enum Symbol {
     Slot(usize),
 }
 
+/// An alert statement before lowering.
+#[derive(Clone, Debug)]
+pub(crate) struct AlertItem {
+    pub cond: Expr,
+    /// Consecutive batches the condition must hold, at least 1.
+    pub steps: u32,
+    pub message: String,
+    pub span: Span,
+}
+
 /// A check statement before lowering.
 #[derive(Clone, Debug)]
 pub(crate) struct CheckItem {
@@ -68,6 +78,7 @@ pub(crate) struct Scope<'a> {
     pub params: Vec<Param>,
     pub slots: Vec<Slot>,
     pub checks: Vec<CheckItem>,
+    pub alerts: Vec<AlertItem>,
     names: HashMap<String, Symbol>,
     pub reward: Option<usize>,
     pub adv: usize,
@@ -83,6 +94,7 @@ impl<'a> Scope<'a> {
             params: Vec::new(),
             slots: Vec::new(),
             checks: Vec::new(),
+            alerts: Vec::new(),
             names: HashMap::new(),
             reward: None,
             adv: usize::MAX,
@@ -119,6 +131,12 @@ impl<'a> Scope<'a> {
                     scope.push_slot(name, kind, item.span, value.clone());
                 }
                 ItemKind::Check { cond } => scope.checks.push(CheckItem { cond: cond.clone(), span: item.span }),
+                ItemKind::Alert { cond, steps, message, .. } => scope.alerts.push(AlertItem {
+                    cond: cond.clone(),
+                    steps: steps.as_ref().map_or(1, |c| c.value.max(1)),
+                    message: message.clone(),
+                    span: item.span,
+                }),
             }
         }
         scope.reward = scope.find_def(DefKind::Reward);
@@ -167,6 +185,15 @@ impl<'a> Scope<'a> {
         names.extend(Func::ALL.iter().map(|f| f.name()));
         names.sort_unstable();
         names.dedup();
+        names
+    }
+
+    /// Every name a bare identifier in an alert could have meant: the
+    /// values and the schema's step metrics.
+    pub fn alert_names(&self) -> Vec<&str> {
+        let mut names = self.value_names();
+        names.extend(self.schema.metrics().iter().map(|m| m.name.as_str()));
+        names.sort_unstable();
         names
     }
 

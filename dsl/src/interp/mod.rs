@@ -23,6 +23,7 @@
 //! definition that is non-finite only where the outputs are fine (a guarded
 //! `if(c > 0, x / c, 0)`) is not an error.
 
+pub mod alerts;
 pub mod ops;
 
 use std::rc::Rc;

@@ -86,6 +86,8 @@ impl Builder {
             adv,
             advantage,
             checks: Vec::new(),
+            metrics: Vec::new(),
+            alerts: Vec::new(),
         }
     }
 

@@ -194,7 +194,10 @@ impl<'a> Cx<'a> {
         if after.starts_with('(') {
             return self.call(after, Ident { name: word.to_string(), span }, depth);
         }
-        if word.contains('.') || k.starts_with('.') {
+        // `step.kl` names a step metric (only alerts may read one); every
+        // other dotted name is a reduction and must be called.
+        let metric = word.strip_prefix(crate::schema::METRIC_PREFIX).is_some_and(|m| !m.contains('.'));
+        if (word.contains('.') && !metric) || k.starts_with('.') {
             return Err(self.bad_dotted(word, span, k));
         }
         Ok((k, Sub::leaf(ExprKind::Name(Ident { name: word.to_string(), span }), span)))

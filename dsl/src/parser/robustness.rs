@@ -158,7 +158,7 @@ fn exprs(file: &File) -> Vec<&Expr> {
         .iter()
         .filter_map(|i| match &i.kind {
             ItemKind::Def { value, .. } | ItemKind::Let { value, .. } => Some(value),
-            ItemKind::Check { cond } => Some(cond),
+            ItemKind::Check { cond } | ItemKind::Alert { cond, .. } => Some(cond),
             ItemKind::Param { .. } => None,
         })
         .collect()

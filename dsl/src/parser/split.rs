@@ -49,6 +49,15 @@ pub(crate) fn statements(text: &str, by_line: bool) -> Vec<Extent> {
                 }
             }
             b' ' | b'\t' | b'\r' => {}
+            b'"' => {
+                // An alert's message: a `#` or bracket inside it is text. It
+                // ends at its closing quote or, unclosed, before the newline
+                // (the parser reports it).
+                start.get_or_insert(i);
+                i = string_end(bytes, i);
+                last_end = i;
+                continue;
+            }
             b => {
                 start.get_or_insert(i);
                 match b {
@@ -70,6 +79,21 @@ pub(crate) fn statements(text: &str, by_line: bool) -> Vec<Extent> {
     out
 }
 
+/// The offset just past the string literal opening at `from` (`\\` escapes
+/// the next byte), or of the newline or end that cuts it short.
+fn string_end(bytes: &[u8], from: usize) -> usize {
+    let mut i = from + 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => return i + 1,
+            b'\n' => return i,
+            b'\\' if bytes.get(i + 1).is_some_and(|&b| b != b'\n') => i += 2,
+            _ => i += 1,
+        }
+    }
+    bytes.len()
+}
+
 fn memchr_newline(bytes: &[u8], from: usize) -> Option<usize> {
     bytes[from..].iter().position(|&b| b == b'\n').map(|p| from + p)
 }
@@ -86,6 +110,14 @@ pub(crate) fn starts_statement(line: &[u8]) -> bool {
     }
     let word = &line[word_start..i];
     if matches!(word, b"let" | b"param" | b"check") {
+        return true;
+    }
+    let mut after = i;
+    while line.get(after).is_some_and(|&b| b == b' ' || b == b'\t') {
+        after += 1;
+    }
+    // `alert COND : "..."`, unless it is `alert = ...` (a definition).
+    if word == b"alert" && after > i && line.get(after).is_some_and(|&b| b != b'=' && b != b'\n' && b != b'\r') {
         return true;
     }
     // `where = m` on a line of its own is a reduction's keyword argument
@@ -119,6 +151,14 @@ mod tests {
         assert_eq!(texts(src), ["reward = f(c > 0", "advantage = adv", "let x = (1\n  + 2", "check x > 0"]);
         // `==` on the next line is a comparison, not a definition.
         assert_eq!(texts("check (a\n b == c)"), ["check (a\n b == c)"]);
+    }
+
+    #[test]
+    fn a_message_keeps_its_hash_and_brackets() {
+        let src = "alert batch.mean(T) < 2 : \"turns # (collapsed\" # note\nreward = 1";
+        assert_eq!(texts(src), ["alert batch.mean(T) < 2 : \"turns # (collapsed\"", "reward = 1"]);
+        // An alert line ends an unclosed bracket like any statement start.
+        assert_eq!(texts("reward = (1\nalert x > 1 : \"m\""), ["reward = (1", "alert x > 1 : \"m\""]);
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Statements: `NAME = E`, `let NAME = E`, `param NAME = NUMBER`, `check E`.
+//! Statements: `NAME = E`, `let NAME = E`, `param NAME = NUMBER`, `check E`,
+//! `alert E [for N steps] : "message"`.
 //!
 //! A statement that fails still yields an item where its name is known
 //! (with an [`ExprKind::Error`] value), so that later uses of the name do not
@@ -7,9 +8,18 @@
 
 use super::cx::{Cx, SYNTAX};
 use super::lex::{describe, is_keyword, keyword, name, ws};
-use crate::ast::{Expr, ExprKind, Ident, Item, ItemKind};
+use crate::ast::{Count, Expr, ExprKind, Ident, Item, ItemKind};
 use crate::diag::Diagnostic;
 use crate::span::Span;
+
+/// Whether `i` starts with the statement keyword `alert`: the word and a
+/// condition after it, not `alert = ...` (which is a definition with an
+/// unknown name). `alert` is not reserved, so no existing file breaks.
+fn alert_keyword(i: &str) -> Option<&str> {
+    let k = keyword(i, "alert")?;
+    let j = ws(k);
+    (!j.is_empty() && !(j.starts_with('=') && !j.starts_with("=="))).then_some(k)
+}
 
 /// What one statement produced.
 pub(crate) type Outcome = (Option<Item>, Option<Diagnostic>);
@@ -39,6 +49,9 @@ impl<'a> Cx<'a> {
                     (Some(Item { kind: ItemKind::Check { cond }, span }), Some(d))
                 }
             };
+        }
+        if let Some(k) = alert_keyword(i) {
+            return self.alert(i, k);
         }
         if let Ok((k, word)) = name(i)
             && !is_keyword(word)
@@ -144,6 +157,131 @@ impl<'a> Cx<'a> {
         let value = if negative { -magnitude } else { magnitude };
         let span = self.span(stmt, 0).to(value_span);
         (Some(Item { kind: ItemKind::Param { name, value, value_span }, span }), None)
+    }
+
+    /// `alert COND [for N steps] : "message"`; `k` follows the keyword. A
+    /// failed alert keeps no item: nothing else can refer to it.
+    fn alert(&self, stmt: &'a str, k: &'a str) -> Outcome {
+        match self.alert_parts(k) {
+            Ok((cond, steps, message, message_span)) => {
+                let span = self.span(stmt, 0).to(message_span);
+                (Some(Item { kind: ItemKind::Alert { cond, steps, message, message_span }, span }), None)
+            }
+            Err(d) => (None, Some(d)),
+        }
+    }
+
+    fn alert_parts(&self, k: &'a str) -> Result<(Expr, Option<Count>, String, Span), Diagnostic> {
+        const FORM: &str = "write `alert CONDITION : \"message\"`, or `alert CONDITION for N steps : \"message\"`";
+        let (rest, cond) = match self.expr(k, 0) {
+            Ok((rest, sub)) => (rest, *sub.expr),
+            Err(nom::Err::Error(_)) => {
+                return Err(self.to_diag(self.expected(k, "a condition after `alert`")).with_help(FORM));
+            }
+            Err(e) => return Err(self.to_diag(e)),
+        };
+        let mut j = ws(rest);
+        let mut steps = None;
+        if let Some(after_for) = super::lex::keyword(j, "for") {
+            let n = ws(after_for);
+            let digits = n.bytes().take_while(u8::is_ascii_digit).count();
+            let value = n[..digits].parse::<u32>().ok().filter(|&v| v >= 1);
+            let Some(value) = value else {
+                let d = if digits == 0 {
+                    self.to_diag(self.expected(after_for, "a whole number of steps after `for`"))
+                } else {
+                    Diagnostic::error(SYNTAX, self.span(n, digits), "the number of steps must be a whole number from 1")
+                };
+                return Err(d.with_help(FORM));
+            };
+            let count_span = self.span(n, digits);
+            let unit = ws(&n[digits..]);
+            let Some(after_unit) = super::lex::keyword(unit, "steps").or_else(|| super::lex::keyword(unit, "step"))
+            else {
+                return Err(self.found(unit, "`steps` after the number").with_help(FORM));
+            };
+            steps = Some(Count { value, span: count_span });
+            j = ws(after_unit);
+        }
+        let Some(after_colon) = j.strip_prefix(':') else {
+            let what = if steps.is_some() {
+                "`:` and a quoted message"
+            } else {
+                "an operator, `for N steps`, or `:` and a quoted message"
+            };
+            let d = if j.is_empty() {
+                Diagnostic::error(SYNTAX, self.span(j, 0), format!("expected {what} after the alert's condition"))
+            } else {
+                self.found(j, what)
+            };
+            return Err(d.with_help(FORM));
+        };
+        let q = ws(after_colon);
+        let (message, len) = self.string(q).map_err(|d| d.with_help(FORM))?;
+        let message_span = self.span(q, len);
+        let trailing = ws(&q[len..]);
+        if !trailing.is_empty() {
+            return Err(Diagnostic::error(
+                SYNTAX,
+                self.token(trailing),
+                format!("expected the end of the statement after the message, found {}", describe(trailing)),
+            ));
+        }
+        Ok((cond, steps, message, message_span))
+    }
+
+    /// "expected WHAT, found TOKEN" at `j` (past whitespace), where `:` and
+    /// `"` are tokens, not unknown characters.
+    fn found(&self, j: &'a str, what: &str) -> Diagnostic {
+        if j.is_empty() {
+            return Diagnostic::error(SYNTAX, self.span(j, 0), format!("expected {what}"));
+        }
+        Diagnostic::error(SYNTAX, self.token(j), format!("expected {what}, found {}", describe(j)))
+    }
+
+    /// A `"..."` string at the start of `q` (`\"` and `\\` escape a quote and
+    /// a backslash): its content and its length in bytes. Control characters
+    /// are refused, since messages are printed to terminals.
+    fn string(&self, q: &'a str) -> Result<(String, usize), Diagnostic> {
+        let Some(body) = q.strip_prefix('"') else {
+            return Err(if q.is_empty() {
+                Diagnostic::error(SYNTAX, self.span(q, 0), "expected a quoted message after `:`")
+            } else {
+                self.found(q, "a quoted message")
+            });
+        };
+        let mut out = String::new();
+        let mut chars = body.char_indices();
+        while let Some((at, c)) = chars.next() {
+            match c {
+                '"' => return Ok((out, 1 + at + 1)),
+                '\\' => match chars.next() {
+                    Some((_, e @ ('"' | '\\'))) => out.push(e),
+                    Some((e_at, e)) => {
+                        return Err(Diagnostic::error(
+                            SYNTAX,
+                            self.span(&body[at..], 1 + e.len_utf8()).to(self.span(&body[e_at..], e.len_utf8())),
+                            format!("unknown escape `\\{}` in a message", e.escape_default()),
+                        )
+                        .with_help("a message may escape only `\\\"` and `\\\\`"));
+                    }
+                    None => break,
+                },
+                c if c.is_control() => {
+                    return Err(Diagnostic::error(
+                        "unknown-character",
+                        self.span(&body[at..], c.len_utf8()),
+                        format!("control character `{}` in a message", c.escape_unicode()),
+                    )
+                    .with_help(
+                        "messages are printed to terminals; write them on one line, without control characters",
+                    ));
+                }
+                c => out.push(c),
+            }
+        }
+        Err(Diagnostic::error("unclosed-delimiter", self.span(q, 1), "unclosed `\"`")
+            .with_help("end the message with `\"` on the same line"))
     }
 
     /// A whole expression that must run to the end of the statement.

@@ -125,6 +125,9 @@ fn every_statement_kind() {
                 format!("param {} {value} `{}`", name.name, &text[value_span.range()])
             }
             ItemKind::Check { cond } => format!("check {}", sexp(cond)),
+            ItemKind::Alert { cond, steps, message, .. } => {
+                format!("alert {} {:?} {message:?}", sexp(cond), steps.as_ref().map(|c| c.value))
+            }
         })
         .collect();
     assert_eq!(
@@ -303,7 +306,7 @@ check c = 0
                 format!("{} {}", name.name, sexp(value))
             }
             ItemKind::Param { name, .. } => format!("param {}", name.name),
-            ItemKind::Check { cond } => format!("check {}", sexp(cond)),
+            ItemKind::Check { cond } | ItemKind::Alert { cond, .. } => format!("check {}", sexp(cond)),
         })
         .collect();
     assert_eq!(names, ["score ERROR", "reward ERROR", "w ERROR", "check ERROR", "reward score", "check ERROR"]);

@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 
 use super::{format_number, print, print_expr};
-use crate::ast::{BinOp, Expr, ExprKind, File, Ident, Item, ItemKind, NamedArg, UnOp};
+use crate::ast::{BinOp, Count, Expr, ExprKind, File, Ident, Item, ItemKind, NamedArg, UnOp};
 use crate::parser::{parse, parse_expr};
 use crate::span::Span;
 
@@ -197,6 +197,14 @@ pub(crate) fn item() -> impl Strategy<Value = Item> {
             value_span: Span::default(),
         })),
         expr().prop_map(move |cond| it(ItemKind::Check { cond })),
+        (expr(), proptest::option::of(1u32..1000), "[a-z #()\\[\\]\"\\\\:é]{0,12}").prop_map(
+            move |(cond, steps, message)| it(ItemKind::Alert {
+                cond,
+                steps: steps.map(|value| Count { value, span: Span::default() }),
+                message,
+                message_span: Span::default(),
+            })
+        ),
     ]
 }
 

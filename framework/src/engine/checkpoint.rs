@@ -36,6 +36,10 @@ pub(crate) struct EngineState {
     pub variant_fingerprint: String,
     /// Length of `rollouts.jsonl` at this step (when rollouts are logged).
     pub rollouts_bytes: u64,
+    /// Consecutive steps each `alert` had held (absent in checkpoints written
+    /// before alerts existed: none had).
+    #[serde(default)]
+    pub alert_streaks: Vec<u32>,
 }
 
 /// The directory name of the checkpoint after `step` steps.

@@ -4,6 +4,7 @@ use rewardlab_models::agent::{OptimStep, Sampling};
 use rewardlab_sandbox::MAX_CALLS_PER_TURN;
 use serde::{Deserialize, Serialize};
 
+use super::alerts::OnAlert;
 use super::loss::LossConfig;
 
 /// Everything that shapes a GRPO run. `Default` follows `/work/shared/design.md`
@@ -52,6 +53,9 @@ pub struct EngineConfig {
     pub reward_device: RewardDevice,
     /// Also write every training rollout to `rollouts.jsonl` (the contract's schema plus `step`, `reward`, `advantage`).
     pub log_rollouts: bool,
+    /// What a fired `alert` does: `warn` logs it, `stop` also ends the run
+    /// after the step with a checkpoint.
+    pub on_alert: OnAlert,
     /// Tokio worker threads of the engine's runtime. Tool calls themselves run
     /// on its blocking pool under the sandbox's global limit. Results never
     /// depend on this number.
@@ -142,6 +146,7 @@ impl Default for EngineConfig {
             reward_device: RewardDevice::Cpu,
             keep_only_latest_checkpoint: false,
             log_rollouts: false,
+            on_alert: OnAlert::Warn,
             runtime_threads: 1,
         }
     }

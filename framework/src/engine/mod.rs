@@ -33,7 +33,11 @@
 //! 4. **Evaluate** (`evaluate.rs`): every `eval_every` steps and at the last,
 //!    one rollout per held-out task into the `eval_*` columns and one
 //!    [`EvalRecord`] per task.
-//! 5. **Record** (`record.rs`): one row of `metrics.csv` and of `timings.csv`,
+//! 5. **Alerts** (`alerts.rs`): the variant's `alert` statements on the
+//!    step's feature table and metrics row; what fires goes to `alerts.csv`
+//!    and the [`StepReport`], and with `on_alert = "stop"` ends the run after
+//!    this step, with a checkpoint.
+//! 6. **Record** (`record.rs`): one row of `metrics.csv` and of `timings.csv`,
 //!    the step's [`EvalRecord`]s (`eval.jsonl`), the logged rollouts, and (in
 //!    [`Engine::run`]) the checkpoint when due.
 //!
@@ -56,6 +60,7 @@
 //! The engine's methods are synchronous and block on its own runtime: call
 //! them from plain threads, not from inside an async task.
 
+pub mod alerts;
 pub mod checkpoint;
 pub mod config;
 mod error;
@@ -84,6 +89,7 @@ use rewardlab_sandbox::Sandbox;
 use serde::Serialize;
 use tokio::runtime::Runtime;
 
+pub use alerts::{ALERTS_FILE, FiredAlert, OnAlert};
 pub use checkpoint::latest_checkpoint;
 pub use config::{EngineConfig, EvalSampling, LrSchedule, OptimConfig, RewardDevice};
 pub use error::{EngineError, Phase};
@@ -125,6 +131,8 @@ pub struct Engine<P: Policy> {
     /// Set by [`Engine::resume`] until the first [`Engine::run_steps`] restores the logs.
     resumed: Option<(PathBuf, u64)>,
     logs: Option<Logs>,
+    /// Consecutive steps each alert has held (checkpointed).
+    alert_streaks: Vec<u32>,
 }
 
 /// What one step produced.
@@ -138,6 +146,8 @@ pub struct StepOutcome {
     pub eval: Vec<EvalRecord>,
     /// The step's rollouts with their rewards (empty unless `log_rollouts`).
     pub rollouts: Vec<LoggedRollout>,
+    /// The alerts that fired at this step, in source order.
+    pub alerts: Vec<FiredAlert>,
 }
 
 /// A training rollout as logged to `rollouts.jsonl`: the contract's record plus the step and its outputs.
@@ -169,6 +179,10 @@ pub struct StepReport<'a> {
     pub timings: &'a Timings,
     /// The checkpoint written after this step, if one was.
     pub checkpoint: Option<&'a Path>,
+    /// The alerts that fired at this step (written to `alerts.csv`).
+    pub alerts: &'a [FiredAlert],
+    /// True when a fired alert ends the run after this step (`on_alert = "stop"`).
+    pub stopping: bool,
 }
 
 /// The end of [`Engine::run`] or [`Engine::run_steps`].
@@ -180,6 +194,9 @@ pub struct RunSummary {
     pub steps_done: usize,
     /// The metrics row of the last step this call ran; `None` when it ran none.
     pub last: Option<MetricsRow>,
+    /// The alert that ended the run early (`on_alert = "stop"`); `None` when
+    /// it ran its steps.
+    pub stopped_by: Option<FiredAlert>,
 }
 
 impl<P: Policy> fmt::Debug for Engine<P> {
@@ -236,6 +253,7 @@ impl<P: Policy> Engine<P> {
             epoch_order: None,
             resumed: None,
             logs: None,
+            alert_streaks: Vec::new(),
         })
     }
 
@@ -269,6 +287,7 @@ impl<P: Policy> Engine<P> {
         engine.step = state.step;
         engine.cursor = state.cursor;
         engine.resumed = Some((checkpoint_dir.to_owned(), state.rollouts_bytes));
+        engine.alert_streaks = state.alert_streaks;
         Ok(engine)
     }
 
@@ -301,20 +320,31 @@ impl<P: Policy> Engine<P> {
         mut progress: impl FnMut(&StepReport<'_>),
     ) -> Result<RunSummary, EngineError> {
         self.open_logs(out_dir)?;
-        let mut summary = RunSummary { steps_run: 0, steps_done: self.step, last: None };
+        let mut summary = RunSummary { steps_run: 0, steps_done: self.step, last: None, stopped_by: None };
         while self.step < self.config.total_steps && summary.steps_run < max_steps {
             let outcome = self.step()?;
-            let checkpoint = self.record(&outcome)?;
+            let mut checkpoint = self.record(&outcome)?;
+            let stop = if self.config.on_alert == OnAlert::Stop { outcome.alerts.first().cloned() } else { None };
+            if stop.is_some() && checkpoint.is_none() {
+                // A stopped run ends cleanly: resumable, and with the state it stopped in.
+                checkpoint = Some(self.write_checkpoint()?);
+            }
             progress(&StepReport {
                 step: self.step,
                 total_steps: self.config.total_steps,
                 metrics: &outcome.metrics,
                 timings: &outcome.timings,
                 checkpoint: checkpoint.as_deref(),
+                alerts: &outcome.alerts,
+                stopping: stop.is_some(),
             });
             summary.steps_run += 1;
             summary.steps_done = self.step;
             summary.last = Some(outcome.metrics);
+            if stop.is_some() {
+                summary.stopped_by = stop;
+                break;
+            }
         }
         Ok(summary)
     }
@@ -327,10 +357,17 @@ impl<P: Policy> Engine<P> {
         }
         let step_no = self.step + 1;
         let batch = self.sample(step_no)?;
-        let scores = self.score(&batch.records, step_no)?;
+        let mut scores = self.score(&batch.records, step_no)?;
         let update = self.update(&batch.episodes, &scores.advantage, step_no)?;
         self.step = step_no;
         let eval = self.evaluate(step_no)?;
-        Ok(record::outcome(step_no, batch, scores, update, eval, self.config.log_rollouts))
+        let table = std::mem::take(&mut scores.table);
+        let mut outcome = record::outcome(step_no, batch, scores, update, eval, self.config.log_rollouts);
+        let program = self.variant.compiled().program();
+        outcome.alerts =
+            alerts::step_alerts(program, &table, &outcome.metrics, &mut self.alert_streaks).map_err(|source| {
+                EngineError::Reward { step: step_no, variant: self.variant.name().to_owned(), source: Box::new(source) }
+            })?;
+        Ok(outcome)
     }
 }

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use rewardlab_models::agent::Policy;
 
+use super::alerts::{ALERTS_FILE, alerts_header};
 use super::checkpoint::{self, EngineState};
 use super::error::{EngineError, Phase};
 use super::evaluate::Evaluation;
@@ -36,6 +37,8 @@ pub(super) struct Logs {
     pub eval: JsonlLog,
     pub rollouts: Option<JsonlLog>,
     pub rollouts_bytes: u64,
+    /// `alerts.csv`, when the variant declares alerts.
+    pub alerts: Option<CsvLog>,
 }
 
 /// The rows of step `step_no` from what its phases produced. The rollouts are
@@ -111,7 +114,7 @@ pub(super) fn outcome<E>(
     } else {
         Vec::new()
     };
-    StepOutcome { metrics, timings, eval: eval.records, rollouts }
+    StepOutcome { metrics, timings, eval: eval.records, rollouts, alerts: Vec::new() }
 }
 
 impl<P: Policy> Engine<P> {
@@ -122,6 +125,11 @@ impl<P: Policy> Engine<P> {
         logs.metrics.write(&outcome.metrics)?;
         logs.timings.write(&outcome.timings)?;
         logs.eval.write_all(&outcome.eval)?;
+        if let Some(log) = logs.alerts.as_mut() {
+            for fired in &outcome.alerts {
+                log.write(fired)?;
+            }
+        }
         if let Some(log) = logs.rollouts.as_mut() {
             logs.rollouts_bytes += log.write_all(&outcome.rollouts)?;
         }
@@ -143,7 +151,19 @@ impl<P: Policy> Engine<P> {
         let timings_path = out_dir.join(TIMINGS_FILE);
         let rollouts_path = out_dir.join(ROLLOUTS_FILE);
         let eval_path = out_dir.join(EVAL_FILE);
+        let alerts_path = out_dir.join(ALERTS_FILE);
+        let has_alerts = !self.variant.compiled().program().alerts.is_empty();
         let resumed = self.resumed.is_some();
+        // A checkpoint holds the alert rows of its steps; one written before
+        // alerts existed (or by a variant without them) holds none.
+        let alerts = match (&self.resumed, has_alerts) {
+            (_, false) => None,
+            (Some((checkpoint_dir, _)), true) if checkpoint_dir.join(ALERTS_FILE).is_file() => {
+                restore_file(&checkpoint_dir.join(ALERTS_FILE), &alerts_path)?;
+                Some(CsvLog::append(&alerts_path)?)
+            }
+            (_, true) => Some(CsvLog::create(&alerts_path, &alerts_header())?),
+        };
         let (metrics, timings, rollouts, rollouts_bytes) = match self.resumed.take() {
             Some((checkpoint_dir, bytes)) => {
                 // The checkpoint's copies hold exactly the rows of its steps;
@@ -177,12 +197,12 @@ impl<P: Policy> Engine<P> {
         } else {
             JsonlLog::open(&eval_path, None)?
         };
-        self.logs = Some(Logs { dir: out_dir.to_owned(), metrics, timings, eval, rollouts, rollouts_bytes });
+        self.logs = Some(Logs { dir: out_dir.to_owned(), metrics, timings, eval, rollouts, rollouts_bytes, alerts });
         Ok(())
     }
 
     /// Writes the checkpoint of the current step under the open logs' directory.
-    fn write_checkpoint(&self) -> Result<PathBuf, EngineError> {
+    pub(super) fn write_checkpoint(&self) -> Result<PathBuf, EngineError> {
         let logs = self.logs.as_ref().expect("checkpoints are written while running");
         let dir = logs.dir.join("checkpoints").join(checkpoint::dir_name(self.step));
         let state = EngineState {
@@ -193,11 +213,17 @@ impl<P: Policy> Engine<P> {
             variant: self.variant.name().to_owned(),
             variant_fingerprint: self.variant.fingerprint(),
             rollouts_bytes: logs.rollouts_bytes,
+            alert_streaks: self.alert_streaks.clone(),
         };
         let metrics = logs.dir.join(METRICS_FILE);
         let timings = logs.dir.join(TIMINGS_FILE);
         let policy = self.policy.state().map_err(EngineError::policy(self.step, Phase::Record, "state"))?;
-        checkpoint::write(&dir, &state, &policy, &[(METRICS_FILE, &metrics), (TIMINGS_FILE, &timings)])?;
+        let alerts = logs.dir.join(ALERTS_FILE);
+        let mut copies = vec![(METRICS_FILE, metrics.as_path()), (TIMINGS_FILE, timings.as_path())];
+        if logs.alerts.is_some() {
+            copies.push((ALERTS_FILE, alerts.as_path()));
+        }
+        checkpoint::write(&dir, &state, &policy, &copies)?;
         if self.config.keep_only_latest_checkpoint {
             checkpoint::prune_checkpoints(&logs.dir)?;
         }

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use rewardlab_dsl::gpu::GpuError;
-use rewardlab_dsl::{EvalOptions, NonFinite};
+use rewardlab_dsl::{EvalOptions, FeatureTable, NonFinite};
 use rewardlab_models::agent::Policy;
 use rewardlab_rewards::rollout::Rollout;
 use rewardlab_rewards::{FeatureOptions, SummaryColumns, feature_table};
@@ -21,6 +21,8 @@ pub(super) struct Scores {
     /// Share of groups whose rewards are all equal.
     pub zero_std_groups: f64,
     pub summary: SummaryColumns,
+    /// The feature table the program read (rows grouped), for the alerts.
+    pub table: FeatureTable,
     /// Wall seconds of the phase.
     pub seconds: f64,
 }
@@ -73,6 +75,7 @@ impl<P: Policy> Engine<P> {
             advantage,
             zero_std_groups: zero_std as f64 / groups.max(1) as f64,
             summary,
+            table: table.table,
             seconds: start.elapsed().as_secs_f64(),
         })
     }

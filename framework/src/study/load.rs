@@ -19,7 +19,7 @@ use rewardlab_dsl::diag::render_all;
 use rewardlab_dsl::{Diagnostic, Interval, SourceFile, Span};
 use toml::Spanned;
 
-use super::spec::{CommitsSpec, GridSpec, PolicySpec, StudyFile, SummarySpec, TaskSpec, VariantSpec};
+use super::spec::{AlertSpec, CommitsSpec, GridSpec, PolicySpec, StudyFile, SummarySpec, TaskSpec, VariantSpec};
 use super::synth::{Synth, string_content_start};
 use crate::engine::EngineConfig;
 use rewardlab_models::proxy::ProxyConfig;
@@ -63,7 +63,8 @@ pub struct Variant {
     pub name: String,
     /// Where the source came from: the reward file's path, or `STUDY.toml#name`.
     pub origin: String,
-    /// The program text (a reward file's, or synthesised from inline formulas).
+    /// The program text (a reward file's, or synthesised from inline formulas),
+    /// followed by the study's `[[alerts]]` as `alert` lines when it has any.
     pub source: String,
     /// `param` overrides to apply when compiling `source` (reward files only;
     /// inline params are declarations inside `source`).
@@ -213,6 +214,7 @@ pub fn parse_study(path: &Path, text: &str, read_file: ReadFile<'_>) -> Result<S
         study_diags: Vec::new(),
         reward_files: BTreeMap::new(),
         no_functions,
+        alerts: Vec::new(),
     };
     let study = ck.study(path, spec);
     let has_errors = ck.has_errors();
@@ -233,6 +235,8 @@ struct Checker<'a> {
     /// The policy answers with files and line ranges only (the proxy), so
     /// function-level features have nothing to score.
     no_functions: bool,
+    /// The study's `[[alerts]]`, appended to every variant's program.
+    alerts: Vec<AlertSpec>,
 }
 
 fn span_of<T>(s: &Spanned<T>) -> Range<usize> {
@@ -326,6 +330,11 @@ impl Checker<'_> {
         }
         let options =
             CheckOptions { group_size: Interval::point(training.group_size as f64), ..CheckOptions::default() };
+        self.alerts = spec.alerts.clone();
+        if self.alerts.iter().any(|a| a.steps.as_ref().is_some_and(|s| *s.get_ref() == 0)) {
+            let at = self.alerts.iter().filter_map(|a| a.steps.as_ref()).find(|s| *s.get_ref() == 0).map(span_of);
+            self.error(at.unwrap_or(0..0), "`steps` of an alert must be at least 1");
+        }
 
         let mut variants = Vec::new();
         let mut names: BTreeMap<String, Range<usize>> = BTreeMap::new();
@@ -514,6 +523,7 @@ impl Checker<'_> {
         }
         let program = ok?;
         self.check_levels(name, &program, span_of(file));
+        let text = self.append_alerts(name, text, span_of(file), options)?;
         let mut compiled = CompiledProgram::new(&program);
         let mut overrides = Vec::new();
         for (param, value) in params {
@@ -561,6 +571,9 @@ impl Checker<'_> {
                 }
             }
         }
+        if !self.synth_alerts(&mut synth) {
+            ok = false;
+        }
         if !ok {
             return None;
         }
@@ -585,6 +598,68 @@ impl Checker<'_> {
             params: Vec::new(),
             proxy: None,
         })
+    }
+
+    /// Appends the study's alerts to `synth` as `alert` lines mapped to
+    /// their formulas in the study file; false when a formula cannot be mapped.
+    fn synth_alerts(&mut self, synth: &mut Synth) -> bool {
+        let mut ok = true;
+        for alert in self.alerts.clone() {
+            let value = alert.when.get_ref();
+            match string_content_start(self.file.text(), span_of(&alert.when), value) {
+                Ok(start) => {
+                    synth.push_glue("alert ");
+                    synth.push_exact(value, start);
+                    if let Some(steps) = &alert.steps {
+                        synth.push_for(&format!(" for {} steps", steps.get_ref()), span_of(steps));
+                    }
+                    synth.push_for(
+                        &format!(" : {}\n", rewardlab_dsl::printer::quote(alert.message.get_ref())),
+                        span_of(&alert.message),
+                    );
+                }
+                Err(message) => {
+                    self.error(span_of(&alert.when), message);
+                    ok = false;
+                }
+            }
+        }
+        ok
+    }
+
+    /// A reward file's text with the study's alerts appended, checked; their
+    /// diagnostics point into the study file. `None` after an error.
+    fn append_alerts(&mut self, name: &str, text: String, at: Range<usize>, options: &CheckOptions) -> Option<String> {
+        if self.alerts.is_empty() {
+            return Some(text);
+        }
+        let mut synth = Synth::default();
+        let mut combined = text;
+        if !combined.is_empty() && !combined.ends_with('\n') {
+            combined.push('\n');
+        }
+        let offset = combined.len();
+        if !self.synth_alerts(&mut synth) {
+            return None;
+        }
+        combined.push_str(&synth.text);
+        let source = SourceFile::new(format!("{}#{name}", self.file.name()), combined.clone());
+        let schema = rewardlab_rewards::feature_schema();
+        let (ok, diags) = match compile_source(&source, &schema, options) {
+            Ok((_, warnings)) => (true, warnings),
+            Err(diags) => (false, diags),
+        };
+        let mut failed = !ok;
+        // The file's own findings were reported when it was checked alone.
+        for mut d in diags.into_iter().filter(|d| d.span.range().start >= offset) {
+            failed |= d.is_error();
+            let r = d.span.range();
+            let local = Span::new(r.start - offset, r.end.saturating_sub(offset));
+            d.span = synth.map(local, at.clone());
+            d.notes.insert(0, format!("in the study's alerts, for variant `{name}`"));
+            self.study_diags.push(d);
+        }
+        (!failed).then_some(combined)
     }
 
     fn grid(&mut self, grid: &GridSpec, options: &CheckOptions) -> Vec<(Variant, Range<usize>)> {

@@ -27,9 +27,12 @@ pub mod train;
 pub use load::{
     FileDiagnostics, ReadFile, RunSpec, Study, StudyDiagnostics, StudyError, Variant, parse_study, run_dir,
 };
-pub use spec::{CommitsSpec, GridSpec, PolicySpec, Qwen3Spec, StudyFile, SummarySpec, TaskSpec, VariantSpec};
+pub use spec::{
+    AlertSpec, CommitsSpec, GridSpec, PolicySpec, Qwen3Spec, StudyFile, SummarySpec, TaskSpec, VariantSpec,
+};
 pub mod plots;
 pub mod replay;
+pub mod replay_alerts;
 pub mod stats;
 pub mod summary;
 

@@ -3,7 +3,9 @@
 //! runs resume, and the rest start fresh.
 //!
 //! A run is finished when its `metrics.csv` holds the last step *and* its
-//! [`DONE_FILE`] marker exists. The marker is written after the policy's
+//! [`DONE_FILE`] marker exists, or when the marker says an alert stopped it
+//! (`on_alert = "stop"`: it ended early, cleanly, with a checkpoint; delete
+//! the marker to resume it). The marker is written after the policy's
 //! `after_run` hook (saving an adapter, say), so a kill between the last step
 //! and the hook re-enters the run from its last checkpoint and runs the hook.
 //! Resuming from a checkpoint replaces the run's `metrics.csv` and
@@ -43,9 +45,25 @@ impl Start {
     }
 }
 
-/// Whether the run in `run_dir` is finished: complete metrics and the marker.
+/// The second line of a [`DONE_FILE`] that an alert's stop wrote.
+const STOPPED: &str = "stopped by alert";
+
+/// Whether the run in `run_dir` is finished: complete metrics and the
+/// marker, or a marker saying an alert stopped it.
 pub fn run_finished(run_dir: &Path, total_steps: usize) -> bool {
-    run_dir.join(DONE_FILE).is_file() && metrics_complete(&run_dir.join(METRICS_FILE), total_steps)
+    run_dir.join(DONE_FILE).is_file()
+        && (metrics_complete(&run_dir.join(METRICS_FILE), total_steps) || stopped_by_alert(run_dir))
+}
+
+/// Whether an alert ended the run in `run_dir` early (its marker says so).
+pub fn stopped_by_alert(run_dir: &Path) -> bool {
+    fs::read_to_string(run_dir.join(DONE_FILE)).is_ok_and(|t| t.lines().nth(1).is_some_and(|l| l.starts_with(STOPPED)))
+}
+
+/// Marks the run in `run_dir` finished early after `steps` steps because `fired` stopped it.
+pub fn mark_stopped(run_dir: &Path, steps: usize, fired: &crate::engine::FiredAlert) -> std::io::Result<()> {
+    let text = format!("{steps}\n{STOPPED} at step {}: {} (`{}`)\n", fired.step, fired.message, fired.condition);
+    fs::write(run_dir.join(DONE_FILE), text)
 }
 
 /// Whether `metrics.csv` already holds the run's last step.

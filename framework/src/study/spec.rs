@@ -52,6 +52,23 @@ pub struct StudyFile {
     pub variants: Vec<VariantSpec>,
     /// A grid of inline variants (`[grid]`), added after the named ones.
     pub grid: Option<GridSpec>,
+    /// Tripwires every variant of the study gets (`[[alerts]]`), after its own.
+    #[serde(default)]
+    pub alerts: Vec<AlertSpec>,
+}
+
+/// A study-wide `alert`: `[[alerts]]` with `when = 'CONDITION'`, an optional
+/// `steps = N` (consecutive steps, default 1) and a `message`. Every variant
+/// gets it as if its reward file ended with `alert CONDITION for N steps : "message"`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertSpec {
+    /// The condition, in the reward language: batch reductions, params and `step.*` metrics.
+    pub when: Spanned<String>,
+    /// How many consecutive steps it must hold before it fires.
+    pub steps: Option<Spanned<u32>>,
+    /// What the alert says when it fires.
+    pub message: Spanned<String>,
 }
 
 impl StudyFile {

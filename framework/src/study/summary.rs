@@ -22,7 +22,8 @@ use super::baseline::BaselineTask;
 use super::by_repo::{self, RepoSummary};
 use super::load::{RunSpec, Study};
 use super::stats::MeanCi;
-use crate::engine::{EvalRecord, MetricsRow};
+use crate::engine::alerts::read_alerts;
+use crate::engine::{ALERTS_FILE, EvalRecord, FiredAlert, MetricsRow};
 
 /// File names under `results/<study>/`: the [`Manifest`].
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -134,6 +135,19 @@ pub struct Summary {
     pub by_repo: Vec<RepoSummary>,
     /// Runs of the manifest with no `metrics.csv` yet (not started or failed early).
     pub missing: Vec<PathBuf>,
+    /// Every alert the runs fired (their `alerts.csv`), by variant and seed, in step order.
+    pub alerts: Vec<RunAlert>,
+}
+
+/// An alert a run fired, for the summary's list.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunAlert {
+    /// The run's variant.
+    pub variant: String,
+    /// The run's seed index.
+    pub seed_index: usize,
+    /// The `alerts.csv` row.
+    pub fired: FiredAlert,
 }
 
 /// Reading results failed.
@@ -293,6 +307,7 @@ pub fn summarize(study_dir: &Path) -> Result<Summary, SummaryError> {
     let mut variants = Vec::new();
     let mut records: Vec<(String, Vec<Vec<EvalRecord>>)> = Vec::new();
     let mut missing = Vec::new();
+    let mut alerts = Vec::new();
     for name in &manifest.variants {
         let mut runs = Vec::new();
         let mut evals = Vec::new();
@@ -310,6 +325,13 @@ pub fn summarize(study_dir: &Path) -> Result<Summary, SummaryError> {
             if let (Some(step), Some(run_records)) = (last_eval, by_repo::read_jsonl::<EvalRecord>(&eval_path)?) {
                 evals.push(run_records.into_iter().filter(|r| r.step == step).collect());
             }
+            let alerts_path = study_dir.join(&run.dir).join(ALERTS_FILE);
+            let fired = read_alerts(&alerts_path).map_err(|source| SummaryError::Csv { path: alerts_path, source })?;
+            alerts.extend(fired.into_iter().map(|fired| RunAlert {
+                variant: name.clone(),
+                seed_index: run.seed_index,
+                fired,
+            }));
             runs.push(RunResult { seed_index: run.seed_index, rows });
         }
         records.push((name.clone(), evals));
@@ -329,7 +351,15 @@ pub fn summarize(study_dir: &Path) -> Result<Summary, SummaryError> {
     };
     let baseline_tasks = by_repo::read_jsonl::<BaselineTask>(&study_dir.join(BASELINE_TASKS_FILE))?.unwrap_or_default();
     let by_repo = by_repo::breakdown(&records, &baseline_tasks);
-    Ok(Summary { name: manifest.name, precision_gate: manifest.precision_gate, variants, baselines, by_repo, missing })
+    Ok(Summary {
+        name: manifest.name,
+        precision_gate: manifest.precision_gate,
+        variants,
+        baselines,
+        by_repo,
+        missing,
+        alerts,
+    })
 }
 
 /// A run's values of [`COLUMNS`].
@@ -417,6 +447,26 @@ pub fn render_markdown(summary: &Summary) -> String {
             summary.by_repo.len(),
             by_repo::SUMMARY_BY_REPO_MD
         ));
+    }
+    if !summary.alerts.is_empty() {
+        out.push_str(&format!(
+            "\n## Alerts\n\n{} alert(s) fired (each run's `{ALERTS_FILE}`):\n\n",
+            summary.alerts.len()
+        ));
+        out.push_str("| variant | seed | step | held | condition | message |\n|---|---|---|---|---|---|\n");
+        for a in &summary.alerts {
+            let f = &a.fired;
+            let cell = |s: &str| s.replace('|', "\\|");
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | `{}` | {} |\n",
+                a.variant,
+                a.seed_index,
+                f.step,
+                f.held,
+                cell(&f.condition),
+                cell(&f.message)
+            ));
+        }
     }
     if !summary.missing.is_empty() {
         out.push_str(&format!("\n{} run(s) have no metrics yet:\n\n", summary.missing.len()));

@@ -478,3 +478,27 @@ fn study_variants_may_change_proxy_settings_for_an_ablation() {
     let qwen = typo.replace("kind = \"proxy\"", "kind = \"qwen3\"\nmodel = \"m\"");
     assert!(invalid(&qwen).contains("apply to the proxy policy only"));
 }
+
+#[test]
+fn study_alerts_reach_every_variant_and_their_errors_point_into_the_study() {
+    let ok = format!(
+        "{HEAD}[[variants]]\nname = \"a\"\nreward = 'Fb(file)'\n[[variants]]\nname = \"b\"\nfile = \"../rewards/grpo.reward\"\n\
+         [[alerts]]\nwhen = 'step.turns < 1.5'\nsteps = 3\nmessage = \"turn \\\"collapse\\\"\"\n"
+    );
+    let study = parse(&ok).expect("valid");
+    for v in &study.variants {
+        assert!(v.source.ends_with("alert step.turns < 1.5 for 3 steps : \"turn \\\"collapse\\\"\"\n"), "{}", v.source);
+    }
+    // The reward file keeps its own alerts before the study's.
+    assert_eq!(study.variants[1].source.matches("\nalert ").count(), 3, "{}", study.variants[1].source);
+
+    let bad =
+        format!("{HEAD}[[variants]]\nname = \"a\"\nreward = 'Fb(file)'\n[[alerts]]\nwhen = 'T < 2'\nmessage = \"m\"\n");
+    let text = invalid(&bad);
+    assert!(text.contains("error: `T` is a per-rollout value; an alert reads batch-level values"), "{text}");
+    assert!(text.contains("test.toml:10:9"), "the caret is on `T` in the study file: {text}");
+    let zero = format!(
+        "{HEAD}[[variants]]\nname = \"a\"\nreward = 'Fb(file)'\n[[alerts]]\nwhen = 'step.kl > 1'\nsteps = 0\nmessage = \"m\"\n"
+    );
+    assert!(invalid(&zero).contains("`steps` of an alert must be at least 1"));
+}

@@ -305,13 +305,17 @@ impl<P: Policy> Trainer<'_, P> {
         let mut observer = progress.run_started(run, engine.steps_done(), total);
         let result = engine.run(&dir, |r| observer.step(r));
         drop(observer);
-        match result {
-            Ok(_) | Err(EngineError::Finished { .. }) => {}
+        let stopped_by = match result {
+            Ok(summary) => summary.stopped_by,
+            Err(EngineError::Finished { .. }) => None,
             Err(source) => return Err(RunError::Train { run: run.dir.clone(), source }),
-        }
+        };
         (self.after_run)(run, &engine, &dir).map_err(|source| RunError::Finish { run: run.dir.clone(), source })?;
-        runs::mark_done(&dir, engine.steps_done())
-            .map_err(|source| RunError::Done { path: dir.join(runs::DONE_FILE), source })
+        let marked = match &stopped_by {
+            Some(fired) => runs::mark_stopped(&dir, engine.steps_done(), fired),
+            None => runs::mark_done(&dir, engine.steps_done()),
+        };
+        marked.map_err(|source| RunError::Done { path: dir.join(runs::DONE_FILE), source })
     }
 }
 
@@ -336,7 +340,12 @@ mod tests {
              eval_every = 0\n[[variants]]\nname = \"fb\"\nreward = 'Fb(file)'\n\
              [[variants]]\nname = \"recall\"\nreward = 'R(file)'\n"
         );
-        let study = parse_study(&dir.join("t.toml"), &text, &|p: &Path| fs::read_to_string(p)).expect("a valid study");
+        study_of(dir, &text)
+    }
+
+    /// The study `text` (a synthetic source) and its tasks generated under `dir`.
+    fn study_of(dir: &Path, text: &str) -> (Study, StudyTasks) {
+        let study = parse_study(&dir.join("t.toml"), text, &|p: &Path| fs::read_to_string(p)).expect("a valid study");
         let config = study.tasks[0].synthetic_config().expect("synthetic");
         let repo = dir.join("data/repo.git");
         let mut source = crate::synthetic::generate(&config, &repo).expect("generate");
@@ -494,6 +503,74 @@ mod tests {
         assert_eq!(msg.matches("out of memory").count(), 1, "each cause is printed once: {msg}");
         assert!(run_finished(&dir.path().join(&runs[1].dir), 1), "the other run trained");
         assert!(!run_finished(&dir.path().join(&runs[0].dir), 1));
+    }
+
+    /// A study whose one variant pays only for answering at once, so the
+    /// proxy's turns collapse, with a study-wide alert on it.
+    fn collapsing(dir: &Path, on_alert: &str) -> (Study, StudyTasks) {
+        let text = format!(
+            "seeds = 1\n[tasks]\nsource = \"synthetic\"\nseed = 1\nfiles = 40\ncommits = 2\ntasks = 12\n\
+             [policy]\nkind = \"proxy\"\n[training]\ntotal_steps = 14\nprompts_per_step = 4\ngroup_size = 4\n\
+             eval_every = 0\ncheckpoint_every = 5\non_alert = \"{on_alert}\"\n[training.optim]\nlr = 0.5\n\
+             schedule = {{ kind = \"constant\" }}\n\
+             [[variants]]\nname = \"hasty\"\nreward = 'mask(T <= 1)'\n\
+             [[alerts]]\nwhen = 'step.turns < 1.5 && batch.mean(T) < 1.5'\nsteps = 2\nmessage = \"turn collapse\"\n"
+        );
+        study_of(dir, &text)
+    }
+
+    #[test]
+    fn a_turn_collapse_alert_fires_where_the_metrics_say_and_stop_ends_the_run_with_a_checkpoint() {
+        let policy = |_: &RunSpec, _: &PolicyContext<'_>| Ok::<_, BoxError>(ProxyPolicy::default());
+        let hook = |_: &RunSpec, _: &Engine<ProxyPolicy>, _: &Path| Ok::<_, BoxError>(());
+
+        let warn = tempfile::tempdir().expect("tempdir");
+        let (s, tasks) = collapsing(warn.path(), "warn");
+        assert_eq!(
+            s.variants[0].source.lines().last(),
+            Some("alert step.turns < 1.5 && batch.mean(T) < 1.5 for 2 steps : \"turn collapse\"")
+        );
+        let runs = s.runs();
+        train_runs(&s, &tasks, &runs, 1, warn.path(), policy, hook, &Quiet).expect("trains");
+        let run_dir = warn.path().join(&runs[0].dir);
+        let rows = crate::study::summary::read_metrics(&run_dir.join(METRICS_FILE)).expect("metrics");
+        assert_eq!(rows.len(), 14);
+        // The rule, from the metrics alone: it fires where turns are below
+        // 1.5 for the second step running, and not again while they stay there.
+        let low: Vec<bool> = rows.iter().map(|r| r.turns < 1.5).collect();
+        let expected: Vec<usize> =
+            (1..low.len()).filter(|&i| low[i] && low[i - 1] && (i < 2 || !low[i - 2])).map(|i| rows[i].step).collect();
+        assert!(!expected.is_empty(), "turns never collapsed: {:?}", rows.iter().map(|r| r.turns).collect::<Vec<_>>());
+        assert!(rows[0].turns >= 1.5, "a fresh proxy searches first: {}", rows[0].turns);
+        let fired = crate::engine::alerts::read_alerts(&run_dir.join(crate::engine::ALERTS_FILE)).expect("alerts");
+        assert_eq!(fired.iter().map(|f| f.step).collect::<Vec<_>>(), expected);
+        assert_eq!((fired[0].held, fired[0].message.as_str()), (2, "turn collapse"));
+        assert!(run_finished(&run_dir, 14) && !runs::stopped_by_alert(&run_dir));
+
+        let stop = tempfile::tempdir().expect("tempdir");
+        let (s, tasks) = collapsing(stop.path(), "stop");
+        train_runs(&s, &tasks, &runs, 1, stop.path(), policy, hook, &Quiet).expect("stops cleanly");
+        let run_dir = stop.path().join(&runs[0].dir);
+        let stopped = crate::study::summary::read_metrics(&run_dir.join(METRICS_FILE)).expect("metrics");
+        // The same seed gives the same steps, up to the one the alert fired at.
+        assert_eq!(stopped.len(), expected[0]);
+        assert_eq!(stopped[..], rows[..expected[0]]);
+        let checkpoint = crate::engine::latest_checkpoint(&run_dir).expect("a checkpoint");
+        assert!(checkpoint.ends_with(format!("step-{:06}", expected[0])), "{}", checkpoint.display());
+        assert!(runs::stopped_by_alert(&run_dir) && run_finished(&run_dir, 14));
+        // A stopped run counts as finished: running the study again trains nothing.
+        train_runs(&s, &tasks, &runs, 1, stop.path(), policy, hook, &Quiet).expect("nothing to do");
+        assert_eq!(
+            crate::study::summary::read_metrics(&run_dir.join(METRICS_FILE)).expect("metrics").len(),
+            expected[0]
+        );
+        // The summary lists it.
+        crate::study::summary::Manifest::new(&s, &runs).write(stop.path()).expect("manifest");
+        let summary = crate::study::summary::summarize(stop.path()).expect("summary");
+        assert_eq!(summary.alerts.len(), 1);
+        assert_eq!((summary.alerts[0].variant.as_str(), summary.alerts[0].fired.step), ("hasty", expected[0]));
+        let md = crate::study::summary::render_markdown(&summary);
+        assert!(md.contains("## Alerts") && md.contains("| hasty | 0 | "), "{md}");
     }
 
     /// Records what the runner reports.

@@ -604,3 +604,53 @@ fn a_policy_error_stops_the_run_naming_the_step_the_phase_and_the_method() {
     assert_eq!(policy_error(&err), (1, Phase::Record, "state", "injected failure in state".into()));
     assert_eq!(read(&dir.join("metrics.csv")).lines().count(), 2, "the step's row was written before the checkpoint");
 }
+
+/// A variant whose first alert holds at every step (so it fires exactly at
+/// step 3, after three steps running) and whose second never holds.
+fn alerting(group_size: usize) -> Arc<RewardVariant> {
+    let source = format!(
+        "{REWARD}alert batch.count() > 0 && step.turns >= 1 for 3 steps : \"always\"\n\
+         alert batch.max(reward) > 1 : \"never\"\n"
+    );
+    Arc::new(RewardVariant::compile("alerting", &source, group_size, &[]).expect("the reward compiles"))
+}
+
+#[test]
+fn alert_streaks_survive_a_resume_and_stop_ends_the_run_with_a_checkpoint() {
+    let config = EngineConfig { total_steps: 6, eval_every: 0, checkpoint_every: 2, ..config() };
+    let run = |config: EngineConfig, name: &str| {
+        let dir = scratch(name);
+        let mut e =
+            Engine::new(config.clone(), ToyPolicy::default(), tasks(), sandbox(name), alerting(4)).expect("engine");
+        let mut seen = Vec::new();
+        let summary = e.run(&dir, |r| seen.extend(r.alerts.iter().map(|a| (r.step, a.message.clone())))).expect("runs");
+        (dir, summary, seen)
+    };
+    let (straight, summary, seen) = run(config.clone(), "engine-alerts-straight");
+    assert_eq!(seen, [(3, "always".to_string())]);
+    assert_eq!(summary.stopped_by, None);
+    let alerts = read(&straight.join(rewardlab_framework::engine::ALERTS_FILE));
+    assert_eq!(alerts, "step,alert,held,condition,message\n3,0,3,batch.count() > 0 && step.turns >= 1,always\n");
+
+    // Interrupted after step 2 (its checkpoint holds a streak of 2): the
+    // resumed run fires at step 3 as well, not three steps after the resume.
+    let dir = scratch("engine-alerts-resumed");
+    let mut first = Engine::new(config.clone(), ToyPolicy::default(), tasks(), sandbox("alerts-first"), alerting(4))
+        .expect("engine");
+    first.run_steps(&dir, 2, |_| {}).expect("two steps");
+    drop(first);
+    let checkpoint = latest_checkpoint(&dir).expect("a checkpoint");
+    let mut resumed =
+        Engine::resume(&checkpoint, ToyPolicy::default(), tasks(), sandbox("alerts-resumed"), alerting(4))
+            .expect("resume");
+    resumed.run(&dir, |_| {}).expect("the rest");
+    assert_eq!(read(&dir.join(rewardlab_framework::engine::ALERTS_FILE)), alerts);
+    assert_eq!(read(&dir.join("metrics.csv")), read(&straight.join("metrics.csv")));
+
+    // `stop`: the run ends after step 3, with a checkpoint of step 3.
+    let stop = EngineConfig { on_alert: rewardlab_framework::engine::OnAlert::Stop, ..config };
+    let (dir, summary, _) = run(stop, "engine-alerts-stop");
+    assert_eq!((summary.steps_done, summary.stopped_by.map(|f| f.step)), (3, Some(3)));
+    assert!(latest_checkpoint(&dir).expect("a checkpoint").ends_with("step-000003"));
+    assert_eq!(read(&dir.join("metrics.csv")).lines().count(), 4);
+}

@@ -95,7 +95,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Check { study, results, no_tasks }) => check(&study, (!no_tasks).then_some(results.as_path())),
-        Some(Command::Replay { study, rollouts, csv }) => replay(&study, &rollouts, csv.as_deref()),
+        Some(Command::Replay { study, rollouts, csv }) => replay(&study, &rollouts, csv.as_deref())
+            .and_then(|code| if code == 0 { replay_alerts(&study, &rollouts) } else { Ok(code) }),
         Some(Command::Summarize { dir }) => summarize(&dir).map(|()| 0),
         Some(Command::Slurm(args)) => slurm::slurm(&args),
         Some(Command::RunOne(args)) => slurm::run_one(&args),
@@ -163,6 +164,30 @@ fn replay(path: &Path, rollouts: &Path, csv: Option<&Path>) -> Result<u8> {
     print!("{}", study::replay_markdown(&rows));
     if let Some(csv) = csv {
         study::replay::write_replay_csv(&rows, csv).with_context(|| format!("writing {}", csv.display()))?;
+    }
+    Ok(0)
+}
+
+/// The variants' alerts on the same log, one batch per logged step (a line
+/// without a `step` counts as step 0).
+fn replay_alerts(path: &Path, rollouts: &Path) -> Result<u8> {
+    let Some(s) = load(path)? else { return Ok(1) };
+    let text = std::fs::read_to_string(rollouts).with_context(|| format!("reading {}", rollouts.display()))?;
+    let loaded = rewardlab_rewards::rollout::load_rollouts(BufReader::new(text.as_bytes()))?;
+    let lines: Vec<&str> = text.lines().collect();
+    let step_of = |line: usize| {
+        let value = lines.get(line.wrapping_sub(1)).and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok());
+        value.and_then(|v| v.get("step")?.as_u64()).unwrap_or(0) as usize
+    };
+    let steps: Vec<usize> = loaded.records.iter().map(|(line, _)| step_of(*line)).collect();
+    let records: Vec<_> = loaded.records.into_iter().map(|(_, r)| r).collect();
+    let found = study::replay_alerts::replay_alerts(&s.variants, &records, &steps)?;
+    println!("\nalerts over {} logged step(s): {} fired", found.steps, found.fired.len());
+    for (variant, f) in &found.fired {
+        println!("  {variant} step {}: {} (`{}` held {} step(s))", f.step, f.message, f.condition, f.held);
+    }
+    for (variant, condition, metric) in &found.skipped {
+        println!("  {variant}: `{condition}` not evaluated: `{metric}` is not in logged rollouts");
     }
     Ok(0)
 }

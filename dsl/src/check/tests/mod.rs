@@ -1,6 +1,7 @@
 //! Tests of the checker: helpers that
 //! parse and check a text, and one module per concern.
 
+mod alerts;
 mod errors;
 mod lints;
 mod programs;

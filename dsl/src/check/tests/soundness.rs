@@ -123,6 +123,8 @@ fn holder(n: usize) -> Program {
         adv: 1,
         advantage: 2,
         checks: Vec::new(),
+        metrics: Vec::new(),
+        alerts: Vec::new(),
     }
 }
 

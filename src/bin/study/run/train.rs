@@ -77,7 +77,7 @@ impl Progress for Bars {
         );
         bar.set_prefix(format!("{}/seed-{:03}", run.variant_name, run.seed_index));
         bar.set_position(done as u64);
-        Box::new(RunBar { bar, multi: &self.multi, eval: None })
+        Box::new(RunBar { bar, multi: &self.multi, eval: None, alerts: 0 })
     }
 
     fn run_ended(&self, run: &RunSpec, outcome: Result<(), &RunError>) {
@@ -117,13 +117,31 @@ struct RunBar<'a> {
     bar: ProgressBar,
     multi: &'a MultiProgress,
     eval: Option<f64>,
+    /// Alerts fired so far in this process.
+    alerts: usize,
 }
 
 impl RunProgress for RunBar<'_> {
     fn step(&mut self, r: &StepReport<'_>) {
         self.eval = r.metrics.eval_fb_mean.or(self.eval);
         let eval = self.eval.map_or_else(|| "-".to_string(), |f| format!("{f:.3}"));
-        self.bar.set_message(format!("reward {:.3}  held-out Fβ {eval}", r.metrics.reward_mean));
+        // A fired alert gets a line of its own above the bars, and the
+        // bar keeps a count so it stays visible while the run goes on.
+        for fired in r.alerts {
+            let then = if r.stopping { "; stopping the run (on_alert = \"stop\")" } else { "" };
+            let line = format!(
+                "{} step {}: alert: {} (`{}` held {} step(s)){then}",
+                self.bar.prefix(),
+                fired.step,
+                fired.message,
+                fired.condition,
+                fired.held
+            );
+            self.multi.suspend(|| eprintln!("{line}"));
+        }
+        self.alerts += r.alerts.len();
+        let alerts = if self.alerts > 0 { format!("  alerts {}", self.alerts) } else { String::new() };
+        self.bar.set_message(format!("reward {:.3}  held-out Fβ {eval}{alerts}", r.metrics.reward_mean));
         self.bar.set_position(r.step as u64);
     }
 }
