@@ -197,7 +197,7 @@ impl<P: Policy> Engine<P> {
         let metrics = logs.dir.join(METRICS_FILE);
         let timings = logs.dir.join(TIMINGS_FILE);
         let policy = self.policy.state().map_err(EngineError::policy(self.step, Phase::Record, "state"))?;
-        checkpoint::write(&dir, &state, &policy, &[(METRICS_FILE, &metrics), (TIMINGS_FILE, &timings)])?;
+        checkpoint::write(&dir, &state, policy, &[(METRICS_FILE, &metrics), (TIMINGS_FILE, &timings)])?;
         if self.config.keep_only_latest_checkpoint {
             checkpoint::prune_checkpoints(&logs.dir)?;
         }
