@@ -314,10 +314,10 @@ fn a_resumed_run_continues_bit_for_bit_from_the_binary_checkpoint() {
         Engine::new(config.clone(), started(), tasks(), sandbox("qwen3-resume-s2"), variant.clone()).expect("engine");
     first.run_steps(&dir, 1, |_| {}).expect("one step");
     drop(first);
-    let checkpoint = dir.join("checkpoints/step-000001");
+    let saved = dir.join("checkpoints/step-000001");
     // The adapters and moments are in the binary part; the JSON keeps names, shapes and the step.
-    let json = std::fs::read_to_string(checkpoint.join("policy.json")).expect("policy.json");
-    let binary = std::fs::metadata(checkpoint.join("policy.safetensors")).expect("policy.safetensors").len();
+    let json = std::fs::read_to_string(saved.join("policy.json")).expect("policy.json");
+    let binary = std::fs::metadata(saved.join("policy.safetensors")).expect("policy.safetensors").len();
     let state = trained_state_size(&straight);
     assert!(!json.contains("\"value\"") && !json.contains("\"m\""), "no arrays in the JSON part: {json}");
     assert!(binary as usize >= 3 * 4 * state, "{binary} bytes for {state} adapter values and two moments");
@@ -329,7 +329,7 @@ fn a_resumed_run_continues_bit_for_bit_from_the_binary_checkpoint() {
         Qwen3Agent::load(checkpoint(), &PolicyOptions { lora, ..PolicyOptions::default() }, agent().options().clone())
             .expect("load")
     };
-    let mut resumed = Engine::resume(&checkpoint, fresh, tasks(), sandbox("qwen3-resume-s3"), variant).expect("resume");
+    let mut resumed = Engine::resume(&saved, fresh, tasks(), sandbox("qwen3-resume-s3"), variant).expect("resume");
     resumed.run(&dir, |_| {}).expect("the second step");
     let read = |p: PathBuf| std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     let last = "checkpoints/step-000002";
@@ -482,7 +482,7 @@ fn after_sft_the_first_grpo_step_has_zero_kl_to_the_sft_reference_and_positive_k
     let mut fresh = agent();
     assert!(fresh.model().reference_is_base().expect("reference"));
     fresh.restore(state).expect("restore");
-    let episodes = play(&fresh, &[(3, 4)]);
+    let episodes = play(&fresh, &[(2, 4)]);
     let refs: Vec<&Qwen3Episode> = episodes.iter().collect();
     let want = sft_agent.logprobs(&refs).expect("logprobs");
     assert_eq!(fresh.reference_logprobs(&refs).expect("reference"), want);
