@@ -18,6 +18,7 @@
 //! policy the closed-form gradient of a log-softmax. Tool-response content never
 //! enters the loss except through the decisions the policy made after seeing it.
 
+pub use crate::state_tensors::StateTensor;
 use rewardlab_sandbox::{ToolCall, ToolResult};
 
 /// What the policy is asked: the task's text, and where it may search.
@@ -117,8 +118,9 @@ pub trait Policy: Send + Sync {
     /// One rollout's private record: its history as the policy sees it, the
     /// units it sampled with their sampling log-probs, and its RNG.
     type Episode: Send;
-    /// Serialisable checkpoint of parameters and optimiser state.
-    type State: serde::Serialize + serde::de::DeserializeOwned;
+    /// Checkpoint of parameters and optimiser state: JSON, with the large arrays split out
+    /// to a binary file (see [`PolicyState`]).
+    type State: PolicyState;
     /// Why a method failed: a tensor or tokenizer error, a state of another
     /// layout. The engine boxes it as the `source` of its own error.
     type Error: std::error::Error + Send + Sync + 'static;
@@ -164,4 +166,26 @@ pub trait Policy: Send + Sync {
     /// policy (another parameter layout or adapter shape) is an error, and the
     /// policy is left as it was.
     fn restore(&mut self, state: Self::State) -> Result<(), Self::Error>;
+}
+
+/// A policy's checkpoint state. The small part is serialised as JSON; large f32 arrays (LoRA
+/// adapters and AdamW moments of a Qwen3 policy: ~1.5 GB at 14B, r = 32) are moved out as
+/// [`StateTensor`]s, which checkpoints store in a safetensors file beside the JSON. A state with
+/// nothing large keeps the defaults and is pure JSON.
+pub trait PolicyState: serde::Serialize + serde::de::DeserializeOwned {
+    /// Moves the large arrays out, leaving what remains to be serialised as JSON.
+    fn take_tensors(&mut self) -> Vec<StateTensor> {
+        Vec::new()
+    }
+
+    /// Puts back what [`PolicyState::take_tensors`] moved out, after the JSON part was read.
+    /// A missing, extra or misshapen tensor is an error message naming it.
+    fn put_tensors(&mut self, tensors: Vec<StateTensor>) -> std::result::Result<(), String> {
+        match tensors.first() {
+            None => Ok(()),
+            Some(t) => {
+                Err(format!("this state has no binary part, but {} tensors came (first: {})", tensors.len(), t.name))
+            }
+        }
+    }
 }

@@ -33,6 +33,7 @@ pub mod proxy;
 pub mod qwen3;
 pub mod sampling;
 pub mod sft;
+pub mod state_tensors;
 pub mod template;
 pub mod threads;
 pub mod tiny;
@@ -43,6 +44,11 @@ pub use candle_core::{DType, Device, Tensor, Var};
 pub use error::{Error, Result};
 pub use lora::{LoraConfig, LoraLinear, TargetModule};
 pub use policy::{Generation, PolicyOptions, Qwen3Policy};
-pub use qwen3::{KvCache, Mode, Pass, Qwen3Config, Qwen3Model};
+pub use qwen3::{KvCache, Mode, Pass, Qwen3Config, Qwen3Model, RowCache};
 pub use sampling::{FinishReason, SamplingParams};
 pub use tokenizer::QwenTokenizer;
+
+/// Whether this build has candle's CUDA backend (`--features cuda` of this crate).
+pub fn cuda_compiled() -> bool {
+    candle_core::utils::cuda_is_available()
+}

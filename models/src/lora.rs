@@ -5,7 +5,10 @@
 //! small updates stay precise under bf16 weights. The model code calls
 //! [`LoraLinear::forward`] and never asks whether an adapter is present; whether it
 //! contributes is a per-call switch ([`Pass::lora`]), which is how the reference policy is the
-//! same model with adapters off.
+//! same model with adapters off — or, after [`LoraAdapter::freeze_reference`] (the SFT
+//! reference), with a frozen copy of the adapters in their place.
+
+use std::sync::{Arc, RwLock};
 
 use candle_core::{DType, Device, Tensor, Var};
 use candle_nn::VarBuilder;
@@ -103,6 +106,43 @@ pub struct LoraAdapter {
     pub b: Var,
     /// The factor on `B A x`, `alpha / r`.
     pub scale: f64,
+    /// The reference's `(A, B)`: `None` means the reference is the base model. Shared by
+    /// clones of the model, like the `Var`s.
+    reference: Arc<RwLock<Option<(Tensor, Tensor)>>>,
+}
+
+impl LoraAdapter {
+    /// Makes the adapters' current values the reference policy's: passes with
+    /// [`Pass::lora`] off use a frozen copy of them from now on instead of no adapter.
+    pub fn freeze_reference(&self) -> Result<()> {
+        let frozen = (self.a.as_tensor().copy()?, self.b.as_tensor().copy()?);
+        self.set_reference(Some(frozen))
+    }
+
+    /// The frozen reference `(A, B)`, or `None` when the reference is the base model.
+    pub fn reference(&self) -> Result<Option<(Tensor, Tensor)>> {
+        let slot = self.reference.read().map_err(|_| crate::Error::Invalid("a reference lock was poisoned".into()))?;
+        Ok(slot.clone())
+    }
+
+    /// Replaces the frozen reference (`None`: back to the base model). The shapes must be A's and B's.
+    pub fn set_reference(&self, reference: Option<(Tensor, Tensor)>) -> Result<()> {
+        if let Some((a, b)) = &reference
+            && (a.dims() != self.a.dims() || b.dims() != self.b.dims())
+        {
+            return Err(crate::Error::Invalid(format!(
+                "reference adapter {:?}/{:?} where the adapter is {:?}/{:?}",
+                a.dims(),
+                b.dims(),
+                self.a.dims(),
+                self.b.dims()
+            )));
+        }
+        let mut slot =
+            self.reference.write().map_err(|_| crate::Error::Invalid("a reference lock was poisoned".into()))?;
+        *slot = reference;
+        Ok(())
+    }
 }
 
 /// A linear projection `y = x Wᵀ (+ bias)` with an optional LoRA adapter.
@@ -154,12 +194,20 @@ impl LoraLinear {
         if let Some(bias) = &self.bias {
             y = y.broadcast_add(bias)?;
         }
-        if pass.lora
-            && let Some(ad) = &self.adapter
-        {
-            let delta = x2.to_dtype(DType::F32)?.matmul(&ad.a.as_tensor().t()?)?.matmul(&ad.b.as_tensor().t()?)?;
-            let delta = (delta * ad.scale)?.to_dtype(y.dtype())?;
-            y = (y + delta)?;
+        if let Some(ad) = &self.adapter {
+            let frozen;
+            let pair = if pass.lora {
+                Some((ad.a.as_tensor(), ad.b.as_tensor()))
+            } else {
+                frozen =
+                    ad.reference.read().map_err(|_| candle_core::Error::Msg("reference lock poisoned".into()))?.clone();
+                frozen.as_ref().map(|(a, b)| (a, b))
+            };
+            if let Some((a, b)) = pair {
+                let delta = x2.to_dtype(DType::F32)?.matmul(&a.t()?)?.matmul(&b.t()?)?;
+                let delta = (delta * ad.scale)?.to_dtype(y.dtype())?;
+                y = (y + delta)?;
+            }
         }
         let mut out_dims = lead.to_vec();
         out_dims.push(y.dim(1)?);
@@ -196,6 +244,6 @@ impl AdapterInit {
         let a: Vec<f32> = (0..cfg.r * in_dim).map(|_| self.rng.random_range(-bound..bound)).collect();
         let a = Var::from_tensor(&Tensor::from_vec(a, (cfg.r, in_dim), &self.device)?)?;
         let b = Var::zeros((out_dim, cfg.r), DType::F32, &self.device)?;
-        Ok(Some(LoraAdapter { a, b, scale: cfg.scale() }))
+        Ok(Some(LoraAdapter { a, b, scale: cfg.scale(), reference: Arc::default() }))
     }
 }

@@ -4,8 +4,10 @@
 //! output directory holding `engine.json` (step, data cursor, seed, config,
 //! reward fingerprint, how much of the rollout log belongs to it),
 //! `policy.json` ([`Policy::state`](rewardlab_models::agent::Policy::state),
-//! optimiser included) and copies of `metrics.csv` and `timings.csv` as they
-//! were. It is written into a temporary sibling and renamed into place, so a
+//! optimiser included), the binary part `policy.safetensors` when the state has
+//! large arrays ([`PolicyState::take_tensors`]: a Qwen3 policy's adapters and
+//! AdamW moments, which as JSON bit patterns would be ~4 GB at 14B, r = 32) and
+//! copies of `metrics.csv` and `timings.csv` as they were. It is written into a temporary sibling and renamed into place, so a
 //! crash never leaves a half-written checkpoint under a final name.
 //!
 //! The engine has no RNG state to save: every random choice is seeded from
@@ -15,6 +17,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use rewardlab_models::agent::PolicyState;
+use rewardlab_models::state_tensors::{read_state_tensors, write_state_tensors};
 use serde::{Deserialize, Serialize};
 
 use super::config::EngineConfig;
@@ -90,11 +94,16 @@ pub(crate) fn prune_checkpoints(out_dir: &Path) -> Result<usize, EngineError> {
     Ok(removed)
 }
 
+/// The policy state's JSON part inside a checkpoint.
+pub const POLICY_JSON: &str = "policy.json";
+/// The policy state's binary part inside a checkpoint (absent when it has none).
+pub const POLICY_TENSORS: &str = "policy.safetensors";
+
 /// Writes a checkpoint atomically: files go into `<final>.tmp-<pid>`, which is renamed to `final`.
 pub(crate) fn write(
     final_dir: &Path,
     engine: &EngineState,
-    policy: &impl Serialize,
+    mut policy: impl PolicyState,
     logs: &[(&str, &Path)],
 ) -> Result<(), EngineError> {
     let parent = final_dir.parent().unwrap_or(Path::new("."));
@@ -106,7 +115,13 @@ pub(crate) fn write(
     }
     fs::create_dir_all(&tmp).map_err(|e| EngineError::io(&tmp, e))?;
     write_json(&tmp.join("engine.json"), engine)?;
-    write_json(&tmp.join("policy.json"), policy)?;
+    let tensors = policy.take_tensors();
+    if !tensors.is_empty() {
+        let path = tmp.join(POLICY_TENSORS);
+        write_state_tensors(&path, &tensors)
+            .map_err(|e| EngineError::Checkpoint { path: path.clone(), reason: error_chain(&e) })?;
+    }
+    write_json(&tmp.join(POLICY_JSON), &policy)?;
     for (file, source) in logs {
         let dest = tmp.join(file);
         fs::copy(source, &dest).map_err(|e| EngineError::io(source, e))?;
@@ -122,10 +137,30 @@ pub fn checkpoint_config(dir: &Path) -> Result<EngineConfig, EngineError> {
     Ok(read_engine(dir)?.config)
 }
 
-/// The policy state a checkpoint holds (its `policy.json`), as the policy's
+/// The policy state a checkpoint holds (its `policy.json` and, when present, the binary
+/// part `policy.safetensors`), as the policy's
 /// [`Policy::State`](rewardlab_models::agent::Policy::State) type reads it.
-pub fn read_policy_state<T: serde::de::DeserializeOwned>(dir: &Path) -> Result<T, EngineError> {
-    read_json(&dir.join("policy.json"))
+pub fn read_policy_state<T: PolicyState>(dir: &Path) -> Result<T, EngineError> {
+    let mut state: T = read_json(&dir.join(POLICY_JSON))?;
+    let path = dir.join(POLICY_TENSORS);
+    if path.is_file() {
+        let tensors = read_state_tensors(&path)
+            .map_err(|e| EngineError::Checkpoint { path: path.clone(), reason: error_chain(&e) })?;
+        state.put_tensors(tensors).map_err(|reason| EngineError::Checkpoint { path, reason })?;
+    }
+    Ok(state)
+}
+
+/// An error and its sources on one line, for a checkpoint error's `reason`.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 /// Reads `engine.json` and checks its version.

@@ -279,7 +279,7 @@ impl<P: Policy> Engine<P> {
                 ),
             });
         }
-        let policy_state: P::State = checkpoint::read_json(&checkpoint_dir.join("policy.json"))?;
+        let policy_state: P::State = checkpoint::read_policy_state(checkpoint_dir)?;
         policy
             .restore(policy_state)
             .map_err(|source| EngineError::Restore { path: checkpoint_dir.to_owned(), source: Box::new(source) })?;

@@ -223,7 +223,7 @@ impl<P: Policy> Engine<P> {
         if logs.alerts.is_some() {
             copies.push((ALERTS_FILE, alerts.as_path()));
         }
-        checkpoint::write(&dir, &state, &policy, &copies)?;
+        checkpoint::write(&dir, &state, policy, &copies)?;
         if self.config.keep_only_latest_checkpoint {
             checkpoint::prune_checkpoints(&logs.dir)?;
         }

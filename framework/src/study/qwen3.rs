@@ -6,7 +6,21 @@ use rewardlab_models::lora::{LoraConfig, TargetModule};
 use rewardlab_models::policy::PolicyOptions;
 use rewardlab_models::{DType, Device};
 
+use serde::Deserialize;
+
 use super::spec::{ModelDevice, ModelDtype, Qwen3Spec};
+
+/// What the GRPO KL term measures the policy against (`reference = "sft" | "base"`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KlReference {
+    /// The policy GRPO starts from: after a warm start, its adapters frozen (the default).
+    /// Without a warm start the fresh adapters are the base model (B = 0), so the two agree.
+    #[default]
+    Sft,
+    /// The base model, adapters off, whatever the warm start trained.
+    Base,
+}
 
 /// The agent options (sampling budgets, batching) of `spec`.
 pub fn agent_options(spec: &Qwen3Spec) -> AgentOptions {
@@ -23,12 +37,23 @@ pub fn agent_options(spec: &Qwen3Spec) -> AgentOptions {
     }
 }
 
-/// The device `spec` asks for (CUDA device 0 needs a build with `--features model-cuda`).
+/// The device `spec` asks for. `device = "cuda"` is refused with an error saying what is
+/// missing: a build with `--features model-cuda`, or (in such a build) a usable GPU 0.
 pub fn device(spec: &Qwen3Spec) -> Result<Device, rewardlab_models::Error> {
-    Ok(match spec.device {
-        ModelDevice::Cpu => Device::Cpu,
-        ModelDevice::Cuda => Device::new_cuda(0)?,
-    })
+    match spec.device {
+        ModelDevice::Cpu => Ok(Device::Cpu),
+        ModelDevice::Cuda if !rewardlab_models::cuda_compiled() => Err(rewardlab_models::Error::Invalid(
+            "device = \"cuda\" needs rewardlab built with `--features model-cuda` (this build has no CUDA \
+             support; scripts/cuda-toolchain.sh --build makes one), or set device = \"cpu\""
+                .into(),
+        )),
+        ModelDevice::Cuda => Device::new_cuda(0).map_err(|e| {
+            rewardlab_models::Error::Invalid(format!(
+                "device = \"cuda\": CUDA device 0 cannot be opened ({e}); it needs an NVIDIA GPU, its driver \
+                 (libcuda.so.1) and the CUDA 13 libraries (cuBLAS, cuRAND, NVRTC)"
+            ))
+        }),
+    }
 }
 
 /// Loads `spec.model` with fresh adapters whose initial A is drawn from `seed`.

@@ -301,6 +301,10 @@ pub struct Qwen3Spec {
     /// [`crate::warm_start::WarmStartSpec`]'s fields (`kind`, `rho_f`, `rho_e`, `epochs`, `lr`, ...).
     #[serde(default)]
     pub warm_start: Option<crate::warm_start::WarmStartSpec>,
+    /// The KL reference after a warm start: `"sft"` (the default: the warm-started adapters,
+    /// frozen, as TRL and verl anchor the KL at the policy RL starts from) or `"base"`.
+    #[serde(default)]
+    pub reference: super::qwen3::KlReference,
 }
 
 fn default_lora_rank() -> usize {

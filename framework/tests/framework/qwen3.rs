@@ -265,11 +265,85 @@ fn gradients_accumulate_adamw_descends_and_state_round_trips_bit_for_bit() {
     assert_eq!(untouched, lora_values(&other));
 }
 
-/// A small generated source shared by the engine test.
+/// A small generated source shared by the engine tests (generated once: the tests run in
+/// parallel and `scratch` clears its directory).
 fn tasks() -> Arc<TaskSet> {
-    let config = SyntheticConfig { seed: 9, files: 40, commits: 2, tasks: 8, held_out_fraction: 0.25 };
-    let source = synthetic::generate(&config, &scratch("qwen3-source")).expect("generate a small source");
-    Arc::new(TaskSet::from_synthetic(&source, 0.15).expect("synthetic tasks convert"))
+    static TASKS: OnceLock<Arc<TaskSet>> = OnceLock::new();
+    TASKS
+        .get_or_init(|| {
+            let config = SyntheticConfig { seed: 9, files: 40, commits: 2, tasks: 8, held_out_fraction: 0.25 };
+            let source = synthetic::generate(&config, &scratch("qwen3-source")).expect("generate a small source");
+            Arc::new(TaskSet::from_synthetic(&source, 0.15).expect("synthetic tasks convert"))
+        })
+        .clone()
+}
+
+fn sandbox(name: &str) -> Sandbox {
+    let store = Arc::new(RepoStore::open(scratch(name)).expect("open a repo store"));
+    Sandbox::new(store, Limits::default())
+}
+
+#[test]
+fn a_resumed_run_continues_bit_for_bit_from_the_binary_checkpoint() {
+    let config = EngineConfig {
+        seed: 5,
+        group_size: 2,
+        prompts_per_step: 1,
+        total_steps: 2,
+        max_turns: 2,
+        minibatches: 1,
+        checkpoint_every: 1,
+        eval_every: 0,
+        optim: OptimConfig { lr: 1e-2, schedule: LrSchedule::Constant, ..OptimConfig::default() },
+        ..EngineConfig::default()
+    };
+    let variant = Arc::new(RewardVariant::compile("len", "reward = len / 40\n", 2, &[]).expect("compiles"));
+    // Away from the reference, so the KL term moves the adapters whatever the rewards are.
+    let started = || {
+        let a = agent();
+        perturb_b(&a);
+        a
+    };
+    let straight_dir = scratch("qwen3-resume-straight");
+    let mut straight =
+        Engine::new(config.clone(), started(), tasks(), sandbox("qwen3-resume-s1"), variant.clone()).expect("engine");
+    straight.run(&straight_dir, |_| {}).expect("two steps");
+
+    let dir = scratch("qwen3-resume-killed");
+    let mut first =
+        Engine::new(config.clone(), started(), tasks(), sandbox("qwen3-resume-s2"), variant.clone()).expect("engine");
+    first.run_steps(&dir, 1, |_| {}).expect("one step");
+    drop(first);
+    let saved = dir.join("checkpoints/step-000001");
+    // The adapters and moments are in the binary part; the JSON keeps names, shapes and the step.
+    let json = std::fs::read_to_string(saved.join("policy.json")).expect("policy.json");
+    let binary = std::fs::metadata(saved.join("policy.safetensors")).expect("policy.safetensors").len();
+    let state = trained_state_size(&straight);
+    assert!(!json.contains("\"value\"") && !json.contains("\"m\""), "no arrays in the JSON part: {json}");
+    assert!(binary as usize >= 3 * 4 * state, "{binary} bytes for {state} adapter values and two moments");
+    assert!(json.len() < binary as usize / 4, "the JSON part is small: {} bytes", json.len());
+
+    // A fresh agent (another seed's adapters, B zero) resumes and finishes the run.
+    let fresh = {
+        let lora = LoraConfig { r: 4, alpha: 8.0, targets: TargetModule::ALL.to_vec(), seed: 77 };
+        Qwen3Agent::load(checkpoint(), &PolicyOptions { lora, ..PolicyOptions::default() }, agent().options().clone())
+            .expect("load")
+    };
+    let mut resumed = Engine::resume(&saved, fresh, tasks(), sandbox("qwen3-resume-s3"), variant).expect("resume");
+    resumed.run(&dir, |_| {}).expect("the second step");
+    let read = |p: PathBuf| std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let last = "checkpoints/step-000002";
+    assert_eq!(read(straight_dir.join("metrics.csv")), read(dir.join("metrics.csv")));
+    for file in ["policy.json", "policy.safetensors"] {
+        assert!(read(straight_dir.join(last).join(file)) == read(dir.join(last).join(file)), "{file} differs");
+    }
+    assert_eq!(straight.policy().state().expect("state"), resumed.policy().state().expect("state"));
+    assert_ne!(lora_values(straight.policy()), lora_values(&started()), "the run trained the adapters");
+}
+
+/// Adapter values the agent holds (each has two AdamW moments beside it in a checkpoint).
+fn trained_state_size(engine: &Engine<Qwen3Agent>) -> usize {
+    lora_values(engine.policy()).iter().map(Vec::len).sum()
 }
 
 #[test]
@@ -300,9 +374,7 @@ fn one_grpo_step_of_the_engine_trains_the_adapters_and_nothing_else() {
     // Longer completions score higher: the random model's turns end at different lengths
     // only when it samples a stop token, so the KL term is what guarantees a gradient.
     let variant = Arc::new(RewardVariant::compile("len", "reward = len / 40\n", 2, &[]).expect("compiles"));
-    let store = Arc::new(RepoStore::open(scratch("qwen3-store")).expect("open a repo store"));
-    let sandbox = Sandbox::new(store, Limits::default());
-    let mut engine = Engine::new(config, policy, tasks(), sandbox, variant).expect("engine starts");
+    let mut engine = Engine::new(config, policy, tasks(), sandbox("qwen3-store"), variant).expect("engine starts");
     let dir = scratch("qwen3-run");
     let summary = engine.run(&dir, |_| {}).expect("one step");
     assert_eq!(summary.steps_done, 1);
@@ -347,4 +419,186 @@ fn the_tiny_qwen3_study_file_checks_and_selects_the_qwen3_policy() {
     assert_eq!((spec.top_p, spec.top_k), (0.9, 50), "the seeds' sampling by default");
     assert_eq!(study.variants.len(), 2);
     assert_eq!(study.runs().len(), 2);
+}
+
+/// An agent whose adapters took two SFT steps on its own rollouts, as a warm start leaves them.
+fn warm_started() -> Qwen3Agent {
+    use rewardlab_models::sft::{SftOptions, SftTrainer};
+    let agent = agent();
+    let episodes = play(&agent, &[(0, 1), (1, 2)]);
+    let sequences: Vec<Vec<u32>> = episodes.iter().map(|e| e.rollout().tokens().to_vec()).collect();
+    let masks: Vec<Vec<bool>> = episodes.iter().map(|e| e.rollout().loss_mask().to_vec()).collect();
+    let options = SftOptions { learning_rate: 1e-2, ..SftOptions::default() };
+    let mut sft = SftTrainer::new(agent.model(), &options).expect("an SFT trainer");
+    for _ in 0..2 {
+        sft.step(agent.model(), &sequences, &masks).expect("an SFT step");
+    }
+    agent
+}
+
+#[test]
+fn after_sft_the_first_grpo_step_has_zero_kl_to_the_sft_reference_and_positive_kl_to_base() {
+    let first_step_kl = |freeze: bool, name: &str| -> f64 {
+        let policy = warm_started();
+        if freeze {
+            policy.freeze_reference().expect("freeze the SFT adapters");
+            assert!(!policy.model().reference_is_base().expect("reference"));
+        }
+        let config = EngineConfig {
+            seed: 3,
+            group_size: 2,
+            prompts_per_step: 1,
+            total_steps: 1,
+            max_turns: 2,
+            minibatches: 1,
+            checkpoint_every: 1,
+            eval_every: 0,
+            ..EngineConfig::default()
+        };
+        let variant = Arc::new(RewardVariant::compile("len", "reward = len / 40\n", 2, &[]).expect("compiles"));
+        let mut engine =
+            Engine::new(config, policy, tasks(), sandbox(&format!("{name}-store")), variant).expect("engine starts");
+        let summary = engine.run(&scratch(name), |_| {}).expect("one step");
+        summary.last.expect("a metrics row").kl
+    };
+    let sft = first_step_kl(true, "qwen3-kl-sft");
+    let base = first_step_kl(false, "qwen3-kl-base");
+    assert!(sft.abs() < 1e-9, "KL to the SFT reference at the first step: {sft}");
+    assert!(base > 1e-6, "KL to the base model after SFT: {base}");
+
+    // The frozen reference is part of the state: through the binary split and into a fresh
+    // agent, whose reference log-probs are then the SFT policy's.
+    use rewardlab_models::agent::PolicyState;
+    let sft_agent = warm_started();
+    sft_agent.freeze_reference().expect("freeze");
+    let state = sft_agent.state().expect("state");
+    assert_eq!(state.reference.len(), state.vars.len());
+    let mut split = state.clone();
+    let tensors = split.take_tensors();
+    assert_eq!(tensors.len(), 4 * state.vars.len(), "value, two moments and the reference per matrix");
+    assert!(split.reference.iter().all(|r| r.value.is_empty()));
+    split.put_tensors(tensors).expect("put back");
+    assert_eq!(split, state);
+    let mut fresh = agent();
+    assert!(fresh.model().reference_is_base().expect("reference"));
+    fresh.restore(state).expect("restore");
+    let episodes = play(&fresh, &[(2, 4)]);
+    let refs: Vec<&Qwen3Episode> = episodes.iter().collect();
+    let want = sft_agent.logprobs(&refs).expect("logprobs");
+    assert_eq!(fresh.reference_logprobs(&refs).expect("reference"), want);
+    assert_eq!(sft_agent.reference_logprobs(&refs).expect("reference"), want);
+    assert_ne!(agent().reference_logprobs(&refs).expect("base reference"), want);
+}
+
+/// Plays `turns` turns of every `(issue, seed)` together, observing one tool response after
+/// each turn but the last whatever the turn produced (the engine would stop an answered
+/// rollout; the two KV paths must agree either way).
+fn play_turns(agent: &Qwen3Agent, episodes: &[(usize, u64)], turns: usize) -> Vec<Qwen3Episode> {
+    let mut episodes: Vec<Qwen3Episode> = episodes
+        .iter()
+        .map(|&(issue, seed)| {
+            agent.begin(&prompt(ISSUES[issue]), Sampling::Sample { temperature: 1.0 }, seed).expect("begin")
+        })
+        .collect();
+    for t in 0..turns {
+        let mut refs: Vec<&mut Qwen3Episode> = episodes.iter_mut().collect();
+        let _ = agent.act(&mut refs, turn(t, turns)).expect("act");
+        if t + 1 < turns {
+            for (k, e) in episodes.iter_mut().enumerate() {
+                // Responses of different lengths, so the rows' caches differ in length.
+                let output = format!("src/mod{k}.rs:{}: fn f() {{}}\n", 10 * t + k).repeat(k + 1);
+                let result = ToolResult { output, entities: vec![], status: Status::Ok };
+                agent.observe(e, &[result]).expect("observe");
+                assert_eq!(agent.options().reuse_kv, e.cached_tokens() > 0, "a cache is kept between turns");
+            }
+        }
+    }
+    episodes
+}
+
+#[test]
+fn kv_caches_kept_across_turns_give_the_rollouts_of_a_full_prefill_with_far_fewer_prefilled_tokens() {
+    let base = agent();
+    let options = AgentOptions { max_new_tokens: 10, max_completion_tokens: 40, ..base.options().clone() };
+    let (model, tokenizer) = (base.model().clone(), base.tokenizer().clone());
+    let with = Qwen3Agent::new(model.clone(), tokenizer.clone(), options.clone()).expect("agent");
+    let without = Qwen3Agent::new(model, tokenizer, AgentOptions { reuse_kv: false, ..options }).expect("agent");
+    assert!(with.options().reuse_kv, "reuse is the default");
+    // Three rollouts sampled two rows at a time: rows with caches of different lengths share
+    // a batch, and the third sits alone.
+    let seeds = [(0, 1), (1, 2), (2, 3)];
+    let a = play_turns(&with, &seeds, 4);
+    let b = play_turns(&without, &seeds, 4);
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x.rollout().tokens(), y.rollout().tokens(), "the same tokens drawn");
+        assert_eq!(x.rollout().loss_mask(), y.rollout().loss_mask());
+        assert_eq!(x.turn_texts().len(), 4, "every turn generated");
+        for (p, q) in with.sampled_logprobs(x).iter().zip(without.sampled_logprobs(y)) {
+            assert!((p - q).abs() < 1e-4, "reused {p} vs full prefill {q}");
+        }
+        assert_eq!(x.cached_tokens(), 0, "the forced last turn frees the cache");
+    }
+    // The sampler's log-probs (cached path, reused across turns) agree with the training path.
+    let refs: Vec<&Qwen3Episode> = a.iter().collect();
+    for (episode, scored) in a.iter().zip(with.logprobs(&refs).expect("logprobs")) {
+        let sampled = with.sampled_logprobs(episode);
+        assert_eq!(scored.len(), sampled.len());
+        for (s, t) in scored.iter().zip(&sampled) {
+            assert!((s - t).abs() < 1e-3, "scored {s} vs sampled {t}");
+        }
+    }
+    let (reused, full) = (with.prefilled_tokens(), without.prefilled_tokens());
+    assert!(reused * 2 < full, "{reused} prefilled tokens with reuse, {full} without");
+
+    // An episode that stopped early keeps its cache only until it is scored.
+    let mut early = play_turns(&with, &[(0, 9)], 2).remove(0);
+    let _ = with.act(&mut [&mut early], turn(0, 4)).expect("act");
+    assert!(early.cached_tokens() > 0);
+    let _ = with.logprobs(&[&early]).expect("logprobs");
+    assert_eq!(early.cached_tokens(), 0, "scoring frees the cache");
+}
+
+/// The tiny study file with `extra` added to its `[policy]` table.
+fn tiny_study_with(extra: &str) -> rewardlab_framework::study::Study {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../studies/qwen3_tiny.toml");
+    let text = std::fs::read_to_string(&path).expect("the study file");
+    let text = text.replace("[policy]\nkind = \"qwen3\"\n", &format!("[policy]\nkind = \"qwen3\"\n{extra}\n"));
+    assert!(text.contains(extra), "the [policy] table was found");
+    rewardlab_framework::study::parse_study(&path, &text, &|p: &Path| std::fs::read_to_string(p))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn the_kl_reference_is_the_sft_policy_unless_the_study_says_base() {
+    use rewardlab_framework::study::PolicySpec;
+    use rewardlab_framework::study::qwen3::KlReference;
+    let reference = |extra: &str| match tiny_study_with(extra).policy {
+        PolicySpec::Qwen3(spec) => spec.reference,
+        other => panic!("not the Qwen3 policy: {other:?}"),
+    };
+    assert_eq!(reference("# the default"), KlReference::Sft);
+    assert_eq!(reference("reference = \"sft\""), KlReference::Sft);
+    assert_eq!(reference("reference = \"base\""), KlReference::Base);
+}
+
+#[test]
+fn a_cuda_study_is_refused_with_what_is_missing_when_there_is_no_cuda() {
+    use rewardlab_framework::study::PolicySpec;
+    use rewardlab_framework::study::spec::ModelDevice;
+    let PolicySpec::Qwen3(spec) = tiny_study_with("device = \"cuda\"").policy else { panic!("not the Qwen3 policy") };
+    assert_eq!(spec.device, ModelDevice::Cuda);
+    match rewardlab_framework::study::qwen3::device(&spec) {
+        Err(e) if !rewardlab_models::cuda_compiled() => {
+            let message = e.to_string();
+            assert!(message.contains("--features model-cuda") && message.contains("device = \"cpu\""), "{message}");
+        }
+        Err(e) => {
+            let message = e.to_string();
+            assert!(message.contains("CUDA device 0 cannot be opened") && message.contains("GPU"), "{message}");
+        }
+        Ok(device) => {
+            assert!(rewardlab_models::cuda_compiled() && device.is_cuda());
+            eprintln!("a CUDA build on a machine with a GPU: device 0 opened, nothing to refuse");
+        }
+    }
 }

@@ -66,6 +66,9 @@ pub struct ToyState {
     pub t: u64,
 }
 
+/// Twenty-three parameters: the whole state stays JSON.
+impl rewardlab_models::agent::PolicyState for ToyState {}
+
 /// One rollout of the toy policy.
 #[derive(Clone, Debug)]
 pub struct ToyEpisode {

@@ -20,7 +20,10 @@ pub(crate) struct AdamW {
 }
 
 /// One variable of a checkpoint: its value and moments as f32 bit patterns (a JSON number
-/// may not parse back to the same f32, and a resumed run must continue bit for bit).
+/// may not parse back to the same f32, and a resumed run must continue bit for bit). In an
+/// engine checkpoint the three arrays travel in the binary part
+/// ([`PolicyState::take_tensors`](crate::agent::PolicyState::take_tensors)) and are empty, so
+/// omitted, in the JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VarState {
     /// `model.layers.0.self_attn.q_proj.lora_A` and so on.
@@ -28,13 +31,13 @@ pub struct VarState {
     /// The tensor's dimensions (`[r, in]` for `lora_A`, `[out, r]` for `lora_B`).
     pub shape: Vec<usize>,
     /// The variable's values, row-major.
-    #[serde(with = "bits32")]
+    #[serde(with = "bits32", default, skip_serializing_if = "Vec::is_empty")]
     pub value: Vec<f32>,
     /// AdamW's first moment, laid out like `value`.
-    #[serde(with = "bits32")]
+    #[serde(with = "bits32", default, skip_serializing_if = "Vec::is_empty")]
     pub m: Vec<f32>,
     /// AdamW's second moment, laid out like `value`.
-    #[serde(with = "bits32")]
+    #[serde(with = "bits32", default, skip_serializing_if = "Vec::is_empty")]
     pub v: Vec<f32>,
 }
 
@@ -83,14 +86,16 @@ impl AdamW {
 }
 
 /// Serialises `f32`s as their IEEE-754 bit patterns.
-mod bits32 {
+pub(in crate::agent_qwen3) mod bits32 {
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub(super) fn serialize<S: Serializer>(values: &[f32], serializer: S) -> Result<S::Ok, S::Error> {
+    pub(in crate::agent_qwen3) fn serialize<S: Serializer>(values: &[f32], serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_seq(values.iter().map(|v| v.to_bits()))
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<f32>, D::Error> {
+    pub(in crate::agent_qwen3) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<f32>, D::Error> {
         Ok(Vec::<u32>::deserialize(deserializer)?.into_iter().map(f32::from_bits).collect())
     }
 }

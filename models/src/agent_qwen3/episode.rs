@@ -1,14 +1,18 @@
 //! One rollout of the Qwen3 agent, and how a generated turn becomes a [`TurnOutput`].
 
+use std::sync::Mutex;
+
 use rand_chacha::ChaCha8Rng;
 use rewardlab_protocol::{AnswerError, ErrorKind, ToolResult, parse_answer};
 
 use crate::agent::{Answer, TurnOutput};
 use crate::template::{self, Rollout, ToolCallError};
 
+use super::generate::Prefix;
+
 /// One rollout: its tokens with the loss mask and sampling log-probs ([`Rollout`]), its own
 /// RNG (seeded by [`crate::agent::Policy::begin`]), and what each turn generated.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Qwen3Episode {
     pub(crate) rollout: Rollout,
     pub(crate) rng: ChaCha8Rng,
@@ -18,6 +22,25 @@ pub struct Qwen3Episode {
     pub(crate) entropies: Vec<f64>,
     /// The decoded text of each assistant turn.
     pub(crate) turns: Vec<String>,
+    /// The KV cache of the turns so far, kept between turns when
+    /// [`super::AgentOptions::reuse_kv`] is on. It goes after the forced last turn, and
+    /// otherwise when the episode is first scored (a rollout that answered early is scored,
+    /// never continued); the lock lets scoring, which only borrows episodes, drop it.
+    pub(crate) cache: Mutex<Option<Prefix>>,
+}
+
+impl Clone for Qwen3Episode {
+    /// A clone shares the cached keys and values (tensors are reference-counted).
+    fn clone(&self) -> Self {
+        Self {
+            rollout: self.rollout.clone(),
+            rng: self.rng.clone(),
+            temperature: self.temperature,
+            entropies: self.entropies.clone(),
+            turns: self.turns.clone(),
+            cache: Mutex::new(self.cache.lock().ok().and_then(|c| c.clone())),
+        }
+    }
 }
 
 impl Qwen3Episode {
@@ -29,6 +52,27 @@ impl Qwen3Episode {
     /// The decoded text of each assistant turn so far.
     pub fn turn_texts(&self) -> &[String] {
         &self.turns
+    }
+
+    /// Tokens whose keys and values the episode keeps for its next turn (0 when none).
+    pub fn cached_tokens(&self) -> usize {
+        self.cache.lock().ok().and_then(|c| c.as_ref().map(|p| p.kv.len())).unwrap_or(0)
+    }
+
+    /// Takes the kept cache out (a poisoned lock only loses the cache, which is an optimisation).
+    pub(crate) fn take_cache(&mut self) -> Option<Prefix> {
+        self.cache.get_mut().ok().and_then(Option::take)
+    }
+
+    /// Frees the kept cache through a shared borrow (when the episode is scored).
+    pub(crate) fn drop_cache(&self) {
+        if let Ok(mut c) = self.cache.lock() {
+            *c = None;
+        }
+    }
+
+    pub(crate) fn set_cache(&mut self, prefix: Option<Prefix>) {
+        self.cache = Mutex::new(prefix);
     }
 
     /// The temperature log-probs are taken at (1 for greedy episodes).

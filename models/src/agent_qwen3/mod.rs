@@ -9,6 +9,8 @@
 //! turn's text becomes calls, an answer or a truncation (`episode.rs`); on the forced last
 //! turn a user note asks for the answer first. [`Policy::observe`] appends the tool results as
 //! `<tool_response>` blocks, which are context: only generated tokens are in the loss mask.
+//! Each rollout keeps its KV cache between turns ([`AgentOptions::reuse_kv`]), so a turn
+//! prefills only what the cache lacks: the tool responses and the next turn's template tokens.
 //!
 //! # Determinism
 //!
@@ -28,7 +30,8 @@
 //!
 //! [`Policy::logprobs`] and [`Policy::reference_logprobs`] score the generated tokens through
 //! the differentiable path with the adapters on and off — the same weights, no copy — at each
-//! episode's sampling temperature. [`Policy::backward`] accumulates the adapter gradient of
+//! episode's sampling temperature. After an SFT warm start, [`Qwen3Agent::freeze_reference`]
+//! makes the warm-started adapters (a frozen copy of them) the reference instead of the base. [`Policy::backward`] accumulates the adapter gradient of
 //! `Σ coeff · logp` over calls; [`Policy::step`] is AdamW with global-norm clipping
 //! (`adamw.rs`), whose moments are part of [`Qwen3AgentState`]. Base weights never change.
 //!
@@ -40,8 +43,10 @@ mod adamw;
 mod episode;
 mod generate;
 mod score;
+mod state;
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use candle_core::{Tensor, Var};
 use rand::SeedableRng;
@@ -60,6 +65,7 @@ use crate::{Error, Result};
 
 pub use adamw::VarState;
 pub use episode::Qwen3Episode;
+pub use state::ReferenceState;
 
 use adamw::AdamW;
 use generate::{Row, generate_rows};
@@ -100,6 +106,12 @@ pub struct AgentOptions {
     pub gradient_checkpointing: bool,
     /// `base_model_name_or_path` written into `adapter_config.json`.
     pub base_model: Option<String>,
+    /// Keep each rollout's KV cache across its turns, so a turn prefills only what the last
+    /// one added (tool responses, the next turn's template tokens) instead of the whole
+    /// conversation. Costs memory between turns: every live rollout's cache is held, not only
+    /// one `sample_batch`'s, so a large model short of memory may turn it off. A cache goes
+    /// after the forced last turn, or when its episode is first scored.
+    pub reuse_kv: bool,
 }
 
 impl Default for AgentOptions {
@@ -115,6 +127,7 @@ impl Default for AgentOptions {
             score_batch: 1,
             gradient_checkpointing: true,
             base_model: None,
+            reuse_kv: true,
         }
     }
 }
@@ -131,6 +144,8 @@ pub struct Qwen3Agent {
     /// Gradient summed over `backward` calls since the last `step`.
     grads: Vec<Option<Tensor>>,
     adam: AdamW,
+    /// Prompt tokens prefilled by `act` so far (cached ones excluded), for benchmarks.
+    prefilled: AtomicU64,
 }
 
 /// Checkpoint of a [`Qwen3Agent`]: adapter shape, adapter values, AdamW moments and step count.
@@ -145,6 +160,10 @@ pub struct Qwen3AgentState {
     pub step: u64,
     /// Every adapter variable with its moments, in the model's projection order.
     pub vars: Vec<VarState>,
+    /// The adapters frozen as the KL reference (the SFT reference), one per entry of `vars`
+    /// and in its order; empty when the reference is the base model.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reference: Vec<ReferenceState>,
 }
 
 impl Qwen3Agent {
@@ -185,7 +204,16 @@ impl Qwen3Agent {
             max_new_tokens: options.max_new_tokens,
             stop_tokens: vec![tokenizer.special().im_end, tokenizer.special().endoftext],
         };
-        Ok(Self { grads: vec![None; vars.len()], model, tokenizer, options, sampling, vars, adam })
+        Ok(Self {
+            grads: vec![None; vars.len()],
+            model,
+            tokenizer,
+            options,
+            sampling,
+            vars,
+            adam,
+            prefilled: AtomicU64::new(0),
+        })
     }
 
     /// Continues from an already-loaded (e.g. SFT-trained) policy: its model and adapters are
@@ -205,6 +233,12 @@ impl Qwen3Agent {
         &self.tokenizer
     }
 
+    /// Prompt tokens `act` has prefilled so far; tokens served from a kept KV cache
+    /// ([`AgentOptions::reuse_kv`]) are not counted.
+    pub fn prefilled_tokens(&self) -> u64 {
+        self.prefilled.load(Ordering::Relaxed)
+    }
+
     /// The options the agent was built with.
     pub fn options(&self) -> &AgentOptions {
         &self.options
@@ -215,6 +249,12 @@ impl Qwen3Agent {
         self.model.lora_config().expect("Qwen3Agent::new checked that the model has adapters")
     }
 
+    /// Makes the adapters' current values the KL reference (the SFT reference: call it after
+    /// the warm start), instead of the base model. The frozen copy is part of [`Policy::state`].
+    pub fn freeze_reference(&self) -> Result<()> {
+        self.model.freeze_reference()
+    }
+
     /// Writes the adapters in PEFT format (`adapter_config.json`, `adapter_model.safetensors`).
     pub fn save_adapter(&self, dir: &Path) -> Result<()> {
         crate::peft::save_adapter(&self.model, dir, self.options.base_model.as_deref())
@@ -222,6 +262,8 @@ impl Qwen3Agent {
 
     /// Log-probs of every episode's generated tokens under `pass`, `score_batch` at a time.
     fn score(&self, episodes: &[&Qwen3Episode], pass: Pass) -> Result<Vec<Vec<f64>>> {
+        // A scored rollout is over: its kept KV cache would only hold memory through the update.
+        episodes.iter().for_each(|e| e.drop_cache());
         let mut out = Vec::with_capacity(episodes.len());
         for chunk in episodes.chunks(self.options.score_batch) {
             let batch = ScoreBatch::new(&sequences(chunk), &self.model)?;
@@ -260,6 +302,7 @@ impl Policy for Qwen3Agent {
             temperature,
             entropies: Vec::new(),
             turns: Vec::new(),
+            cache: std::sync::Mutex::new(None),
         })
     }
 
@@ -282,22 +325,27 @@ impl Policy for Qwen3Agent {
                 .min(self.options.max_completion_tokens.saturating_sub(spent))
                 .min(max_pos.saturating_sub(prompt.len()));
             if limit == 0 {
+                episode.set_cache(None);
                 outputs[i] = Some(TurnOutput::Truncated);
                 continue;
             }
             row_of.push(i);
-            rows.push(Row { prompt, limit, temperature: episode.temperature, rng: &mut episode.rng });
+            let prefix = episode.take_cache();
+            rows.push(Row { prompt, limit, temperature: episode.temperature, rng: &mut episode.rng, prefix });
         }
+        let keep = self.options.reuse_kv && !turn.must_answer;
         let mut sampled = Vec::with_capacity(rows.len());
         for chunk in rows.chunks_mut(self.options.sample_batch) {
-            sampled.extend(generate_rows(&self.model, chunk, &self.sampling)?);
+            sampled.extend(generate_rows(&self.model, chunk, &self.sampling, keep)?);
         }
         drop(rows);
         for (i, s) in row_of.into_iter().zip(sampled) {
             let episode = &mut *episodes[i];
+            self.prefilled.fetch_add(s.prefilled as u64, Ordering::Relaxed);
             episode.rollout.push_generation(&self.tokenizer, &s.tokens, &s.logprobs)?;
             episode.entropies.extend_from_slice(&s.entropies);
             let text = self.tokenizer.decode(&s.tokens)?;
+            episode.set_cache(s.prefix);
             outputs[i] = Some(episode::turn_output(&text, s.stopped, turn.must_answer));
             episode.turns.push(text);
         }
@@ -338,6 +386,7 @@ impl Policy for Qwen3Agent {
         if episodes.len() != coeffs.len() {
             return Err(Error::Invalid(format!("{} episodes but {} coefficient rows", episodes.len(), coeffs.len())));
         }
+        episodes.iter().for_each(|e| e.drop_cache());
         let size = self.options.score_batch;
         for (chunk, chunk_coeffs) in episodes.chunks(size).zip(coeffs.chunks(size)) {
             // A chunk whose coefficients are all zero contributes nothing: skip its passes.
@@ -378,7 +427,19 @@ impl Policy for Qwen3Agent {
                 v: flat(&self.adam.v[i])?,
             });
         }
-        Ok(Qwen3AgentState { lora_rank: lora.r, lora_alpha: lora.alpha, step: self.adam.t, vars })
+        let mut reference = Vec::new();
+        for (name, linear) in self.model.linears() {
+            if let Some((a, b)) = linear.adapter().map(|ad| ad.reference()).transpose()?.flatten() {
+                for (suffix, t) in [("lora_A", a), ("lora_B", b)] {
+                    reference.push(ReferenceState {
+                        name: format!("{name}.{suffix}"),
+                        shape: t.dims().to_vec(),
+                        value: flat(&t)?,
+                    });
+                }
+            }
+        }
+        Ok(Qwen3AgentState { lora_rank: lora.r, lora_alpha: lora.alpha, step: self.adam.t, vars, reference })
     }
 
     /// Refuses a state of another adapter shape (rank, α, adapter names or shapes) with
@@ -414,9 +475,23 @@ impl Policy for Qwen3Agent {
             m.push(tensor(&s.m)?);
             v.push(tensor(&s.v)?);
         }
+        let reference = state::reference_tensors(&state, &self.vars, &device)?;
         // Everything checked and converted: now apply, so a refused state changes nothing.
         for ((_, var), value) in self.vars.iter().zip(&values) {
             var.set(value)?;
+        }
+        let adapters = self.model.linears().into_iter().filter_map(|(_, l)| l.adapter());
+        match reference {
+            Some(pairs) => {
+                for (ad, pair) in adapters.zip(pairs) {
+                    ad.set_reference(Some(pair))?;
+                }
+            }
+            None => {
+                for ad in adapters {
+                    ad.set_reference(None)?;
+                }
+            }
         }
         self.adam = AdamW { m, v, t: state.step };
         self.grads = vec![None; self.vars.len()];

@@ -154,7 +154,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::agent::{Answer, OptimStep, Policy, Sampling, StepStats, TaskPrompt, TurnInfo, TurnOutput};
+use crate::agent::{Answer, OptimStep, Policy, PolicyState, Sampling, StepStats, TaskPrompt, TurnInfo, TurnOutput};
 use rewardlab_sandbox::ToolResult;
 
 pub use episode::ProxyEpisode;
@@ -294,6 +294,9 @@ pub struct ProxyState {
     average: Vec<f64>,
     adam: Adam,
 }
+
+/// A few hundred numbers: the whole state stays JSON.
+impl PolicyState for ProxyState {}
 
 /// Why a proxy-policy method failed: only a restored state can be wrong (the
 /// rest is closed-form arithmetic that cannot fail).

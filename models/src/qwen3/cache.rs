@@ -202,3 +202,124 @@ impl LayerKv {
         Ok((ck.narrow(2, 0, needed)?, cv.narrow(2, 0, needed)?))
     }
 }
+
+/// One row's keys and values taken out of a batched [`KvCache`]: only its real tokens, in
+/// order, with RoPE already applied at their positions. It joins another batch at the next
+/// turn ([`KvCache::from_rows`]), so a multi-turn rollout prefills only what the last turn
+/// added (its tool responses and the next turn's template tokens).
+#[derive(Debug, Clone)]
+pub struct RowCache {
+    /// Per layer, keys and values `(1, kv_heads, len, head_dim)`; empty when `len` is 0.
+    layers: Vec<(Tensor, Tensor)>,
+    len: usize,
+}
+
+impl RowCache {
+    /// Tokens held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no token is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Keeps the first `len` tokens (a prefix of a sequence is cached exactly by a prefix of
+    /// its cache: causal attention never looks ahead).
+    pub fn truncate(&mut self, len: usize) -> crate::Result<()> {
+        if len >= self.len {
+            return Ok(());
+        }
+        if len == 0 {
+            self.layers.clear();
+        } else {
+            for (k, v) in &mut self.layers {
+                *k = k.narrow(2, 0, len)?;
+                *v = v.narrow(2, 0, len)?;
+            }
+        }
+        self.len = len;
+        Ok(())
+    }
+}
+
+impl KvCache {
+    /// Row `row`'s real tokens, copied out of the batch (padding slots dropped).
+    pub fn take_row(&self, row: usize) -> crate::Result<RowCache> {
+        let valid = self
+            .valid
+            .get(row)
+            .ok_or_else(|| crate::Error::Invalid(format!("row {row} of a {}-row cache", self.batch)))?;
+        let slots: Vec<u32> = (0..valid.len()).filter(|&s| valid[s]).map(|s| s as u32).collect();
+        let len = slots.len();
+        if len == 0 {
+            return Ok(RowCache { layers: Vec::new(), len: 0 });
+        }
+        let first = slots[0] as usize;
+        // The common case, left padding only: the real slots are one run, so a narrow suffices.
+        let run = slots[len - 1] as usize + 1 - first == len;
+        let mut layers = Vec::with_capacity(self.layers.len());
+        for layer in &self.layers {
+            let (k, v) = layer.kv.as_ref().ok_or_else(|| crate::Error::Invalid("an empty cache layer".into()))?;
+            let pick = |t: &Tensor| -> crate::Result<Tensor> {
+                let t = t.narrow(0, row, 1)?;
+                Ok(if run {
+                    // A copy, never a view: the row must not keep the batch's storage alive.
+                    t.narrow(2, first, len)?.force_contiguous()?
+                } else {
+                    let idx = Tensor::from_slice(&slots, len, t.device())?;
+                    t.index_select(&idx, 2)?
+                })
+            };
+            layers.push((pick(k)?, pick(v)?));
+        }
+        Ok(RowCache { layers, len })
+    }
+
+    /// A batch whose rows start from `rows` (`None`: nothing cached), left-padded to the longest,
+    /// for `layers` decoder layers, with room for `extra` more slots before regrowing.
+    pub fn from_rows(rows: &[Option<RowCache>], layers: usize, extra: usize) -> crate::Result<KvCache> {
+        let batch = rows.len();
+        let longest = rows.iter().flatten().map(RowCache::len).max().unwrap_or(0);
+        let mut cache = KvCache::with_capacity(batch, layers, longest + extra);
+        let Some(shape_of) = rows.iter().flatten().find(|r| !r.is_empty()) else {
+            return Ok(cache);
+        };
+        if shape_of.layers.len() != layers || rows.iter().flatten().any(|r| !r.is_empty() && r.layers.len() != layers) {
+            return Err(crate::Error::Invalid(format!("a cached row does not have {layers} layers")));
+        }
+        for (l, layer) in cache.layers.iter_mut().enumerate() {
+            let (k0, _) = &shape_of.layers[l];
+            let (_, heads, _, dim) = k0.dims4()?;
+            let zeros = |slots: usize| Tensor::zeros((1, heads, slots, dim), k0.dtype(), k0.device());
+            let mut ks = Vec::with_capacity(batch);
+            let mut vs = Vec::with_capacity(batch);
+            for row in rows {
+                let len = row.as_ref().map_or(0, RowCache::len);
+                // Padding first, then the row's tokens, then the free capacity.
+                let (mut kp, mut vp) = (Vec::with_capacity(3), Vec::with_capacity(3));
+                if len < longest {
+                    kp.push(zeros(longest - len)?);
+                    vp.push(zeros(longest - len)?);
+                }
+                if let Some(r) = row.as_ref().filter(|r| !r.is_empty()) {
+                    kp.push(r.layers[l].0.clone());
+                    vp.push(r.layers[l].1.clone());
+                }
+                kp.push(zeros(extra.max(1))?);
+                vp.push(zeros(extra.max(1))?);
+                ks.push(Tensor::cat(&kp, 2)?);
+                vs.push(Tensor::cat(&vp, 2)?);
+            }
+            layer.kv = Some((Tensor::cat(&ks, 0)?, Tensor::cat(&vs, 0)?));
+            layer.len = longest;
+        }
+        for (r, row) in rows.iter().enumerate() {
+            let len = row.as_ref().map_or(0, RowCache::len);
+            cache.valid[r] = (0..longest).map(|s| s >= longest - len).collect();
+            cache.next_pos[r] = len as u32;
+        }
+        Ok(cache)
+    }
+}

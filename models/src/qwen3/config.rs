@@ -119,6 +119,20 @@ impl Qwen3Config {
         Ok(())
     }
 
+    /// Qwen3-0.6B's published shape (tied embeddings; for random checkpoints of that shape).
+    pub fn qwen3_0_6b() -> Self {
+        Self {
+            hidden_size: 1024,
+            intermediate_size: 3072,
+            num_hidden_layers: 28,
+            num_attention_heads: 16,
+            num_key_value_heads: 8,
+            tie_word_embeddings: true,
+            max_window_layers: 28,
+            ..Self::qwen3_14b()
+        }
+    }
+
     /// Qwen3-14B's published shape (for memory planning and docs; no weights involved).
     pub fn qwen3_14b() -> Self {
         Self {

@@ -9,7 +9,7 @@ mod norm;
 mod rope;
 mod softmax;
 
-pub use cache::KvCache;
+pub use cache::{KvCache, RowCache};
 pub use config::Qwen3Config;
 pub use model::Qwen3Model;
 
@@ -29,14 +29,16 @@ pub enum Mode {
 pub struct Pass {
     /// Which kernels the pass uses: differentiable or fused.
     pub mode: Mode,
-    /// Whether LoRA adapters contribute. Off gives the frozen base model (the GRPO reference).
+    /// Whether the trained LoRA adapters contribute. Off gives the GRPO reference: the base
+    /// model, or the adapters frozen by [`Qwen3Model::freeze_reference`] (the SFT reference).
     pub lora: bool,
 }
 
 impl Pass {
     /// The policy being trained: differentiable, adapters on.
     pub const TRAIN: Pass = Pass { mode: Mode::Train, lora: true };
-    /// The frozen reference: same kernels as [`Pass::TRAIN`] so the KL starts at exactly zero.
+    /// The frozen reference: same kernels as [`Pass::TRAIN`] so the KL starts at exactly zero
+    /// (against the base model with fresh adapters, or against the frozen SFT adapters).
     pub const REFERENCE: Pass = Pass { mode: Mode::Train, lora: false };
     /// Sampling: fused kernels, adapters on.
     pub const SAMPLE: Pass = Pass { mode: Mode::Infer, lora: true };

@@ -241,6 +241,29 @@ impl Qwen3Model {
         out
     }
 
+    /// Makes the adapters' current values the reference policy (the SFT reference): passes
+    /// with [`Pass::lora`] off then use a frozen copy of them instead of the base model.
+    pub fn freeze_reference(&self) -> Result<()> {
+        for (_, linear) in self.linears() {
+            if let Some(ad) = linear.adapter() {
+                ad.freeze_reference()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the reference is the base model (no adapters frozen as the reference).
+    pub fn reference_is_base(&self) -> Result<bool> {
+        for (_, linear) in self.linears() {
+            if let Some(ad) = linear.adapter()
+                && ad.reference()?.is_some()
+            {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// The frozen tensors a gradient must never reach (embeddings, projections, LM head).
     pub fn base_weights(&self) -> Vec<Tensor> {
         let mut out = vec![self.embed_tokens.clone(), self.lm_head.clone()];

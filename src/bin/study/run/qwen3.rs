@@ -5,7 +5,9 @@
 //!
 //! With `warm_start = "sft"` a fresh run first fine-tunes its adapters on the
 //! scripted searcher's filtered trajectories (`framework::warm_start`), then GRPO
-//! continues from them; the KL reference stays the base model (adapters off).
+//! continues from them; the KL reference is then those adapters, frozen
+//! (`reference = "sft"`, the default), or the base model (`reference = "base"`).
+//! A resumed run gets its reference back from the checkpoint.
 //!
 //! With `tiny_if_missing = true` a missing checkpoint is written first (the tiny random model
 //! of `rewardlab model tiny`), so `studies/qwen3_tiny.toml` runs anywhere.
@@ -13,6 +15,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use rewardlab_framework::study::qwen3::KlReference;
 use rewardlab_framework::study::{PolicyContext, Qwen3Spec, RunSpec, Study};
 use rewardlab_framework::warm_start::{self, Conversation, ScriptedSearcher, WarmStartSpec};
 use rewardlab_models::agent_qwen3::Qwen3Agent;
@@ -28,8 +31,7 @@ pub const ADAPTER_DIR: &str = "adapter";
 /// Trains every run of `runs` with the Qwen3 policy of `spec` (see the module docs).
 pub fn train(study: &Study, spec: &Qwen3Spec, runs: &[RunSpec], jobs: usize, study_dir: &Path) -> Result<()> {
     ensure_checkpoint(spec)?;
-    let device = rewardlab_framework::study::qwen3::device(spec)
-        .context("opening CUDA device 0 (build with `--features model-cuda`)")?;
+    let device = rewardlab_framework::study::qwen3::device(spec).context("the model's device")?;
     let make_policy = |run: &RunSpec, context: &PolicyContext<'_>| -> Result<Qwen3Agent> {
         // The adapters' initial A is drawn from the run's seed, so variants at one seed index
         // start from the same adapters (common random numbers, like the rollouts).
@@ -39,6 +41,9 @@ pub fn train(study: &Study, spec: &Qwen3Spec, runs: &[RunSpec], jobs: usize, stu
             && !context.resuming
         {
             warm_start(study, run, &agent, warm, context, study_dir)?;
+            if spec.reference == KlReference::Sft {
+                agent.freeze_reference().context("freezing the SFT adapters as the KL reference")?;
+            }
         }
         Ok(agent)
     };
