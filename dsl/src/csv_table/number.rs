@@ -154,7 +154,9 @@ mod tests {
             0.0001,
             0.00001,
             9007199254740993.0,
-            4089123483709.15625,
+            // An exact tie between two shortest forms (4089123483709.15625, written as a sum so
+            // the literal stays within what clippy accepts; both parts and the sum are exact).
+            4089123483709.0 + 0.15625,
             0.3,
         ];
         for v in values {

@@ -18,7 +18,7 @@ use crate::span::Span;
 fn alert_keyword(i: &str) -> Option<&str> {
     let k = keyword(i, "alert")?;
     let j = ws(k);
-    (!j.is_empty() && !(j.starts_with('=') && !j.starts_with("=="))).then_some(k)
+    (!j.is_empty() && (!j.starts_with('=') || j.starts_with("=="))).then_some(k)
 }
 
 /// What one statement produced.

@@ -806,11 +806,7 @@ fn greedy_episodes_use_the_moving_average_when_asked_and_it_survives_a_restore()
     let logps = |p: &ProxyPolicy, sampling| -> Vec<(usize, f64)> {
         rollout(p, sampling, 3, 3).0.units.iter().map(|u| (u.chosen, u.logp)).collect()
     };
-    let as_average = ProxyPolicy {
-        config: ProxyConfig::default(),
-        theta: mixed.average.clone(),
-        ..mixed.clone()
-    };
+    let as_average = ProxyPolicy { config: ProxyConfig::default(), theta: mixed.average.clone(), ..mixed.clone() };
     let as_theta = ProxyPolicy { config: ProxyConfig::default(), ..mixed.clone() };
     assert_eq!(logps(&mixed, Sampling::Greedy), logps(&as_average, Sampling::Greedy));
     assert_ne!(logps(&mixed, Sampling::Greedy), logps(&as_theta, Sampling::Greedy));

@@ -173,7 +173,7 @@ fn replay(path: &Path, rollouts: &Path, csv: Option<&Path>) -> Result<u8> {
 fn replay_alerts(path: &Path, rollouts: &Path) -> Result<u8> {
     let Some(s) = load(path)? else { return Ok(1) };
     let text = std::fs::read_to_string(rollouts).with_context(|| format!("reading {}", rollouts.display()))?;
-    let loaded = rewardlab_rewards::rollout::load_rollouts(BufReader::new(text.as_bytes()))?;
+    let loaded = rewardlab_rewards::rollout::load_rollouts(text.as_bytes())?;
     let lines: Vec<&str> = text.lines().collect();
     let step_of = |line: usize| {
         let value = lines.get(line.wrapping_sub(1)).and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok());
