@@ -20,7 +20,7 @@ ROLLOUTS=${ROLLOUTS:-100000}
 RUNS=${RUNS:-3}
 CPUS=${CPUS:-0,1}
 
-cargo build --quiet --profile bench --bin rewardlab --manifest-path "$ROOT/Cargo.toml"
+cargo build --quiet --release --locked --bin rewardlab --manifest-path "$ROOT/Cargo.toml"
 BIN="$ROOT/target/release/rewardlab"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
