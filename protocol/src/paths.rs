@@ -67,11 +67,17 @@ const SOURCE_EXTENSIONS: &[&str] = &[
 /// pages and data files are not source files. The grep heuristic answers only with these, and
 /// the proxy policy knows which seen files are.
 pub fn is_source_file(path: &str) -> bool {
+    source_extension(path).is_some()
+}
+
+/// The extension of a source file (as [`is_source_file`] decides), as written in `path`; `None`
+/// for anything that is not one.
+pub fn source_extension(path: &str) -> Option<&str> {
     let mut parts: Vec<&str> = path.split('/').collect();
-    let Some(name) = parts.pop() else { return false };
-    let Some((stem, extension)) = name.rsplit_once('.') else { return false };
+    let name = parts.pop()?;
+    let (stem, extension) = name.rsplit_once('.')?;
     if !SOURCE_EXTENSIONS.contains(&extension.to_ascii_lowercase().as_str()) {
-        return false;
+        return None;
     }
     let stem = stem.to_ascii_lowercase();
     let test_dir = parts.iter().any(|d| matches!(d.to_ascii_lowercase().as_str(), "test" | "tests" | "testing"));
@@ -80,7 +86,7 @@ pub fn is_source_file(path: &str) -> bool {
         || stem.ends_with("_tests")
         || stem == "conftest"
         || stem == "tests";
-    !(test_dir || test_file)
+    (!(test_dir || test_file)).then_some(extension)
 }
 
 #[cfg(test)]
@@ -122,6 +128,9 @@ mod tests {
             "Makefile",
         ] {
             assert!(!is_source_file(path), "{path}");
+            assert_eq!(source_extension(path), None, "{path}");
         }
+        assert_eq!(source_extension("lib/core.RS"), Some("RS"));
+        assert_eq!(source_extension("src/_pytest/python.py"), Some("py"));
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use rand_chacha::ChaCha8Rng;
-use rewardlab_protocol::paths::is_source_file;
+use rewardlab_protocol::paths::source_extension;
 use rewardlab_sandbox::{Entity, GlobArgs, GrepArgs, ReadArgs, Status, ToolCall, ToolResult};
 
 use super::loglinear::Unit;
@@ -332,19 +332,15 @@ impl ProxyEpisode {
 
     /// After a grep whose output was cut at the limit, offers the same grep over the source files
     /// of the repository's language only: `path = "*.EXT"` with the source extension most seen
-    /// files have ([`is_source_file`]; ties to the first in order). Nothing when the grep already
+    /// files have ([`source_extension`]; ties to the first in order). Nothing when the grep already
     /// had a path filter, no cut, or no source file has been seen yet.
     fn offer_source_grep(&mut self, candidate: &Candidate, args: &GrepArgs, result: &ToolResult) {
         if args.path.is_some() || cut_lines(&result.output) == 0 {
             return;
         }
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for file in &self.seen {
-            if is_source_file(&file.path)
-                && let Some((_, ext)) = file.path.rsplit('/').next().and_then(|name| name.rsplit_once('.'))
-            {
-                *counts.entry(ext).or_default() += 1;
-            }
+        for ext in self.seen.iter().filter_map(|file| source_extension(&file.path)) {
+            *counts.entry(ext).or_default() += 1;
         }
         // The most common extension; `max_by_key` keeps the last maximum, so reverse for the first.
         let Some((ext, _)) = counts.iter().rev().max_by_key(|(_, n)| **n) else { return };

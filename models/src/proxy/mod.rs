@@ -289,8 +289,8 @@ pub struct ProxyState {
     theta: Vec<f64>,
     #[serde(with = "loglinear::bits")]
     reference: Vec<f64>,
-    /// θ̄ (empty in states written before it existed: then θ̄ = θ).
-    #[serde(with = "loglinear::bits", default)]
+    /// θ̄ (see [`ProxyConfig::eval_average`]).
+    #[serde(with = "loglinear::bits")]
     average: Vec<f64>,
     adam: Adam,
 }
@@ -306,7 +306,7 @@ pub enum ProxyError {
     /// A vector of the state has another length than this build's [`DIM`].
     #[error("proxy state has {field} of length {got}, expected {expected} (a checkpoint of another layout)")]
     Dimension {
-        /// Which vector (`theta`, `reference`, `m`, `v`).
+        /// Which vector (`theta`, `reference`, `average`, `m`, `v`).
         field: &'static str,
         /// Its length in the state.
         got: usize,
@@ -550,16 +550,15 @@ impl Policy for ProxyPolicy {
             ("reference", state.reference.len()),
             ("m", state.adam.m.len()),
             ("v", state.adam.v.len()),
-            ("average", if state.average.is_empty() { DIM } else { state.average.len() }),
+            ("average", state.average.len()),
         ] {
             if got != DIM {
                 return Err(ProxyError::Dimension { field, got, expected: DIM });
             }
         }
-        let average = if state.average.is_empty() { state.theta.clone() } else { state.average };
         *self = ProxyPolicy {
             config: state.config,
-            average,
+            average: state.average,
             theta: state.theta,
             reference: state.reference,
             grad: vec![0.0; DIM],

@@ -812,14 +812,13 @@ fn greedy_episodes_use_the_moving_average_when_asked_and_it_survives_a_restore()
     assert_ne!(logps(&mixed, Sampling::Greedy), logps(&as_theta, Sampling::Greedy));
     let sample = Sampling::Sample { temperature: 1.0 };
     assert_eq!(logps(&mixed, sample), logps(&as_theta, sample));
-    // The checkpoint keeps θ̄ bit for bit; a state without one (older) restores θ̄ = θ.
+    // The checkpoint keeps θ̄ bit for bit, and a θ̄ of another layout is refused.
     let mut restored = ProxyPolicy::default();
     restored.restore(policy.state().expect("state")).expect("restore");
     assert_eq!(restored.average, policy.average);
-    let mut old = policy.state().expect("state");
-    old.average.clear();
-    restored.restore(old).expect("restore");
-    assert_eq!(restored.average, restored.theta);
+    let mut short = policy.state().expect("state");
+    short.average.pop();
+    assert_eq!(restored.restore(short), Err(ProxyError::Dimension { field: "average", got: DIM - 1, expected: DIM }));
     // Off by default; a decay of 1 or more is refused when read.
     assert_eq!(ProxyConfig::default().eval_average, 0.0);
     let err = serde_json::from_str::<ProxyConfig>(r#"{"eval_average": 1.0}"#).expect_err("refused");
