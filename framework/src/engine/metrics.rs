@@ -32,10 +32,17 @@ pub struct MetricsRow {
     pub advantage_std: f64,
     /// Share of groups whose rewards are all equal (no learning signal under GRPO).
     pub zero_std_groups: f64,
-    /// Mean KL estimate per unit (the configured estimator).
+    /// Mean KL estimate per unit (the configured estimator), mean over the step's optimiser updates.
     pub kl: f64,
-    /// Share of units whose gradient the ratio clip removed.
+    /// Share of units whose gradient the ratio clip removed (mean over the step's optimiser updates).
     pub clip_ratio: f64,
+    /// Optimiser updates of the step: `epochs × minibatches`. With more than one, every update
+    /// after the first sees a policy that moved since sampling, so the ratio leaves 1.
+    pub updates: usize,
+    /// The mean KL estimate of the step's last update (the pass furthest from the sampling policy).
+    pub kl_last: f64,
+    /// The clip ratio of the step's last update (0 with a single on-policy update).
+    pub clip_ratio_last: f64,
     /// Mean of the policy's per-episode mean unit entropy.
     pub entropy: f64,
     /// Global gradient norm before clipping (mean over the step's optimiser updates).
@@ -113,6 +120,9 @@ pub fn metrics_header() -> Vec<&'static str> {
         "zero_std_groups",
         "kl",
         "clip_ratio",
+        "updates",
+        "kl_last",
+        "clip_ratio_last",
         "entropy",
         "grad_norm",
         "units",

@@ -1,6 +1,12 @@
 //! The update phase of a step: for each of `epochs` × `minibatches` (whole
 //! groups), current and reference log-probs per unit → [`grpo_loss`] (f64,
 //! analytic `∂loss/∂logp`) → [`Policy::backward`] → [`Policy::step`].
+//!
+//! The sampling log-probs are read once, before the first update, so every
+//! later update is off-policy: its ratio `exp(lp − lp_old)` departs from 1 and
+//! the clipped surrogate acts. KL and the clip ratio are computed per update;
+//! the metrics row reports their mean over the step's updates and the last
+//! update's values (`kl_last`, `clip_ratio_last`).
 
 use std::time::Instant;
 
@@ -20,6 +26,11 @@ pub(super) struct UpdateStats {
     pub loss: f64,
     pub kl: f64,
     pub clip_ratio: f64,
+    /// Optimiser updates made (`epochs × minibatches`).
+    pub updates: usize,
+    /// KL and clip ratio of the last update alone.
+    pub kl_last: f64,
+    pub clip_ratio_last: f64,
     pub grad_norm: f64,
     /// Mean units per rollout.
     pub units: f64,
@@ -45,6 +56,7 @@ impl<P: Policy> Engine<P> {
         let p = c.prompts_per_step;
         let (mut loss, mut kl, mut clip, mut grad) = (0.0, 0.0, 0.0, 0.0);
         let mut updates = 0usize;
+        let (mut kl_last, mut clip_last) = (0.0, 0.0);
         let failed = |method| EngineError::policy(step_no, Phase::Update, method);
         for _ in 0..c.epochs {
             for mb in 0..c.minibatches {
@@ -79,6 +91,7 @@ impl<P: Policy> Engine<P> {
                 loss += out.loss;
                 kl += out.mean_kl;
                 clip += out.clip_ratio;
+                (kl_last, clip_last) = (out.mean_kl, out.clip_ratio);
                 grad += stats.grad_norm;
                 updates += 1;
             }
@@ -91,6 +104,9 @@ impl<P: Policy> Engine<P> {
             loss: loss / per,
             kl: kl / per,
             clip_ratio: clip / per,
+            updates,
+            kl_last,
+            clip_ratio_last: clip_last,
             grad_norm: grad / per,
             units,
             seconds: start.elapsed().as_secs_f64(),
