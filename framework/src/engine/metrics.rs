@@ -57,6 +57,10 @@ pub struct MetricsRow {
     pub calls: f64,
     /// Feature `len`.
     pub completion_len: f64,
+    /// Mean `len` of the step's wrong rollouts (file F_β = 0); empty when none was wrong.
+    /// Under `seq-mean-token-mean` a wrong answer's units weigh less the longer it is,
+    /// so this is where a length bias of the loss aggregation shows first (Dr. GRPO).
+    pub wrong_len: Option<f64>,
     /// Share of rollouts whose answer parsed (feature `valid`).
     pub valid_rate: f64,
     /// Share of rollouts that ran out of turns or tokens (feature `truncated`).
@@ -130,6 +134,7 @@ pub fn metrics_header() -> Vec<&'static str> {
         "c",
         "calls",
         "completion_len",
+        "wrong_len",
         "valid_rate",
         "truncated_rate",
         "fb_file",

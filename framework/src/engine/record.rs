@@ -41,6 +41,12 @@ pub(super) struct Logs {
     pub alerts: Option<CsvLog>,
 }
 
+/// Mean completion length of the rollouts whose file F_β is 0; `None` when there are none.
+fn wrong_len(len: &[f64], fb: &[f64]) -> Option<f64> {
+    let wrong: Vec<f64> = len.iter().zip(fb).filter(|(_, f)| **f == 0.0).map(|(l, _)| *l).collect();
+    (!wrong.is_empty()).then(|| mean(&wrong))
+}
+
 /// The rows of step `step_no` from what its phases produced. The rollouts are
 /// kept (for `rollouts.jsonl`) only when `log_rollouts`.
 pub(super) fn outcome<E>(
@@ -75,6 +81,7 @@ pub(super) fn outcome<E>(
         c: mean(&summary.c),
         calls: mean(&summary.calls),
         completion_len: mean(&summary.len),
+        wrong_len: wrong_len(&summary.len, &summary.fb),
         valid_rate: mean(&summary.valid),
         truncated_rate: mean(&summary.truncated),
         fb_file: mean(&summary.fb),

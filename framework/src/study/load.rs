@@ -21,7 +21,7 @@ use toml::Spanned;
 
 use super::spec::{AlertSpec, CommitsSpec, GridSpec, PolicySpec, StudyFile, SummarySpec, TaskSpec, VariantSpec};
 use super::synth::{Synth, string_content_start};
-use crate::engine::EngineConfig;
+use crate::engine::{EngineConfig, LossConfig};
 use rewardlab_models::proxy::ProxyConfig;
 
 /// A checked study, ready to run.
@@ -72,6 +72,10 @@ pub struct Variant {
     /// The proxy policy's settings for this variant when its `policy` table changes the
     /// study's (`None`: the study's `[policy]`).
     pub proxy: Option<ProxyConfig>,
+    /// The loss settings for this variant when its `loss` table changes the study's
+    /// `[training.loss]` (`None`: the study's): an ablation of the objective (e.g. the
+    /// aggregation) beside the reward variants, on the same seeds.
+    pub loss: Option<LossConfig>,
 }
 
 /// One training run: a variant at a seed index. Common random numbers: `seed`
@@ -169,7 +173,8 @@ impl Study {
     /// A run's engine settings: the study's, with the run's seed, keeping only
     /// the latest checkpoint (the runner resumes from nothing older).
     pub fn engine_config(&self, run: &RunSpec) -> EngineConfig {
-        EngineConfig { seed: run.seed, keep_only_latest_checkpoint: true, ..self.training.clone() }
+        let loss = self.variants.get(run.variant).and_then(|v| v.loss).unwrap_or(self.training.loss);
+        EngineConfig { seed: run.seed, keep_only_latest_checkpoint: true, loss, ..self.training.clone() }
     }
 }
 
@@ -362,7 +367,21 @@ impl Checker<'_> {
             }
             p => p,
         };
+        if let Some(reference) = &summary.reference
+            && !variants.is_empty()
+            && !variants.iter().any(|v| &v.name == reference)
+        {
+            let names: Vec<&str> = variants.iter().map(|v| v.name.as_str()).collect();
+            self.error(
+                0..0,
+                format!(
+                    "summary.reference `{reference}` is not a variant of the study (variants: {})",
+                    names.join(", ")
+                ),
+            );
+        }
         self.policy_overrides(&spec.variants, &policy, &mut variants);
+        self.loss_overrides(&spec.variants, &training.loss, &mut variants);
         Some(Study {
             name,
             path: path.to_owned(),
@@ -406,6 +425,29 @@ impl Checker<'_> {
                     span_of(table),
                     format!("variant `{name}`: invalid proxy policy settings: {}", message.trim()),
                 ),
+            }
+        }
+    }
+
+    /// Applies each variant's `loss` table over the study's `[training.loss]`.
+    fn loss_overrides(&mut self, specs: &[VariantSpec], base: &LossConfig, variants: &mut [Variant]) {
+        for spec in specs {
+            let Some(table) = &spec.loss else { continue };
+            let name = spec.name.get_ref();
+            let merged = toml::Table::try_from(base).map(|mut settings| {
+                settings.extend(table.get_ref().clone());
+                settings
+            });
+            match merged.map_err(|e| e.to_string()).and_then(|t| t.try_into::<LossConfig>().map_err(|e| e.to_string()))
+            {
+                Ok(loss) => {
+                    if let Some(variant) = variants.iter_mut().find(|v| v.name == *name) {
+                        variant.loss = Some(loss);
+                    }
+                }
+                Err(message) => {
+                    self.error(span_of(table), format!("variant `{name}`: invalid loss settings: {}", message.trim()))
+                }
             }
         }
     }
@@ -539,6 +581,7 @@ impl Checker<'_> {
             source: text,
             params: overrides,
             proxy: None,
+            loss: None,
         })
     }
 
@@ -597,6 +640,7 @@ impl Checker<'_> {
             source: synth.text,
             params: Vec::new(),
             proxy: None,
+            loss: None,
         })
     }
 

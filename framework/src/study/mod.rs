@@ -14,6 +14,7 @@
 pub mod baseline;
 pub mod by_repo;
 pub mod load;
+pub mod paired;
 pub mod pool;
 pub mod publish;
 pub mod qwen3;

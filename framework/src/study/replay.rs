@@ -222,7 +222,14 @@ mod tests {
     }
 
     fn variant(name: &str, source: &str) -> Variant {
-        Variant { name: name.into(), origin: name.into(), source: source.into(), params: Vec::new(), proxy: None }
+        Variant {
+            name: name.into(),
+            origin: name.into(),
+            source: source.into(),
+            params: Vec::new(),
+            proxy: None,
+            loss: None,
+        }
     }
 
     #[test]

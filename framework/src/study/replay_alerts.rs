@@ -195,8 +195,14 @@ mod tests {
                       alert step.turns < 1.5 for 2 steps : \"turn collapse\"\n\
                       alert batch.mean(C) < 1 : \"call collapse\"\n\
                       alert step.kl > 0.1 : \"drift\"\n";
-        let v =
-            Variant { name: "v".into(), origin: "v".into(), source: source.into(), params: Vec::new(), proxy: None };
+        let v = Variant {
+            name: "v".into(),
+            origin: "v".into(),
+            source: source.into(),
+            params: Vec::new(),
+            proxy: None,
+            loss: None,
+        };
         let found = replay_alerts(&[v], &rollouts, &steps).expect("replays");
         assert_eq!(found.steps, 5);
         let fired: Vec<(usize, &str)> = found.fired.iter().map(|(_, f)| (f.step, f.message.as_str())).collect();

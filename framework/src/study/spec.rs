@@ -362,11 +362,14 @@ pub struct SummarySpec {
     pub precision_gate: f64,
     /// Files the BM25 baseline returns per task.
     pub bm25_k: usize,
+    /// The variant every other is compared with in the paired-differences table
+    /// (`None`: the first variant).
+    pub reference: Option<String>,
 }
 
 impl Default for SummarySpec {
     fn default() -> Self {
-        SummarySpec { precision_gate: 0.45, bm25_k: 2 }
+        SummarySpec { precision_gate: 0.45, bm25_k: 2, reference: None }
     }
 }
 
@@ -390,6 +393,9 @@ pub struct VariantSpec {
     /// Settings of the study's proxy policy that this variant changes (`policy = { rarity =
     /// false }`): an ablation of policy features inside one study, beside the reward variants.
     pub policy: Option<Spanned<toml::Table>>,
+    /// Settings of the study's `[training.loss]` that this variant changes (`loss = {
+    /// aggregation = { mode = "seq-mean-token-sum-norm" } }`): an ablation of the objective.
+    pub loss: Option<Spanned<toml::Table>>,
 }
 
 /// A cartesian product of formula choices and param values. Variants are

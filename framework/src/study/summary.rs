@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::baseline::BaselineTask;
 use super::by_repo::{self, RepoSummary};
 use super::load::{RunSpec, Study};
+use super::paired::{self, PairedDiff};
 use super::stats::MeanCi;
 use crate::engine::alerts::read_alerts;
 use crate::engine::{ALERTS_FILE, EvalRecord, FiredAlert, MetricsRow};
@@ -35,6 +36,8 @@ pub const BASELINE_TASKS_FILE: &str = "baseline_tasks.jsonl";
 pub const SUMMARY_CSV: &str = "summary.csv";
 /// The overall table as markdown.
 pub const SUMMARY_MD: &str = "summary.md";
+/// The paired differences against the reference variant, one row per variant and metric.
+pub const SUMMARY_PAIRED_CSV: &str = "summary_paired.csv";
 
 /// What the runner records before training: enough to summarise without the study file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -49,6 +52,9 @@ pub struct Manifest {
     pub variants: Vec<String>,
     /// Every run of the study.
     pub runs: Vec<ManifestRun>,
+    /// The reference of the paired differences (`[summary] reference`; `None`: the first variant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
 }
 
 /// One run of a [`Manifest`].
@@ -137,6 +143,10 @@ pub struct Summary {
     pub missing: Vec<PathBuf>,
     /// Every alert the runs fired (their `alerts.csv`), by variant and seed, in step order.
     pub alerts: Vec<RunAlert>,
+    /// The variant the paired differences compare with (the first when the study names none).
+    pub reference: Option<String>,
+    /// Every other variant minus the reference, per seed index ([`super::paired`]).
+    pub paired: Vec<PairedDiff>,
 }
 
 /// An alert a run fired, for the summary's list.
@@ -248,6 +258,7 @@ impl Manifest {
             name: study.name.clone(),
             precision_gate: study.summary.precision_gate,
             bm25_k: study.summary.bm25_k,
+            reference: study.summary.reference.clone(),
             variants: study.variants.iter().map(|v| v.name.clone()).collect(),
             runs: runs
                 .iter()
@@ -351,6 +362,8 @@ pub fn summarize(study_dir: &Path) -> Result<Summary, SummaryError> {
     };
     let baseline_tasks = by_repo::read_jsonl::<BaselineTask>(&study_dir.join(BASELINE_TASKS_FILE))?.unwrap_or_default();
     let by_repo = by_repo::breakdown(&records, &baseline_tasks);
+    let reference = manifest.reference.clone().or_else(|| manifest.variants.first().cloned());
+    let paired = reference.as_deref().map_or_else(Vec::new, |r| paired::paired_differences(&variants, r));
     Ok(Summary {
         name: manifest.name,
         precision_gate: manifest.precision_gate,
@@ -359,6 +372,8 @@ pub fn summarize(study_dir: &Path) -> Result<Summary, SummaryError> {
         by_repo,
         missing,
         alerts,
+        reference,
+        paired,
     })
 }
 
@@ -400,6 +415,9 @@ pub fn write_tables(summary: &Summary, study_dir: &Path) -> Result<(), SummaryEr
     });
     write_csv(&study_dir.join(SUMMARY_CSV), std::iter::once(header).chain(variants).chain(baselines))?;
 
+    if !summary.paired.is_empty() {
+        write_csv(&study_dir.join(SUMMARY_PAIRED_CSV), &summary.paired)?;
+    }
     let md_path = study_dir.join(SUMMARY_MD);
     fs::write(&md_path, render_markdown(summary)).map_err(io(&md_path))?;
     if !summary.by_repo.is_empty() {
@@ -440,6 +458,9 @@ pub fn render_markdown(summary: &Summary) -> String {
         cells.extend(std::iter::repeat_n("–".to_string(), COLUMNS.len() - 5));
         cells.push(gate(Some(b.precision >= summary.precision_gate)).to_string());
         out.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    if let Some(reference) = &summary.reference {
+        out.push_str(&paired::render_markdown(&summary.paired, reference));
     }
     if !summary.by_repo.is_empty() {
         out.push_str(&format!(

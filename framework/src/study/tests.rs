@@ -189,6 +189,7 @@ fn fake_results(dir: &Path) {
                 dir: run_dir(v, s),
             })
             .collect(),
+        reference: None,
     };
     manifest.write(dir).expect("manifest");
     let runs: [(&str, usize, f64, (f64, f64)); 3] =

@@ -116,7 +116,10 @@ pub struct ProxyEpisode {
     /// Whether the last observed turn revealed a new file.
     pub(crate) new_files_last_turn: bool,
     pub(crate) units: Vec<Unit>,
+    /// Token equivalents generated so far, at most the budget.
     pub(crate) tokens: usize,
+    /// A [`ProxyEpisode::spend`] ran past [`super::ProxyConfig::max_completion_tokens`].
+    pub(crate) over_budget: bool,
     /// The policy's shape switches.
     pub(crate) config: super::ProxyConfig,
     /// Names the issue mentions (identifier parts, ≥ 3 characters, lowercase), each with where
@@ -166,6 +169,7 @@ impl ProxyEpisode {
             new_files_last_turn: false,
             units: Vec::new(),
             tokens: 0,
+            over_budget: false,
             config,
             issue_names,
             title_names,
@@ -195,6 +199,18 @@ impl ProxyEpisode {
             }
         }
         out
+    }
+
+    /// Adds `tokens` to the completion, cut at the generation budget; false (and
+    /// [`ProxyEpisode::over_budget`] set) when the budget ran out.
+    pub(crate) fn spend(&mut self, tokens: usize) -> bool {
+        let budget = self.config.max_completion_tokens;
+        self.tokens += tokens;
+        if self.tokens > budget {
+            self.tokens = budget;
+            self.over_budget = true;
+        }
+        !self.over_budget
     }
 
     /// Records that `candidate` is called this turn.

@@ -16,6 +16,7 @@
 //! | size bias | [`MAX_ANSWER`] | one per answer size k = 1 … 8 |
 //! | size × files | [`FILE`] | Σ over ranked files 2 … k of their file features, on option k |
 //! | include | 1 + [`FILE`] | per seen file, the "include" option of a Bernoulli (answer size off) |
+//! | think | [`THINK`] | the "continue" option of a thinking chunk: the turn state, "answer turn", chunks so far / the cap |
 //!
 //! File features ([`file_features`], shared by rank, size and include):
 //! `[ln(1+hits), ln(1+distinct terms), read, hit by a message grep, hit by an
@@ -57,8 +58,12 @@ pub(crate) const RANK_FILE: usize = READ_FILE + READ;
 pub(crate) const SIZE_BIAS: usize = RANK_FILE + FILE;
 pub(crate) const SIZE_FILE: usize = SIZE_BIAS + MAX_ANSWER;
 pub(crate) const INCLUDE_FILE: usize = SIZE_FILE + FILE;
+/// Features of the "continue thinking" option: the turn state, "this is the answer turn" and
+/// the share of the turn's chunk cap already thought.
+pub(crate) const THINK: usize = STATE + 2;
+pub(crate) const THINK_CONTINUE: usize = INCLUDE_FILE + 1 + FILE;
 /// Number of parameters.
-pub const DIM: usize = INCLUDE_FILE + 1 + FILE;
+pub const DIM: usize = THINK_CONTINUE + THINK;
 
 /// Index of "turn 0" in the state vector (the prior uses it).
 pub(crate) const STATE_TURN0: usize = 1;
@@ -97,6 +102,21 @@ pub(crate) fn state(episode: &ProxyEpisode, turn: usize, available: usize) -> [f
     s[14] = flag(episode.config.definitions && episode.seen.iter().any(|f| !f.defines.is_empty()));
     s[15] = flag(episode.config.rarity && episode.seen.iter().any(|f| f.rare_hit));
     s
+}
+
+/// The options of one thinking decision: stop (no features, logit 0), then continue with the
+/// turn state, whether this is the answer turn, and `chunk / max_chunks` (chunks already
+/// thought this turn over the cap), so the stop hazard may depend on how long it thought.
+pub(crate) fn think_options(state: &[f64; STATE], answer_turn: bool, chunk: usize, max_chunks: usize) -> Vec<Features> {
+    let mut think: Features =
+        state.iter().enumerate().filter(|(_, x)| **x != 0.0).map(|(i, x)| (THINK_CONTINUE + i, *x)).collect();
+    if answer_turn {
+        think.push((THINK_CONTINUE + STATE, 1.0));
+    }
+    if chunk > 0 {
+        think.push((THINK_CONTINUE + STATE + 1, chunk as f64 / max_chunks.max(1) as f64));
+    }
+    vec![Vec::new(), think]
 }
 
 /// The options of the count decision for up to `max_calls` calls.

@@ -10,7 +10,28 @@
 //!
 //! # Decisions (the rollout's units, in order)
 //!
-//! Each turn that is not the forced last one:
+//! Every turn opens with
+//!
+//! 0. **Thinking** (with [`ProxyConfig::think`], on by default) — up to
+//!    [`ProxyConfig::max_think_chunks`] stop/continue decisions, each
+//!    "continue" one chunk of [`TOKENS_PER_THINK_CHUNK`] token equivalents.
+//!    "Stop" has no features (logit 0); "continue" has the turn state, an
+//!    "answer turn" flag and the share of the cap already thought, so the
+//!    length may depend on the situation (nothing seen yet, a rare hit) and
+//!    on how long it thought. Thinking shows nothing and changes no call,
+//!    ranking or answer: it only lengthens the completion (`len`, completion
+//!    length) and adds units to the loss. So only the reward (a `len` term)
+//!    and the loss aggregation can push it up or down — the lever through
+//!    which an LLM's length drifts: under `seq-mean-token-mean` a long
+//!    sequence's units each weigh less, so a wrong answer's thinking is
+//!    penalised less per unit the longer it is, which `seq-mean-token-sum-norm`
+//!    (a constant divisor) removes (Dr. GRPO). A rollout whose tokens would
+//!    pass [`ProxyConfig::max_completion_tokens`] is cut there without an
+//!    answer (`truncated`), like an LLM at its generation budget. At θ = 0 a
+//!    sampled turn thinks one chunk on average and a greedy one none (ties go
+//!    to "stop").
+//!
+//! Then each turn that is not the forced last one:
 //!
 //! 1. **How many** — a softmax over {answer now, 1, …, min(max calls, candidates
 //!    left)}: a bias per option, the turn state on "answer", the turn state
@@ -88,7 +109,8 @@
 //! the rank block (23 file features); the size biases (k = 1 … 8); the size ×
 //! files block (23, the summed features of picks 2 … k); and the Bernoulli
 //! include block (a bias and 23 file features) that only the ablation without
-//! a learned size uses.
+//! a learned size uses; and the thinking block (the turn state, "answer turn",
+//! chunks so far over the cap) on the "continue" option.
 //!
 //! # Ablation switches
 //!
@@ -103,6 +125,7 @@
 //! | [`ProxyConfig::ranking_prior`] (off by default) | on: the ranking starts from the grep heuristic's bias |
 //! | [`ProxyConfig::source_greps`] | no source-only repeat of a grep whose output was cut |
 //! | [`ProxyConfig::eval_average`] (0, off, by default) | β > 0: greedy episodes use the moving average θ̄ of θ |
+//! | [`ProxyConfig::think`] | no thinking decisions: the length is a fixed count per action |
 //!
 //! A study sets them under `[policy]` (`kind = "proxy"`, then e.g.
 //! `definitions = false`), or per variant (`policy = { definitions = false }`),
@@ -136,8 +159,10 @@
 //! # Token equivalents
 //!
 //! [`Policy::completion_tokens`] counts [`TOKENS_PER_TURN`] per turn,
-//! [`TOKENS_PER_CALL`] per call and [`TOKENS_PER_FILE`] per answered file, so the
-//! `len` feature and completion-length metrics grow with what the policy did.
+//! [`TOKENS_PER_THINK_CHUNK`] per thinking chunk, [`TOKENS_PER_CALL`] per call
+//! and [`TOKENS_PER_FILE`] per answered file, at most
+//! [`ProxyConfig::max_completion_tokens`], so the `len` feature and
+//! completion-length metrics grow with what the policy did and chose to think.
 //!
 //! What it does not do (yet): choose its own path filters (the only filtered grep is the
 //! source-only repeat of a cut one), or choose line ranges itself.
@@ -171,6 +196,8 @@ pub const TOKENS_PER_TURN: usize = 8;
 pub const TOKENS_PER_CALL: usize = 12;
 /// Token equivalents per answered file.
 pub const TOKENS_PER_FILE: usize = 6;
+/// Token equivalents per thinking chunk (one stop/continue decision each).
+pub const TOKENS_PER_THINK_CHUNK: usize = 16;
 
 /// The prior on "answer now" in turn 0.
 const PRIOR_ANSWER_TURN0: f64 = -0.5;
@@ -235,6 +262,17 @@ pub struct ProxyConfig {
     /// always use θ. Must lie in [0, 1).
     #[serde(deserialize_with = "averaging_decay")]
     pub eval_average: f64,
+    /// Each turn opens with thinking: a stop/continue decision per chunk of
+    /// [`TOKENS_PER_THINK_CHUNK`] token equivalents, at most [`ProxyConfig::max_think_chunks`]
+    /// a turn. Thinking shows nothing and changes no call or answer; it only adds to the
+    /// completion length, so only the reward (`len`) and the loss aggregation move it.
+    /// Off: no thinking units (the layout before issue 19).
+    pub think: bool,
+    /// Thinking chunks a turn may hold.
+    pub max_think_chunks: usize,
+    /// The rollout's generation budget in token equivalents (`max_completion_tokens` of an LLM
+    /// rollout): a rollout that would exceed it is cut there, without an answer (`truncated`).
+    pub max_completion_tokens: usize,
 }
 
 impl Default for ProxyConfig {
@@ -254,6 +292,9 @@ impl Default for ProxyConfig {
             ranking_prior: false,
             source_greps: true,
             eval_average: 0.0,
+            think: true,
+            max_think_chunks: 16,
+            max_completion_tokens: 1024,
         }
     }
 }
@@ -374,19 +415,22 @@ impl ProxyPolicy {
     }
 
     fn act_one(&self, episode: &mut ProxyEpisode, turn: TurnInfo) -> TurnOutput {
-        episode.tokens += TOKENS_PER_TURN;
-        if turn.must_answer {
-            return TurnOutput::Answer(self.answer(episode));
+        if !episode.spend(TOKENS_PER_TURN) {
+            return TurnOutput::Truncated;
         }
         let mut available = episode.available(self.config.max_read_candidates);
         let max_calls = turn.max_calls_per_turn.min(features::MAX_CALLS).min(available.len());
-        if max_calls == 0 {
-            return TurnOutput::Answer(self.answer(episode));
-        }
         let state = features::state(episode, turn.index, available.len());
+        let answer_turn = turn.must_answer || max_calls == 0;
+        if self.config.think && !self.think(episode, &state, answer_turn) {
+            return TurnOutput::Truncated;
+        }
+        if answer_turn {
+            return self.finish(episode);
+        }
         let n = self.decide(episode, features::count_options(&state, max_calls));
         if n == 0 {
-            return TurnOutput::Answer(self.answer(episode));
+            return self.finish(episode);
         }
         let mut calls = Vec::with_capacity(n);
         for _ in 0..n {
@@ -397,8 +441,33 @@ impl ProxyPolicy {
             calls.push(Ok(candidate.call.clone()));
             episode.pending.push(candidate);
         }
-        episode.tokens += TOKENS_PER_CALL * n;
+        if !episode.spend(TOKENS_PER_CALL * n) {
+            episode.pending.clear();
+            return TurnOutput::Truncated;
+        }
         TurnOutput::Calls(calls)
+    }
+
+    /// The turn's thinking: stop/continue decisions, one chunk of [`TOKENS_PER_THINK_CHUNK`]
+    /// per "continue", up to [`ProxyConfig::max_think_chunks`]. False when a chunk ran past the
+    /// generation budget (the rollout is cut inside it).
+    fn think(&self, episode: &mut ProxyEpisode, state: &[f64; features::STATE], answer_turn: bool) -> bool {
+        let cap = self.config.max_think_chunks;
+        for chunk in 0..cap {
+            if self.decide(episode, features::think_options(state, answer_turn, chunk, cap)) == 0 {
+                break;
+            }
+            if !episode.spend(TOKENS_PER_THINK_CHUNK) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The answer, unless writing it runs past the generation budget.
+    fn finish(&self, episode: &mut ProxyEpisode) -> TurnOutput {
+        let answer = self.answer(episode);
+        if episode.over_budget { TurnOutput::Truncated } else { TurnOutput::Answer(answer) }
     }
 
     fn answer(&self, episode: &mut ProxyEpisode) -> Answer {
@@ -427,7 +496,7 @@ impl ProxyPolicy {
             line_ranges
                 .extend(ranges(&file.lines, self.config.line_margin).map(|(a, b)| format!("{}:{a}-{b}", file.path)));
         }
-        episode.tokens += TOKENS_PER_FILE * files.len();
+        episode.spend(TOKENS_PER_FILE * files.len());
         Answer::Structured { files, line_ranges }
     }
 

@@ -144,7 +144,8 @@ fn rollout(policy: &ProxyPolicy, sampling: Sampling, seed: u64, max_turns: usize
                     calls.iter().map(|c| c.as_ref().map_or_else(|r| r.clone(), run)).collect();
                 policy.observe(&mut episode, &results).expect("observe");
             }
-            other => panic!("unexpected turn output {other:?}"),
+            Some(TurnOutput::Truncated) => return (episode, None),
+            None => panic!("no turn output"),
         }
     }
     (episode, None)
@@ -823,4 +824,81 @@ fn greedy_episodes_use_the_moving_average_when_asked_and_it_survives_a_restore()
     assert_eq!(ProxyConfig::default().eval_average, 0.0);
     let err = serde_json::from_str::<ProxyConfig>(r#"{"eval_average": 1.0}"#).expect_err("refused");
     assert!(err.to_string().contains("eval_average must lie in [0, 1)"), "{err}");
+}
+
+/// A policy whose "continue thinking" logit is `bias` (everything else at the prior).
+fn thinker(bias: f64, config: ProxyConfig) -> ProxyPolicy {
+    let mut policy = ProxyPolicy::new(config);
+    policy.theta[features::THINK_CONTINUE] = bias;
+    policy
+}
+
+#[test]
+fn thinking_adds_chunks_the_policy_chooses_and_the_budget_cuts_the_rollout() {
+    let sample = Sampling::Sample { temperature: 1.0 };
+    let turn = |index| TurnInfo { index, max_turns: 4, max_calls_per_turn: 8, must_answer: index == 3 };
+    // Nearly always "continue": every turn thinks its whole cap of chunks.
+    let config = ProxyConfig { max_completion_tokens: 100_000, ..ProxyConfig::default() };
+    let long = thinker(12.0, config);
+    let task = TaskPrompt { id: "t".into(), text: ISSUE.into() };
+    let mut episode = long.begin(&task, sample, 1).expect("begin");
+    let out = long.act(&mut [&mut episode], turn(0)).expect("act").pop().expect("an output");
+    let TurnOutput::Calls(calls) = out else { panic!("turn 0 calls: {out:?}") };
+    let think = config.max_think_chunks * TOKENS_PER_THINK_CHUNK;
+    assert_eq!(long.completion_tokens(&episode), TOKENS_PER_TURN + think + TOKENS_PER_CALL * calls.len());
+    // One unit per thinking decision: the cap of continues, no stop after the last.
+    assert!(episode.units.len() >= config.max_think_chunks);
+
+    // "Stop" nearly always: no thinking tokens, and θ = 0 thinks nothing when greedy (ties go to "stop").
+    let short = thinker(-12.0, ProxyConfig::default());
+    let (episode, answer) = rollout(&short, sample, 1, 4);
+    assert!(answer.is_some());
+    let Some(Answer::Structured { files, .. }) = &answer else { panic!("structured: {answer:?}") };
+    let turns = episode.tokens / TOKENS_PER_TURN; // an upper bound; exact below
+    assert!(turns >= 1);
+    assert!(
+        (1..=4).any(|t| episode.tokens
+            == t * TOKENS_PER_TURN + TOKENS_PER_CALL * episode.used.len() + TOKENS_PER_FILE * files.len()),
+        "no thinking tokens: {}",
+        episode.tokens
+    );
+    let (_, greedy) = rollout(&ProxyPolicy::default(), Sampling::Greedy, 0, 4);
+    assert!(greedy.is_some());
+
+    // A budget the thinking runs past: the rollout is cut there, without an answer.
+    let budget = 3 * TOKENS_PER_THINK_CHUNK;
+    let cut = thinker(12.0, ProxyConfig { max_completion_tokens: budget, ..ProxyConfig::default() });
+    let mut episode = cut.begin(&task, sample, 2).expect("begin");
+    let out = cut.act(&mut [&mut episode], turn(0)).expect("act").pop().expect("an output");
+    assert_eq!(out, TurnOutput::Truncated);
+    assert_eq!(cut.completion_tokens(&episode), budget, "cut at the budget");
+    assert!(episode.pending.is_empty(), "no calls of a cut turn wait for results");
+
+    // The thinking's length never changes what the rollout searched or answered.
+    let (a, answer_a) = rollout(&thinker(-12.0, config), Sampling::Greedy, 0, 4);
+    let (b, answer_b) = rollout(&ProxyPolicy::new(ProxyConfig { think: false, ..config }), Sampling::Greedy, 0, 4);
+    assert_eq!((answer_a, a.used), (answer_b, b.used));
+}
+
+#[test]
+fn the_thinking_decision_learns_from_the_advantage_like_any_other() {
+    // REINFORCE that pays for long completions raises the continue logit; paying for short ones lowers it.
+    for (sign, expect_up) in [(1.0, true), (-1.0, false)] {
+        let mut policy = ProxyPolicy::default();
+        for iteration in 0..20u64 {
+            let runs: Vec<ProxyEpisode> = (0..8)
+                .map(|g| rollout(&policy, Sampling::Sample { temperature: 1.0 }, iteration * 100 + g, 4).0)
+                .collect();
+            let lens: Vec<f64> = runs.iter().map(|e| e.tokens as f64).collect();
+            let mean = lens.iter().sum::<f64>() / lens.len() as f64;
+            let refs: Vec<&ProxyEpisode> = runs.iter().collect();
+            let coeffs: Vec<Vec<f64>> =
+                refs.iter().zip(&lens).map(|(e, l)| vec![-sign * (l - mean) / 800.0; e.units.len()]).collect();
+            policy.backward(&refs, &coeffs).expect("backward");
+            policy.step(&optim(0.1)).expect("step");
+        }
+        let bias = policy.theta()[features::THINK_CONTINUE];
+        assert_eq!(bias > 0.3, expect_up, "continue bias {bias} after rewarding sign {sign}");
+        assert_eq!(bias < -0.3, !expect_up, "continue bias {bias} after rewarding sign {sign}");
+    }
 }
