@@ -243,6 +243,19 @@ fn cell(x: Option<f64>) -> String {
     x.map_or(String::new(), |x| format!("{x}"))
 }
 
+impl Summary {
+    /// Compares every variant with `reference` in the paired differences instead of the
+    /// study's reference; false (nothing changed) when no variant has that name.
+    pub fn set_reference(&mut self, reference: &str) -> bool {
+        if !self.variants.iter().any(|v| v.name == reference) {
+            return false;
+        }
+        self.paired = paired::paired_differences(&self.variants, reference);
+        self.reference = Some(reference.to_owned());
+        true
+    }
+}
+
 impl BaselineRow {
     /// The first five held-out columns ([`COLUMNS`], [`super::by_repo::REPO_COLUMNS`]):
     /// F_β mean and median, precision, recall and the share with F_β ≥ 0.8.

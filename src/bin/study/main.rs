@@ -86,6 +86,10 @@ enum Command {
     Summarize {
         /// `results/<study>`.
         dir: PathBuf,
+        /// Compare every variant with this one in the paired-differences table (default: the
+        /// study's `[summary] reference`, else its first variant).
+        #[arg(long)]
+        reference: Option<String>,
     },
 }
 
@@ -97,7 +101,7 @@ fn main() -> ExitCode {
         Some(Command::Check { study, results, no_tasks }) => check(&study, (!no_tasks).then_some(results.as_path())),
         Some(Command::Replay { study, rollouts, csv }) => replay(&study, &rollouts, csv.as_deref())
             .and_then(|code| if code == 0 { replay_alerts(&study, &rollouts) } else { Ok(code) }),
-        Some(Command::Summarize { dir }) => summarize(&dir).map(|()| 0),
+        Some(Command::Summarize { dir, reference }) => summarize_with(&dir, reference.as_deref()).map(|()| 0),
         Some(Command::Slurm(args)) => slurm::slurm(&args),
         Some(Command::RunOne(args)) => slurm::run_one(&args),
         Some(Command::Merge(args)) => slurm::merge(&args),
@@ -193,7 +197,18 @@ fn replay_alerts(path: &Path, rollouts: &Path) -> Result<u8> {
 }
 
 fn summarize(dir: &Path) -> Result<()> {
-    let summary = study::summarize(dir)?;
+    summarize_with(dir, None)
+}
+
+/// Summarises `dir`, with the paired differences against `reference` when given.
+fn summarize_with(dir: &Path, reference: Option<&str>) -> Result<()> {
+    let mut summary = study::summarize(dir)?;
+    if let Some(name) = reference
+        && !summary.set_reference(name)
+    {
+        let names: Vec<&str> = summary.variants.iter().map(|v| v.name.as_str()).collect();
+        bail!("--reference {name}: not a variant of the study (variants: {})", names.join(", "));
+    }
     study::write_tables(&summary, dir)?;
     let plots = study::write_plots(&summary, dir)?;
     print!("{}", study::summary::render_markdown(&summary));
