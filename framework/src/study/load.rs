@@ -189,6 +189,15 @@ pub fn default_checkpoint_every(total_steps: usize) -> usize {
     total_steps.div_ceil(DEFAULT_CHECKPOINTS_PER_RUN).max(1)
 }
 
+/// `base` with the keys of `table` replaced (a variant's override of a study setting), read back
+/// through the settings' own deserializer so unknown keys and bad values are refused; the
+/// error is the deserializer's message.
+fn overridden<T: serde::Serialize + serde::de::DeserializeOwned>(base: &T, table: &toml::Table) -> Result<T, String> {
+    let mut settings = toml::Table::try_from(base).map_err(|e| e.to_string())?;
+    settings.extend(table.clone());
+    settings.try_into::<T>().map_err(|e| e.to_string().trim().to_owned())
+}
+
 /// `runs/<variant>/seed-NNN`.
 pub fn run_dir(variant: &str, seed_index: usize) -> PathBuf {
     Path::new("runs").join(variant).join(format!("seed-{seed_index:03}"))
@@ -410,21 +419,15 @@ impl Checker<'_> {
                 );
                 continue;
             };
-            let merged = toml::Table::try_from(base).map(|mut settings| {
-                settings.extend(table.get_ref().clone());
-                settings
-            });
-            match merged.map_err(|e| e.to_string()).and_then(|t| t.try_into::<ProxyConfig>().map_err(|e| e.to_string()))
-            {
+            match overridden(base, table.get_ref()) {
                 Ok(config) => {
                     if let Some(variant) = variants.iter_mut().find(|v| v.name == *name) {
                         variant.proxy = Some(config);
                     }
                 }
-                Err(message) => self.error(
-                    span_of(table),
-                    format!("variant `{name}`: invalid proxy policy settings: {}", message.trim()),
-                ),
+                Err(message) => {
+                    self.error(span_of(table), format!("variant `{name}`: invalid proxy policy settings: {message}"))
+                }
             }
         }
     }
@@ -434,19 +437,14 @@ impl Checker<'_> {
         for spec in specs {
             let Some(table) = &spec.loss else { continue };
             let name = spec.name.get_ref();
-            let merged = toml::Table::try_from(base).map(|mut settings| {
-                settings.extend(table.get_ref().clone());
-                settings
-            });
-            match merged.map_err(|e| e.to_string()).and_then(|t| t.try_into::<LossConfig>().map_err(|e| e.to_string()))
-            {
+            match overridden(base, table.get_ref()) {
                 Ok(loss) => {
                     if let Some(variant) = variants.iter_mut().find(|v| v.name == *name) {
                         variant.loss = Some(loss);
                     }
                 }
                 Err(message) => {
-                    self.error(span_of(table), format!("variant `{name}`: invalid loss settings: {}", message.trim()))
+                    self.error(span_of(table), format!("variant `{name}`: invalid loss settings: {message}"))
                 }
             }
         }
