@@ -54,9 +54,10 @@ fn study_shipped_studies_check() {
         assert!(matches!(study.policy, PolicySpec::Proxy(_)));
         let synthetic = study.tasks[0].synthetic_config().expect("synthetic source");
         assert_eq!((synthetic.files, synthetic.tasks), (120, 48));
-        // The default study must stay small enough for a few minutes on 2 cores.
+        // The default study must stay within a few minutes on 2 cores: 18 runs x 80 steps x 64
+        // rollouts (92,160) took 87 s on 2026-12-02; the README promises at most 5 minutes.
         let t = &study.training;
-        assert!(runs.len() * t.total_steps * t.prompts_per_step * t.group_size <= 6 * 100 * 8 * 8, "{name}");
+        assert!(runs.len() * t.total_steps * t.prompts_per_step * t.group_size <= 18 * 100 * 8 * 8, "{name}");
     }
 }
 
