@@ -3,7 +3,7 @@
 use super::{rewardlab, stderr, stdout, write};
 
 #[test]
-fn shipped_reward_files_check_clean_and_v1_draws_the_scaling_warning() {
+fn shipped_reward_files_check_clean_and_v1_draws_the_scaling_warning_v2_v3_the_idle_one() {
     let files: Vec<String> = std::fs::read_dir(super::root().join("rewards"))
         .expect("rewards/ exists")
         .map(|e| e.expect("dir entry").path())
@@ -19,7 +19,16 @@ fn shipped_reward_files_check_clean_and_v1_draws_the_scaling_warning() {
     assert_eq!(so.lines().filter(|l| l.contains(": ok: ")).count(), files.len(), "{so}");
     assert!(!se.contains("error"), "{se}");
     assert!(se.contains("rewards/codegrep_v1.reward:6:18: warning:"), "{se}");
-    assert!(!se.contains("codegrep_v3.reward"), "v3 draws no warning:\n{se}");
+    // v2 and v3 discount `adv` by a factor that is 0 for a rollout with no call: the idle-outranks
+    // lint shows that lifting a do-nothing rollout's penalty above a weak sibling's.
+    for v in ["codegrep_v2", "codegrep_v3"] {
+        assert!(se.contains(&format!("rewards/{v}.reward:")), "{v} draws the advantage-layer warning:\n{se}");
+    }
+    let warned: Vec<&str> = se.lines().filter(|l| l.contains(": warning: ")).collect();
+    assert!(
+        warned.iter().filter(|l| l.contains("higher `advantage`")).count() == 2,
+        "exactly v2 and v3 draw the advantage-layer warning: {warned:#?}"
+    );
 }
 
 #[test]

@@ -28,9 +28,18 @@
 //!    when that group really gives the idle rollout the higher `adv`, and
 //!    names both assignments: every warning is a true counterexample.
 //!
-//! `advantage` is not analysed: a factor that depends on the rollout's own
-//! features (CodeGrep's `adv * sqrt(min(c / 4, 1))`) is sign-preserving but
-//! is no function of `reward` alone, so step 1 would call it unknown.
+//! 4. When the pair shows nothing, the `advantage` layer gets its own
+//!    search. A factor that depends on the rollout's own features
+//!    (CodeGrep's `adv * sqrt(min(c / 4, 1))`) is no function of `reward`,
+//!    so steps 1–3 cannot follow it, and a pair is not enough: the idle
+//!    rollout's `adv` is negative only when the group's baseline lies above
+//!    it. So the lint evaluates groups of three — an idle rollout, a weak
+//!    sibling (positive quality, among the lowest rewards) and a strong one
+//!    (the highest reward, which lifts the baseline) — over the grids' idle
+//!    and weak rows, and warns when the idle rollout's `advantage` beats the
+//!    weak sibling's: a factor that is 0 for a rollout with no call lifts its
+//!    negative `adv` to 0, above the weak sibling's discounted but negative
+//!    one. Again every warning names the three assignments.
 
 use super::Checked;
 use super::lower::{TExpr, TKind};
@@ -153,11 +162,15 @@ pub(crate) fn idle_outranks(checked: &Checked<'_, '_>, program: &Program) -> Vec
             Slope::Up => idle.hi > sibling.lo,
             _ => idle.lo < sibling.hi,
         };
-        if !possible || reduces {
+        if reduces {
             continue;
         }
-        if let Some(w) = rows.witness(checked, program, slope) {
+        if possible && let Some(w) = rows.witness(checked, program, slope) {
             out.push(warning(checked, program, case, &read, &w, idle, sibling));
+        } else if program.advantage != program.adv
+            && let Some(w) = rows.advantage_witness(checked, program)
+        {
+            out.push(advantage_warning(checked, program, case, &read, &w));
         }
     }
     out
@@ -369,6 +382,106 @@ impl<'a> Rows<'a> {
             advs,
         })
     }
+}
+
+/// A group of three in which the idle rollout's `advantage` beats a weak sibling's.
+struct Triple {
+    /// Idle, weak sibling, strong sibling.
+    rows: [Vec<f64>; 3],
+    rewards: [f64; 3],
+    advs: [f64; 3],
+    advantages: [f64; 3],
+}
+
+impl Rows<'_> {
+    /// Step 4: groups of (idle, weak sibling, strong sibling) over up to 16 idle rows (highest
+    /// reward first) and the 16 siblings with the lowest reward, the strong sibling the one with
+    /// the highest; the first group whose idle `advantage` is above the weak one's.
+    fn advantage_witness(&self, checked: &Checked<'_, '_>, program: &Program) -> Option<Triple> {
+        const TRIED: usize = 16;
+        if !checked.options.group_size.contains(3.0) {
+            return None;
+        }
+        let keys: Vec<&str> = program.features.iter().map(|f| f.key.as_str()).collect();
+        let options = EvalOptions { group_size: None, non_finite: NonFinite::Allow };
+        let rewards = |rows: &[Vec<f64>]| -> Option<Vec<f64>> {
+            let table = table(&keys, rows, &[rows.len()])?;
+            crate::interp::eval_expr(program, &table, &Expr::Def(program.reward), &options).ok()
+        };
+        let idle = self.grid(true)?;
+        let sibling = self.grid(false)?;
+        let (ri, rs) = (rewards(&idle)?, rewards(&sibling)?);
+        let mut idle_order: Vec<usize> = (0..idle.len()).filter(|&i| ri[i].is_finite()).collect();
+        idle_order.sort_by(|&a, &b| ri[b].total_cmp(&ri[a]).then(a.cmp(&b)));
+        let mut weak_order: Vec<usize> = (0..sibling.len()).filter(|&i| rs[i].is_finite()).collect();
+        weak_order.sort_by(|&a, &b| rs[a].total_cmp(&rs[b]).then(a.cmp(&b)));
+        let &strong = weak_order.last()?;
+        for &i in idle_order.iter().take(TRIED) {
+            for &w in weak_order.iter().take(TRIED).filter(|&&w| rs[w] < rs[strong]) {
+                let rows = [idle[i].clone(), sibling[w].clone(), sibling[strong].clone()];
+                let Some(group) = table(&keys, &rows, &[3]) else { continue };
+                let Ok(out) = crate::interp::eval(program, &group, &options) else { continue };
+                let advantages = [out.advantage[0], out.advantage[1], out.advantage[2]];
+                if advantages.iter().all(|a| a.is_finite()) && advantages[0] > advantages[1] {
+                    return Some(Triple {
+                        rows,
+                        rewards: [out.reward[0], out.reward[1], out.reward[2]],
+                        advs: [out.adv[0], out.adv[1], out.adv[2]],
+                        advantages,
+                    });
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The warning of step 4, at the `advantage` definition.
+fn advantage_warning(
+    checked: &Checked<'_, '_>,
+    program: &Program,
+    case: &IdleCase,
+    read: &[bool],
+    w: &Triple,
+) -> Diagnostic {
+    let n = |x: f64| format_number((x * 1e4).round() / 1e4);
+    let assignment = |row: &[f64]| -> String {
+        let shown: Vec<String> = program
+            .features
+            .iter()
+            .enumerate()
+            .filter(|&(i, f)| read[i] || case.values.iter().any(|(n, _)| *n == f.name))
+            .map(|(i, f)| format!("{} = {}", f.key, format_number(row[i])))
+            .collect();
+        shown.join(", ")
+    };
+    let earns =
+        |k: usize| format!("reward = {}, adv = {}, advantage = {}", n(w.rewards[k]), n(w.advs[k]), n(w.advantages[k]));
+    let span = checked.bodies[checked.scope.advantage].span;
+    let diag = Diagnostic::warning(
+        "idle-outranks",
+        span,
+        format!("a rollout that {} can get a higher `advantage` than a sibling whose quality is positive", case.name),
+    )
+    .with_note(format!(
+        "in one group of three, the idle rollout ({}) earns {}; a weak sibling ({}) earns {}; a strong one ({}) \
+         earns {}",
+        assignment(&w.rows[0]),
+        earns(0),
+        assignment(&w.rows[1]),
+        earns(1),
+        assignment(&w.rows[2]),
+        earns(2),
+    ))
+    .with_note(
+        "`adv` ranks the idle rollout last, but the `advantage` layer scales each rollout's `adv` by its own \
+         features: a factor that is small or 0 for the idle rollout shrinks its penalty below the weak sibling's"
+            .to_string(),
+    );
+    let help = "discount only positive advantages, so a penalty is never shrunk, e.g. \
+                `advantage = if(adv > 0, adv * FACTOR, adv)`"
+        .to_string();
+    super::lints::advised(checked, LintCase::IdleOutranks, diag, help)
 }
 
 /// A table of `rows` (one value per feature key), in groups of the given sizes.

@@ -225,7 +225,9 @@ fn an_ungated_length_penalty_lets_an_idle_rollout_outrank_a_working_one() {
 
 #[test]
 fn idle_rollouts_that_cannot_outrank_draw_no_warning() {
-    for (name, text) in SAMPLES {
+    // `discounted` and `gated` (v2's and v3's shapes) scale `adv` by a factor that is 0 for an
+    // idle rollout: they outrank at the advantage layer (the next test).
+    for (name, text) in SAMPLES.iter().filter(|(name, _)| !matches!(*name, "discounted" | "gated")) {
         let ws = warnings_with(text, &idle_schema());
         assert!(!codes(&ws).contains(&"idle-outranks"), "{name}: {ws:#?}");
     }
@@ -244,4 +246,30 @@ fn idle_rollouts_that_cannot_outrank_draw_no_warning() {
     }
     // Without an idle case in the schema the lint has nothing to check.
     assert!(warnings("reward = grade(word) - 0.001 * size\n").is_empty());
+}
+
+#[test]
+fn an_advantage_factor_that_is_zero_for_an_idle_rollout_lifts_it_above_a_weak_sibling() {
+    let text = "reward = grade(word) * mask(moves > 0)\nadvantage = adv * sqrt(min(moves / 4, 1))\n";
+    let (_, diags) = check_with(text, &idle_schema());
+    let d = diags.iter().find(|d| d.code == "idle-outranks").unwrap_or_else(|| panic!("{diags:#?}"));
+    assert_eq!(
+        d.message,
+        "a rollout that did nothing can get a higher `advantage` than a sibling whose quality is positive"
+    );
+    for name in ["discounted", "gated"] {
+        let ws = warnings_with(sample(name), &idle_schema());
+        assert_eq!(codes(&ws), ["idle-outranks"], "{name}, a sample of the same shape: {ws:#?}");
+    }
+    assert_eq!(&text[d.span.range()], "adv * sqrt(min(moves / 4, 1))");
+    assert!(
+        d.notes[0].starts_with("in one group of three, the idle rollout (grade(word) = 0, moves = 0"),
+        "{}",
+        d.notes[0]
+    );
+    assert!(d.help.as_deref().is_some_and(|h| h.contains("if(adv > 0, adv * FACTOR, adv)")), "{:?}", d.help);
+    // Discounting only positive advantages keeps the penalty: no warning.
+    let fixed = "reward = grade(word) * mask(moves > 0)\nadvantage = if(adv > 0, adv * sqrt(min(moves / 4, 1)), adv)\n";
+    let ws = warnings_with(fixed, &idle_schema());
+    assert!(!codes(&ws).contains(&"idle-outranks"), "{ws:#?}");
 }
