@@ -1,6 +1,7 @@
 //! `study` runs as a process: resume after SIGKILL, the real task sources,
 //! failing runs and skipped runs.
 
+mod merge;
 mod resume;
 mod sources;
 

@@ -78,7 +78,8 @@ impl Default for EquivOptions {
 pub enum Verdict {
     /// The advantages' normal forms are the same: equal for every input.
     Proved {
-        /// How the rewards relate (`positive scaling (×2)`, `group-constant term`, ...).
+        /// How the second program's reward relates to the first's (`positive scaling (×2)`: twice
+        /// it; `a group-constant term`: it plus a value constant within each group).
         reason: String,
     },
     /// The normal forms differ only in the constants added to denominators
@@ -224,7 +225,8 @@ pub fn compare(
     })
 }
 
-/// How two rewards relate: the same form, `b` scaled, `b` plus a group
+/// How the second reward relates to the first: the same form, the first
+/// scaled (`positive scaling (×2)`: `b = 2a`), the first plus a group
 /// constant, or both.
 fn relation(a: &Nf, b: &Nf) -> String {
     if a.key() == b.key() {
@@ -235,9 +237,9 @@ fn relation(a: &Nf, b: &Nf) -> String {
     if let (Some(la), Some(lb)) = (va.lead(), vb.lead())
         && va.key() == vb.scale(la / lb).key()
     {
-        // What is left of `a − k·b` has no varying term: a group constant.
-        let k = la / lb;
-        let shifted = a.sub(&b.scale(k)).terms() > 0;
+        // `b = k·a + g`; what is left of `b − k·a` has no varying term: a group constant.
+        let k = lb / la;
+        let shifted = b.sub(&a.scale(k)).terms() > 0;
         let scaling = if (k - 1.0).abs() <= 1e-12 {
             None
         } else {

@@ -67,7 +67,7 @@ const CENTRED: &str = "adv = reward - group.mean(reward)\n";
 
 #[test]
 fn positive_scaling_is_proved_under_std_normalisation() {
-    let v = verdict(&format!("reward = 2 * grade(word)\n{STD_NO_EPS}"), &format!("reward = grade(word)\n{STD_NO_EPS}"));
+    let v = verdict(&format!("reward = grade(word)\n{STD_NO_EPS}"), &format!("reward = 2 * grade(word)\n{STD_NO_EPS}"));
     assert_eq!(v, Verdict::Proved { reason: "positive scaling (×2)".into() }, "{}", v.describe());
     // A param is its value: 0.5 * 4 folds to the same 2.
     let v = verdict(
@@ -79,13 +79,13 @@ fn positive_scaling_is_proved_under_std_normalisation() {
 
 #[test]
 fn the_std_epsilon_makes_scaling_equal_only_up_to_epsilon() {
-    let v = verdict(&format!("reward = 2 * grade(word)\n{GRPO}"), &format!("reward = grade(word)\n{GRPO}"));
+    let v = verdict(&format!("reward = grade(word)\n{GRPO}"), &format!("reward = 2 * grade(word)\n{GRPO}"));
     let Verdict::EqualUpToEpsilon { reason, denominators, max_difference, groups } = &v else {
         panic!("{}", v.describe())
     };
     assert_eq!(reason, "positive scaling (×2)");
     // 2(r − m)/(2s + ε) = (r − m)/(s + ε/2).
-    assert!(denominators.0.contains("0.00005") && denominators.1.contains("0.0001"), "{denominators:?}");
+    assert!(denominators.0.contains("0.0001") && denominators.1.contains("0.00005"), "{denominators:?}");
     assert_eq!(*groups, 1000);
     assert!(*max_difference > 0.0 && *max_difference < 1.0, "{max_difference}");
     assert!(!v.is_proved());
@@ -99,14 +99,14 @@ fn the_std_epsilon_makes_scaling_equal_only_up_to_epsilon() {
 #[test]
 fn a_group_constant_term_is_proved_under_centering() {
     let v = verdict(
-        &format!("reward = grade(word) + group.mean(cost)\n{CENTRED}"),
         &format!("reward = grade(word)\n{CENTRED}"),
+        &format!("reward = grade(word) + group.mean(cost)\n{CENTRED}"),
     );
     assert_eq!(v, Verdict::Proved { reason: "a group-constant term".into() }, "{}", v.describe());
     // And under GRPO (std ignores it too), combined with a scale and the ε-free std.
     let v = verdict(
-        &format!("reward = 3 * grade(word) - 0.5 * group.max(cost) + 1\n{STD_NO_EPS}"),
         &format!("reward = grade(word)\n{STD_NO_EPS}"),
+        &format!("reward = 3 * grade(word) - 0.5 * group.max(cost) + 1\n{STD_NO_EPS}"),
     );
     assert_eq!(v, Verdict::Proved { reason: "positive scaling (×3) and a group-constant term".into() });
 }

@@ -13,6 +13,7 @@
 
 pub mod baseline;
 pub mod by_repo;
+pub mod equiv;
 pub mod load;
 pub mod pool;
 pub mod publish;

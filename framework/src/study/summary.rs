@@ -137,6 +137,8 @@ pub struct Summary {
     pub missing: Vec<PathBuf>,
     /// Every alert the runs fired (their `alerts.csv`), by variant and seed, in step order.
     pub alerts: Vec<RunAlert>,
+    /// Variants not trained because an earlier one is proved equivalent (`merged.json`).
+    pub merged: Vec<super::equiv::MergedVariant>,
 }
 
 /// An alert a run fired, for the summary's list.
@@ -351,6 +353,7 @@ pub fn summarize(study_dir: &Path) -> Result<Summary, SummaryError> {
     };
     let baseline_tasks = by_repo::read_jsonl::<BaselineTask>(&study_dir.join(BASELINE_TASKS_FILE))?.unwrap_or_default();
     let by_repo = by_repo::breakdown(&records, &baseline_tasks);
+    let merged = super::equiv::read_merged(study_dir)?;
     Ok(Summary {
         name: manifest.name,
         precision_gate: manifest.precision_gate,
@@ -359,6 +362,7 @@ pub fn summarize(study_dir: &Path) -> Result<Summary, SummaryError> {
         by_repo,
         missing,
         alerts,
+        merged,
     })
 }
 
@@ -389,6 +393,10 @@ pub fn write_tables(summary: &Summary, study_dir: &Path) -> Result<(), SummaryEr
         let mut record = vec![v.name.clone(), v.runs.len().to_string()];
         record.extend(stats_cells(&v.stats));
         record.push(v.passes_gate.map_or(String::new(), |p| if p { "pass" } else { "fail" }.to_string()));
+        // A merged variant's row says which variant stands for it (equiv).
+        if let Some(text) = merged_cell(summary, &v.name) {
+            *record.last_mut().expect("the gate cell") = text;
+        }
         record
     });
     let baselines = summary.baselines.iter().map(|b| {
@@ -406,6 +414,12 @@ pub fn write_tables(summary: &Summary, study_dir: &Path) -> Result<(), SummaryEr
         by_repo::write_repo_tables(&summary.name, &summary.by_repo, study_dir)?;
     }
     Ok(())
+}
+
+/// The text standing in a merged variant's row: `= grpo (proved: positive scaling (×2))`.
+fn merged_cell(summary: &Summary, variant: &str) -> Option<String> {
+    let m = summary.merged.iter().find(|m| m.variant == variant)?;
+    Some(format!("= {} ({})", m.into, m.reason))
 }
 
 /// The markdown summary: one row per variant, then the baselines.
@@ -426,6 +440,13 @@ pub fn render_markdown(summary: &Summary) -> String {
         None => "–",
     };
     for v in &summary.variants {
+        // A merged variant: no runs of its own, the proof in its row (equiv).
+        if let Some(text) = merged_cell(summary, &v.name) {
+            let mut cells = vec![v.name.clone(), text];
+            cells.extend(std::iter::repeat_n("–".to_string(), COLUMNS.len() + 1));
+            out.push_str(&format!("| {} |\n", cells.join(" | ")));
+            continue;
+        }
         let mut cells = vec![v.name.clone(), v.runs.len().to_string()];
         for (s, (key, _)) in v.stats.iter().zip(COLUMNS) {
             let decimals = if matches!(key, "completion_len" | "turns") { 1 } else { 3 };
