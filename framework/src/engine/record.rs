@@ -114,7 +114,7 @@ pub(super) fn outcome<E>(
     } else {
         Vec::new()
     };
-    StepOutcome { metrics, timings, eval: eval.records, rollouts, alerts: Vec::new() }
+    StepOutcome { metrics, timings, eval: eval.records, rollouts, alerts: Vec::new(), shadow: Vec::new() }
 }
 
 impl<P: Policy> Engine<P> {

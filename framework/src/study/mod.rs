@@ -19,6 +19,7 @@ pub mod pool;
 pub mod publish;
 pub mod qwen3;
 pub mod runs;
+pub mod shadow;
 pub mod slurm;
 pub mod spec;
 mod synth;

@@ -139,6 +139,8 @@ pub struct Summary {
     pub alerts: Vec<RunAlert>,
     /// Variants not trained because an earlier one is proved equivalent (`merged.json`).
     pub merged: Vec<super::equiv::MergedVariant>,
+    /// Each trained variant against each shadow variant (runs' `shadow.csv`; empty without shadows).
+    pub shadow: Vec<super::shadow::ShadowPair>,
 }
 
 /// An alert a run fired, for the summary's list.
@@ -354,6 +356,7 @@ pub fn summarize(study_dir: &Path) -> Result<Summary, SummaryError> {
     let baseline_tasks = by_repo::read_jsonl::<BaselineTask>(&study_dir.join(BASELINE_TASKS_FILE))?.unwrap_or_default();
     let by_repo = by_repo::breakdown(&records, &baseline_tasks);
     let merged = super::equiv::read_merged(study_dir)?;
+    let shadow = super::shadow::read_pairs(study_dir, &manifest)?;
     Ok(Summary {
         name: manifest.name,
         precision_gate: manifest.precision_gate,
@@ -363,6 +366,7 @@ pub fn summarize(study_dir: &Path) -> Result<Summary, SummaryError> {
         missing,
         alerts,
         merged,
+        shadow,
     })
 }
 
@@ -489,6 +493,7 @@ pub fn render_markdown(summary: &Summary) -> String {
             ));
         }
     }
+    out.push_str(&super::shadow::render(&summary.shadow));
     if !summary.missing.is_empty() {
         out.push_str(&format!("\n{} run(s) have no metrics yet:\n\n", summary.missing.len()));
         for m in &summary.missing {

@@ -45,6 +45,10 @@ struct RunArgs {
     /// (by default such grid cells are merged before launch and the reason printed).
     #[arg(long)]
     no_merge: bool,
+    /// Score every run's rollouts with every other variant too and write `shadow.csv`
+    /// (what `[training] shadow = true` does).
+    #[arg(long)]
+    shadow: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -107,7 +111,7 @@ fn main() -> ExitCode {
         Some(Command::Slurm(args)) => slurm::slurm(&args),
         Some(Command::RunOne(args)) => slurm::run_one(&args),
         Some(Command::Merge(args)) => slurm::merge(&args),
-        None => run::run(&cli.run.study, cli.run.jobs, &cli.run.results, !cli.run.no_merge),
+        None => run::run(&cli.run.study, cli.run.jobs, &cli.run.results, !cli.run.no_merge, cli.run.shadow),
     };
     match result {
         Ok(code) => ExitCode::from(code),
