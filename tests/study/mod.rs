@@ -3,6 +3,7 @@
 
 mod merge;
 mod resume;
+mod shadow;
 mod sources;
 
 use std::path::Path;

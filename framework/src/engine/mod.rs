@@ -369,13 +369,16 @@ impl<P: Policy> Engine<P> {
         let step_no = self.step + 1;
         let batch = self.sample(step_no)?;
         let mut scores = self.score(&batch.records, step_no)?;
+        let shadow_start = std::time::Instant::now();
         let shadow = self.shadow_rows(&batch.records, &scores.advantage, step_no)?;
+        let shadow_s = shadow_start.elapsed().as_secs_f64();
         let update = self.update(&batch.episodes, &scores.advantage, step_no)?;
         self.step = step_no;
         let eval = self.evaluate(step_no)?;
         let table = std::mem::take(&mut scores.table);
         let mut outcome = record::outcome(step_no, batch, scores, update, eval, self.config.log_rollouts);
         outcome.shadow = shadow;
+        outcome.timings.shadow_s = shadow_s;
         let program = self.variant.compiled().program();
         outcome.alerts =
             alerts::step_alerts(program, &table, &outcome.metrics, &mut self.alert_streaks).map_err(|source| {

@@ -97,6 +97,7 @@ pub(super) fn outcome<E>(
         reward_s: scores.seconds,
         update_s: update.seconds,
         eval_s: eval.seconds,
+        shadow_s: 0.0,
     };
     let rollouts = if log_rollouts {
         batch

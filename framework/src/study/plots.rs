@@ -68,11 +68,6 @@ pub fn write_plots(summary: &Summary, study_dir: &Path) -> Result<Vec<PathBuf>, 
     Ok(written)
 }
 
-/// Draws one line per series with its band (no reference lines); the font must be registered.
-pub(super) fn draw_bands(path: &Path, title: &str, ylabel: &str, series: &[(String, Vec<Band>)]) -> Result<(), String> {
-    draw(path, title, ylabel, series, &[])
-}
-
 /// The Okabe–Ito colours (distinguishable with the common colour-vision
 /// deficiencies; their yellow is left out, too faint on white), then plotters' palette.
 fn series_color(i: usize) -> RGBAColor {

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::plots::{Band, draw_bands};
+use super::plots::Band;
 use super::summary::{Manifest, SummaryError};
 use crate::engine::SHADOW_FILE;
 use crate::engine::shadow::{ShadowRow, read_shadow};
@@ -26,7 +26,7 @@ pub struct ShadowPair {
     pub pearson: Option<f64>,
     /// Rows averaged (steps × seeds).
     pub rows: usize,
-    /// Per step: mean, min and max of τ-b over seeds, for the plot.
+    /// Per step: mean, min and max of τ-b over seeds.
     pub tau_by_step: Vec<Band>,
 }
 
@@ -108,20 +108,75 @@ pub fn render(pairs: &[ShadowPair]) -> String {
     out
 }
 
-/// Draws `plots/shadow_tau.png` (τ-b per step, one line per pair); `None` without shadow rows.
+/// Draws `plots/shadow_tau.png`: a trained × shadow grid of the mean τ-b, each cell coloured
+/// from red (−1) through white (0) to blue (1) and labelled with its value; `None` without
+/// shadow rows. (A line per pair and step is unreadable past a few variants: 8 make 56.)
 pub fn write_plot(name: &str, pairs: &[ShadowPair], study_dir: &Path) -> Result<Option<PathBuf>, SummaryError> {
     if pairs.is_empty() {
         return Ok(None);
     }
     let path = study_dir.join("plots").join("shadow_tau.png");
-    let series: Vec<(String, Vec<Band>)> =
-        pairs.iter().map(|p| (format!("{} scored by {}", p.trained, p.shadow), p.tau_by_step.clone())).collect();
-    draw_bands(
-        &path,
-        &format!("{name} — shadow agreement per step"),
-        "within-group Kendall τ-b of advantages",
-        &series,
-    )
-    .map_err(|message| SummaryError::Plot { path: path.clone(), message })?;
+    draw_grid(&path, name, pairs).map_err(|message| SummaryError::Plot { path: path.clone(), message })?;
     Ok(Some(path))
+}
+
+/// The names in first-seen order.
+fn names<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for n in items {
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out
+}
+
+fn draw_grid(path: &Path, name: &str, pairs: &[ShadowPair]) -> Result<(), String> {
+    use plotters::prelude::*;
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let rows = names(pairs.iter().map(|p| p.trained.as_str()));
+    // Columns in the rows' (study) order, so the grid's diagonal is each variant against itself.
+    let cols = names(rows.iter().copied().chain(pairs.iter().map(|p| p.shadow.as_str())));
+    let (left, top, cell_w, cell_h) = (170i32, 90i32, 100i32, 44i32);
+    let width = (left + cell_w * cols.len() as i32 + 30).max(600) as u32;
+    let height = (top + cell_h * rows.len() as i32 + 60) as u32;
+    let root = BitMapBackend::new(path, (width, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let title = format!("{name} — shadow agreement: mean within-group Kendall τ-b of advantages");
+    root.draw(&Text::new(title, (16, 14), ("sans-serif", 20))).map_err(|e| err(&e))?;
+    let small = ("sans-serif", 15).into_font();
+    let centred = |font: FontDesc<'static>| font.into_text_style(&root).pos(Pos::new(HPos::Center, VPos::Center));
+    root.draw(&Text::new("shadow variant →", (left, 50), small.clone())).map_err(|e| err(&e))?;
+    for (j, c) in cols.iter().enumerate() {
+        let x = left + cell_w * j as i32 + cell_w / 2;
+        root.draw(&Text::new(c.to_string(), (x, top - 14), centred(small.clone()))).map_err(|e| err(&e))?;
+    }
+    for (i, r) in rows.iter().enumerate() {
+        let y = top + cell_h * i as i32;
+        let right = small.clone().into_text_style(&root).pos(Pos::new(HPos::Right, VPos::Center));
+        root.draw(&Text::new(format!("trained {r}"), (left - 8, y + cell_h / 2), right)).map_err(|e| err(&e))?;
+        for (j, c) in cols.iter().enumerate() {
+            let x = left + cell_w * j as i32;
+            let tau = pairs.iter().find(|p| p.trained == *r && p.shadow == *c).and_then(|p| p.kendall_tau_b);
+            let fill = match tau {
+                // White at 0, towards blue at 1 and red at −1.
+                Some(t) if t >= 0.0 => {
+                    RGBColor((255.0 * (1.0 - t)) as u8, (255.0 - 141.0 * t) as u8, (255.0 - 77.0 * t) as u8)
+                }
+                Some(t) => RGBColor((255.0 + 42.0 * t) as u8, (255.0 + 161.0 * t) as u8, (255.0 + 255.0 * t) as u8),
+                None => RGBColor(225, 225, 225),
+            };
+            root.draw(&Rectangle::new([(x, y), (x + cell_w - 2, y + cell_h - 2)], fill.filled()))
+                .map_err(|e| err(&e))?;
+            let label = tau.map_or("–".to_string(), |t| format!("{t:.2}"));
+            let ink = if tau.is_some_and(|t| t.abs() > 0.6) { WHITE } else { BLACK };
+            let style = ("sans-serif", 16).into_font().color(&ink).pos(Pos::new(HPos::Center, VPos::Center));
+            root.draw(&Text::new(label, (x + cell_w / 2, y + cell_h / 2), style)).map_err(|e| err(&e))?;
+        }
+    }
+    let note =
+        "each cell: the trained variant's rollouts scored by the shadow, mean over steps and seeds (grey: undefined)";
+    root.draw(&Text::new(note, (16, height as i32 - 30), small)).map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))
 }
