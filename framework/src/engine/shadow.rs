@@ -250,7 +250,8 @@ mod tests {
     fn tau_b_counts_ties() {
         // x = [1, 2, 2], y = [1, 2, 3]: C = 2, D = 0, ties in x = 1:
         // τ-b = 2 / sqrt(2 · 3).
-        let row = agreement(1, "s", &[1.0, 2.0, 2.0], &[1.0, 2.0, 3.0], &[0..3]);
+        let one_group = [std::ops::Range { start: 0, end: 3 }];
+        let row = agreement(1, "s", &[1.0, 2.0, 2.0], &[1.0, 2.0, 3.0], &one_group);
         assert!((row.kendall_tau_b.unwrap() - 2.0 / 6f64.sqrt()).abs() < 1e-12);
     }
 
