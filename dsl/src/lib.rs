@@ -19,6 +19,7 @@ pub mod codegen;
 pub mod cpu;
 pub mod csv_table;
 pub mod diag;
+pub mod equiv;
 pub mod eval;
 pub mod gpu;
 pub mod hir;

@@ -13,6 +13,8 @@ mod proxy;
 mod qwen3;
 #[path = "framework/retrieval.rs"]
 mod retrieval;
+#[path = "framework/shadow.rs"]
+mod shadow;
 #[path = "framework/synthetic.rs"]
 mod synthetic;
 #[path = "framework/toy.rs"]

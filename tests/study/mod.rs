@@ -1,8 +1,10 @@
 //! `study` runs as a process: resume after SIGKILL, the real task sources,
 //! failing runs and skipped runs.
 
+mod merge;
 mod paired;
 mod resume;
+mod shadow;
 mod sources;
 
 use std::path::Path;

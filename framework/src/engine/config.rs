@@ -56,6 +56,10 @@ pub struct EngineConfig {
     /// What a fired `alert` does: `warn` logs it, `stop` also ends the run
     /// after the step with a checkpoint.
     pub on_alert: OnAlert,
+    /// Also score every step's rollouts with the study's other variants and
+    /// write `shadow.csv` (issue 17; the study runner hands the engine its
+    /// shadows through `Engine::with_shadows`).
+    pub shadow: bool,
     /// Tokio worker threads of the engine's runtime. Tool calls themselves run
     /// on its blocking pool under the sandbox's global limit. Results never
     /// depend on this number.
@@ -147,6 +151,7 @@ impl Default for EngineConfig {
             keep_only_latest_checkpoint: false,
             log_rollouts: false,
             on_alert: OnAlert::Warn,
+            shadow: false,
             runtime_threads: 1,
         }
     }

@@ -109,6 +109,8 @@ pub struct Timings {
     pub update_s: f64,
     /// Held-out evaluation (0 on other steps).
     pub eval_s: f64,
+    /// Scoring the rollouts with the shadow variants (0 without shadows; issue 17).
+    pub shadow_s: f64,
 }
 
 /// The column names of `metrics.csv`, in order.
@@ -154,7 +156,7 @@ pub fn metrics_header() -> Vec<&'static str> {
 
 /// The column names of `timings.csv`, in order.
 pub fn timings_header() -> Vec<&'static str> {
-    vec!["step", "rollout_s", "tools_s", "reward_s", "update_s", "eval_s"]
+    vec!["step", "rollout_s", "tools_s", "reward_s", "update_s", "eval_s", "shadow_s"]
 }
 
 /// Appends rows to a CSV file, flushing after each.

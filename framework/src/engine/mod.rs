@@ -73,6 +73,8 @@ mod rollout;
 mod sample;
 mod score;
 pub(crate) mod seed;
+// Shadow variants (issue 17): scored beside the trained one, `shadow.csv`.
+pub mod shadow;
 pub mod tasks;
 mod update;
 mod variant;
@@ -96,6 +98,7 @@ pub use error::{EngineError, Phase};
 pub use evaluate::EvalRecord;
 pub use loss::{Aggregation, KlEstimator, LossConfig, LossOutput, grpo_loss};
 pub use metrics::{MetricsRow, Timings};
+pub use shadow::{SHADOW_FILE, ShadowRow};
 pub use tasks::{EngineTask, TaskSet, TaskSource};
 pub use variant::{RewardVariant, VariantError};
 
@@ -133,6 +136,8 @@ pub struct Engine<P: Policy> {
     logs: Option<Logs>,
     /// Consecutive steps each alert has held (checkpointed).
     alert_streaks: Vec<u32>,
+    /// Variants scored beside the trained one ([`Engine::with_shadows`]).
+    shadows: Option<shadow::Shadows>,
 }
 
 /// What one step produced.
@@ -148,6 +153,8 @@ pub struct StepOutcome {
     pub rollouts: Vec<LoggedRollout>,
     /// The alerts that fired at this step, in source order.
     pub alerts: Vec<FiredAlert>,
+    /// The shadow variants' agreement rows (empty without shadows).
+    pub shadow: Vec<ShadowRow>,
 }
 
 /// A training rollout as logged to `rollouts.jsonl`: the contract's record plus the step and its outputs.
@@ -254,6 +261,7 @@ impl<P: Policy> Engine<P> {
             resumed: None,
             logs: None,
             alert_streaks: Vec::new(),
+            shadows: None,
         })
     }
 
@@ -320,9 +328,12 @@ impl<P: Policy> Engine<P> {
         mut progress: impl FnMut(&StepReport<'_>),
     ) -> Result<RunSummary, EngineError> {
         self.open_logs(out_dir)?;
+        self.open_shadow(out_dir)?;
         let mut summary = RunSummary { steps_run: 0, steps_done: self.step, last: None, stopped_by: None };
         while self.step < self.config.total_steps && summary.steps_run < max_steps {
             let outcome = self.step()?;
+            // Shadow rows go out before the step's checkpoint, so a resume keeps them.
+            self.write_shadow(&outcome.shadow)?;
             let mut checkpoint = self.record(&outcome)?;
             let stop = if self.config.on_alert == OnAlert::Stop { outcome.alerts.first().cloned() } else { None };
             if stop.is_some() && checkpoint.is_none() {
@@ -358,11 +369,16 @@ impl<P: Policy> Engine<P> {
         let step_no = self.step + 1;
         let batch = self.sample(step_no)?;
         let mut scores = self.score(&batch.records, step_no)?;
+        let shadow_start = std::time::Instant::now();
+        let shadow = self.shadow_rows(&batch.records, &scores.advantage, step_no)?;
+        let shadow_s = shadow_start.elapsed().as_secs_f64();
         let update = self.update(&batch.episodes, &scores.advantage, step_no)?;
         self.step = step_no;
         let eval = self.evaluate(step_no)?;
         let table = std::mem::take(&mut scores.table);
         let mut outcome = record::outcome(step_no, batch, scores, update, eval, self.config.log_rollouts);
+        outcome.shadow = shadow;
+        outcome.timings.shadow_s = shadow_s;
         let program = self.variant.compiled().program();
         outcome.alerts =
             alerts::step_alerts(program, &table, &outcome.metrics, &mut self.alert_streaks).map_err(|source| {

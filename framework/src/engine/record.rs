@@ -107,6 +107,7 @@ pub(super) fn outcome<E>(
         reward_s: scores.seconds,
         update_s: update.seconds,
         eval_s: eval.seconds,
+        shadow_s: 0.0,
     };
     let rollouts = if log_rollouts {
         batch
@@ -124,7 +125,7 @@ pub(super) fn outcome<E>(
     } else {
         Vec::new()
     };
-    StepOutcome { metrics, timings, eval: eval.records, rollouts, alerts: Vec::new() }
+    StepOutcome { metrics, timings, eval: eval.records, rollouts, alerts: Vec::new(), shadow: Vec::new() }
 }
 
 impl<P: Policy> Engine<P> {

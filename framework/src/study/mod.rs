@@ -13,12 +13,14 @@
 
 pub mod baseline;
 pub mod by_repo;
+pub mod equiv;
 pub mod load;
 pub mod paired;
 pub mod pool;
 pub mod publish;
 pub mod qwen3;
 pub mod runs;
+pub mod shadow;
 pub mod slurm;
 pub mod spec;
 mod synth;

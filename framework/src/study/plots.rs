@@ -61,6 +61,10 @@ pub fn write_plots(summary: &Summary, study_dir: &Path) -> Result<Vec<PathBuf>, 
             .map_err(|message| SummaryError::Plot { path: path.clone(), message })?;
         written.push(path);
     }
+    // The shadow-agreement plot (issue 17), when runs wrote `shadow.csv`.
+    if let Some(path) = super::shadow::write_plot(&summary.name, &summary.shadow, study_dir)? {
+        written.push(path);
+    }
     Ok(written)
 }
 
@@ -77,10 +81,14 @@ fn series_color(i: usize) -> RGBAColor {
 
 /// One step's mean, minimum and maximum over seeds.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Band {
+pub struct Band {
+    /// The engine step.
     pub step: usize,
+    /// The mean over seeds.
     pub mean: f64,
+    /// The smallest seed's value.
     pub min: f64,
+    /// The largest seed's value.
     pub max: f64,
 }
 

@@ -147,6 +147,10 @@ pub struct Summary {
     pub reference: Option<String>,
     /// Every other variant minus the reference, per seed index ([`super::paired`]).
     pub paired: Vec<PairedDiff>,
+    /// Variants not trained because an earlier one is proved equivalent (`merged.json`).
+    pub merged: Vec<super::equiv::MergedVariant>,
+    /// Each trained variant against each shadow variant (runs' `shadow.csv`; empty without shadows).
+    pub shadow: Vec<super::shadow::ShadowPair>,
 }
 
 /// An alert a run fired, for the summary's list.
@@ -377,6 +381,8 @@ pub fn summarize(study_dir: &Path) -> Result<Summary, SummaryError> {
     let by_repo = by_repo::breakdown(&records, &baseline_tasks);
     let reference = manifest.reference.clone().or_else(|| manifest.variants.first().cloned());
     let paired = reference.as_deref().map_or_else(Vec::new, |r| paired::paired_differences(&variants, r));
+    let merged = super::equiv::read_merged(study_dir)?;
+    let shadow = super::shadow::read_pairs(study_dir, &manifest)?;
     Ok(Summary {
         name: manifest.name,
         precision_gate: manifest.precision_gate,
@@ -387,6 +393,8 @@ pub fn summarize(study_dir: &Path) -> Result<Summary, SummaryError> {
         alerts,
         reference,
         paired,
+        merged,
+        shadow,
     })
 }
 
@@ -417,6 +425,10 @@ pub fn write_tables(summary: &Summary, study_dir: &Path) -> Result<(), SummaryEr
         let mut record = vec![v.name.clone(), v.runs.len().to_string()];
         record.extend(stats_cells(&v.stats));
         record.push(v.passes_gate.map_or(String::new(), |p| if p { "pass" } else { "fail" }.to_string()));
+        // A merged variant's row says which variant stands for it (equiv).
+        if let Some(text) = merged_cell(summary, &v.name) {
+            *record.last_mut().expect("the gate cell") = text;
+        }
         record
     });
     let baselines = summary.baselines.iter().map(|b| {
@@ -439,6 +451,12 @@ pub fn write_tables(summary: &Summary, study_dir: &Path) -> Result<(), SummaryEr
     Ok(())
 }
 
+/// The text standing in a merged variant's row: `= grpo (proved: positive scaling (×2))`.
+fn merged_cell(summary: &Summary, variant: &str) -> Option<String> {
+    let m = summary.merged.iter().find(|m| m.variant == variant)?;
+    Some(format!("= {} ({})", m.into, m.reason))
+}
+
 /// The markdown summary: one row per variant, then the baselines.
 pub fn render_markdown(summary: &Summary) -> String {
     let mut out = format!("# Study `{}`\n\n", summary.name);
@@ -457,6 +475,13 @@ pub fn render_markdown(summary: &Summary) -> String {
         None => "–",
     };
     for v in &summary.variants {
+        // A merged variant: no runs of its own, the proof in its row (equiv).
+        if let Some(text) = merged_cell(summary, &v.name) {
+            let mut cells = vec![v.name.clone(), text];
+            cells.extend(std::iter::repeat_n("–".to_string(), COLUMNS.len() + 1));
+            out.push_str(&format!("| {} |\n", cells.join(" | ")));
+            continue;
+        }
         let mut cells = vec![v.name.clone(), v.runs.len().to_string()];
         for (s, (key, _)) in v.stats.iter().zip(COLUMNS) {
             let decimals = if matches!(key, "completion_len" | "turns") { 1 } else { 3 };
@@ -502,6 +527,7 @@ pub fn render_markdown(summary: &Summary) -> String {
             ));
         }
     }
+    out.push_str(&super::shadow::render(&summary.shadow));
     if !summary.missing.is_empty() {
         out.push_str(&format!("\n{} run(s) have no metrics yet:\n\n", summary.missing.len()));
         for m in &summary.missing {

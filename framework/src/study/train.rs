@@ -283,6 +283,7 @@ impl<P: Policy> Trainer<'_, P> {
     fn train_one(&self, run: &RunSpec, progress: &dyn Progress) -> Result<(), RunError> {
         let config = self.study.engine_config(run);
         let total = config.total_steps;
+        let shadow = config.shadow;
         let dir = self.study_dir.join(&run.dir);
         let checkpoint = match Start::of(&dir, total) {
             Start::Skip => return Ok(()),
@@ -301,6 +302,10 @@ impl<P: Policy> Trainer<'_, P> {
             None => Engine::new(config, policy, tasks, sandbox, variant),
         };
         let mut engine = engine.map_err(|source| RunError::Start { run: run.dir.clone(), source })?;
+        // Shadow variants (issue 17): every other variant scores this run's rollouts.
+        if shadow {
+            engine = engine.with_shadows(self.variants.clone());
+        }
 
         let mut observer = progress.run_started(run, engine.steps_done(), total);
         let result = engine.run(&dir, |r| observer.step(r));

@@ -41,13 +41,23 @@ struct RunArgs {
     /// Where `<study>/` goes.
     #[arg(long, default_value = "results")]
     results: PathBuf,
+    /// Train every variant, also those proved to give the same advantages as an earlier one
+    /// (by default such grid cells are merged before launch and the reason printed).
+    #[arg(long)]
+    no_merge: bool,
+    /// Score every run's rollouts with every other variant too and write `shadow.csv`
+    /// (what `[training] shadow = true` does).
+    #[arg(long)]
+    shadow: bool,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Check a study file (TOML, every variant's reward program), prepare its tasks (mining and
     /// caching commits, opening every repository and commit, applying the leakage rule) and
-    /// report them, and list its runs; exit 1 on errors.
+    /// report them, report which variants give the same advantages (proved, equal up to ε,
+    /// equal on generated groups, or different with a witness), and list its runs; exit 1 on
+    /// errors.
     Check {
         /// The study file.
         #[arg(default_value = "studies/codegrep.toml")]
@@ -105,7 +115,7 @@ fn main() -> ExitCode {
         Some(Command::Slurm(args)) => slurm::slurm(&args),
         Some(Command::RunOne(args)) => slurm::run_one(&args),
         Some(Command::Merge(args)) => slurm::merge(&args),
-        None => run::run(&cli.run.study, cli.run.jobs, &cli.run.results),
+        None => run::run(&cli.run.study, cli.run.jobs, &cli.run.results, !cli.run.no_merge, cli.run.shadow),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -139,6 +149,12 @@ fn check(path: &Path, results: Option<&Path>) -> Result<u8> {
     if let Some(results) = results {
         let prepared = study::prepare_tasks(&s, &results.join(&s.name))?;
         print!("{}", prepared.report.render());
+    }
+    let pairs = study::equiv::compare_variants(&s)?;
+    print!("{}", study::equiv::render_pairs(&s, &pairs));
+    let merged = study::equiv::merge_plan(&s, &pairs);
+    for m in &merged {
+        println!("  merged before launch: {} = {} ({}); `study --no-merge` trains it", m.variant, m.into, m.reason);
     }
     let runs = s.runs();
     println!("{}: {} variants × {} seeds = {} runs", s.name, s.variants.len(), s.seeds, runs.len());

@@ -11,18 +11,26 @@ mod train;
 
 /// `study [STUDY.toml]`. Without `--jobs`, proxy-policy runs train one per
 /// core (each is single-threaded but for tool calls) and Qwen3 runs one at a
-/// time (each loads its own model).
-pub fn run(path: &Path, jobs: Option<usize>, results: &Path) -> Result<u8> {
+/// time (each loads its own model). With `merge`, variants proved to give an
+/// earlier variant's advantages are not trained (`study::equiv`); with
+/// `shadow`, every run also scores its rollouts with the other variants.
+pub fn run(path: &Path, jobs: Option<usize>, results: &Path, merge: bool, shadow: bool) -> Result<u8> {
     if jobs == Some(0) {
         bail!("--jobs must be at least 1");
     }
-    let Some(s) = super::load(path)? else { return Ok(1) };
+    let Some(mut s) = super::load(path)? else { return Ok(1) };
+    s.training.shadow |= shadow;
     let jobs = jobs.unwrap_or_else(|| match s.policy {
         PolicySpec::Proxy(_) => std::thread::available_parallelism().map_or(1, |n| n.get()),
         PolicySpec::Qwen3(_) => 1,
     });
     let dir = results.join(&s.name);
-    let runs = s.runs();
+    let merged = if merge { study::equiv::merge_plan(&s, &study::equiv::compare_variants(&s)?) } else { Vec::new() };
+    for m in &merged {
+        eprintln!("merged {} into {}: {} (--no-merge trains it)", m.variant, m.into, m.reason);
+    }
+    let runs = study::equiv::without_merged(&s.runs(), &merged);
+    study::equiv::write_merged(&dir, &merged)?;
     study::publish::write_manifest(&dir, &Manifest::new(&s, &runs))?;
     // The other runs' results are worth a summary even when some run failed.
     let trained = run_study(&s, &runs, jobs, &dir);
