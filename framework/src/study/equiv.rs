@@ -5,7 +5,8 @@
 //! Only a proof merges ([`Verdict::Proved`]); "equal up to ε" and "equal on N
 //! groups, not proved" are reported and trained. A proved pair is still not
 //! merged when the two variants would not train alike for another reason:
-//! different proxy-policy settings, or different alerts (which can stop a run).
+//! different proxy-policy settings, different loss settings (a variant's `loss` table), or
+//! different alerts (which can stop a run).
 //! A merged variant is recorded in `merged.json` so the summary shows its row
 //! as `= other (proved: ...)` instead of dropping it.
 
@@ -90,6 +91,8 @@ pub fn compare_variants(study: &Study) -> Result<Vec<VariantPair>, EquivStudyErr
             })?;
             let blocker = if study.variants[i].proxy != study.variants[j].proxy {
                 Some("their proxy-policy settings differ".to_string())
+            } else if study.variants[i].loss != study.variants[j].loss {
+                Some("their loss settings differ".to_string())
             } else if alerts(a) != alerts(b) {
                 Some("their alerts differ".to_string())
             } else {
