@@ -53,13 +53,17 @@
 //!
 //! # Content index
 //!
-//! Each repository keeps a trigram index per *blob* (`index`): built lazily, in the
+//! Each repository keeps a trigram index over *blobs* (`index`): built lazily, in the
 //! background and in parallel, for the blobs a view reaches, and shared by every commit that
-//! contains them, in an LRU bounded by [`StoreOptions::index_bytes`]. grep on a view turns its
-//! pattern into the trigrams every match must contain (from the same HIR the matcher compiles)
-//! and reads only the files that have them; files not indexed yet are scanned, so results are
-//! identical to the scan's (a property test checks it) and a call never waits for a build.
-//! Worktrees always scan. [`Repo::build_index`] builds ahead of time with progress reports.
+//! contains them. Each text blob gets a slot in the repository's posting lists (trigram → the
+//! slots of the blobs that contain it); entries and lists are bounded together by
+//! [`StoreOptions::index_bytes`], evicting least recently used blobs and compacting the lists.
+//! grep on a view turns its pattern into the trigrams every match must contain (from the same
+//! HIR the matcher compiles), evaluates that query once over the posting lists into the set of
+//! blobs that cannot match, and reads only the other files; files not indexed yet are scanned,
+//! so results are identical to the scan's (a property test checks it) and a call never waits
+//! for a build. Worktrees always scan. [`Repo::build_index`] builds ahead of time with progress
+//! reports.
 //!
 //! # Tools and limits
 //!

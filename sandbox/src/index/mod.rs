@@ -15,7 +15,9 @@
 //! The first grep on a zero-disk view starts a background job (on rayon's pool) that builds
 //! the entries the view's blobs lack, in parallel; the grep itself, and every one after it until
 //! the job is done, use whatever entries exist and scan the rest, so a build never holds a call
-//! past its deadline. [`crate::Repo::build_index`] builds for a list of commits in the calling
+//! past its deadline; a grep that finds the index locked by a build (inserting a blob's
+//! trigrams, compacting the lists) waits at most [`GREP_PATIENCE`] for it, then goes on without
+//! the index for that call. [`crate::Repo::build_index`] builds for a list of commits in the calling
 //! thread (parallel too), reporting progress, for callers that want the index ready before a run.
 //!
 //! # Memory bound
@@ -30,19 +32,29 @@
 //! repository with thousands of commits evicts its least recently used blobs beyond the bound.
 //! Once a view has looked up all its files it keeps its own list of entries (shared `Arc`s, a
 //! few dozen bytes each: sizes and slots, no trigrams) for its lifetime; an entry evicted since
-//! keeps its size and binary flag but no longer narrows greps (its file is read). Nothing is
-//! persisted: a new process rebuilds.
+//! keeps its size and binary flag but no longer narrows greps (its file is read).
+//!
+//! # Persistence
+//!
+//! With [`crate::StoreOptions::persist_index`] (the default) the index is kept in one versioned
+//! file per repository under the store (`<store>/.index/<name>.trigrams`, [`persist`]): read
+//! before the first build, written (atomically) when the repository is dropped or by
+//! [`crate::Repo::save_index`] if entries were built since. A file that is missing, of another
+//! version or corrupt is ignored, the index is rebuilt and the file written over.
 
 pub(crate) mod grams;
+mod persist;
 pub(crate) mod postings;
 pub(crate) mod query;
 
 use std::{
     collections::HashSet,
+    path::{Path, PathBuf},
     sync::{
-        Arc, Condvar, Mutex, MutexGuard,
+        Arc, Condvar, Mutex, MutexGuard, TryLockError,
         atomic::{AtomicU64, AtomicUsize, Ordering},
     },
+    time::{Duration, Instant},
 };
 
 use gix::ObjectId;
@@ -60,6 +72,9 @@ use crate::store::RepoShared;
 const MAX_INDEXED_BLOB: u64 = 16 << 20;
 /// Fixed cost counted per entry besides its trigrams: the entry, its `Arc` and its LRU node.
 const ENTRY_OVERHEAD: usize = 96;
+/// How long a grep waits for the index while a build holds it (inserting a blob's trigrams,
+/// compacting the lists) before it goes on without it, reading what it cannot rule out.
+const GREP_PATIENCE: Duration = Duration::from_millis(2);
 
 /// What the index knows of one blob.
 #[derive(Debug)]
@@ -103,6 +118,8 @@ pub struct IndexStats {
     pub capacity_bytes: usize,
     /// Entries built over the index's life.
     pub built: u64,
+    /// Entries read back from the persisted file (see [`crate::StoreOptions::persist_index`]).
+    pub loaded: usize,
     /// Entries evicted to stay within the bound.
     pub evicted: u64,
     /// Compactions of the posting lists (each after a batch of evictions).
@@ -126,6 +143,11 @@ pub struct IndexProgress {
 #[derive(Debug)]
 pub(crate) struct ContentIndex {
     capacity: usize,
+    /// Where the index is persisted, if it is.
+    file: Option<PathBuf>,
+    /// Whether the persisted file was read (or there was none to read); builds take this lock
+    /// first, greps never do.
+    load: Mutex<bool>,
     inner: Mutex<Inner>,
     /// Signalled whenever pending blobs finish, for builds waiting on another build's blobs.
     settled: Condvar,
@@ -140,6 +162,9 @@ struct Inner {
     /// Trigrams of the live text entries: what the lists would hold after a compaction.
     live_grams: usize,
     built: u64,
+    /// `built` when the index was last loaded or saved: a save is needed only past it.
+    saved_built: u64,
+    loaded: usize,
     evicted: u64,
     compactions: u64,
     /// Blobs some build is working on now.
@@ -168,6 +193,11 @@ impl Inner {
             self.forget(&old);
         }
         self.built += 1;
+        self.restore_bound(capacity);
+    }
+
+    /// Evicts and compacts until the count is within `capacity`.
+    fn restore_bound(&mut self, capacity: usize) {
         // Evict down to three quarters of the bound (estimated as the entries and list elements
         // the live blobs will count after the compaction), then compact once. The lists' fixed
         // overheads are not in the estimate: when the compacted count is still over the bound,
@@ -197,15 +227,19 @@ impl Inner {
 }
 
 impl ContentIndex {
-    /// An index bounded by `capacity` bytes; 0 disables it.
-    pub(crate) fn new(capacity: usize) -> Self {
+    /// An index bounded by `capacity` bytes (0 disables it), persisted at `file` if given.
+    pub(crate) fn new(capacity: usize, file: Option<PathBuf>) -> Self {
         ContentIndex {
             capacity,
+            file,
+            load: Mutex::new(false),
             inner: Mutex::new(Inner {
                 map: LruCache::unbounded(),
                 postings: Postings::default(),
                 live_grams: 0,
                 built: 0,
+                saved_built: 0,
+                loaded: 0,
                 evicted: 0,
                 compactions: 0,
                 pending: HashSet::new(),
@@ -227,6 +261,7 @@ impl ContentIndex {
             bytes: inner.bytes(),
             capacity_bytes: self.capacity,
             built: inner.built,
+            loaded: inner.loaded,
             evicted: inner.evicted,
             compactions: inner.compactions,
             files_skipped: self.files_skipped.load(Ordering::Relaxed),
@@ -239,14 +274,18 @@ impl ContentIndex {
         self.files_skipped.fetch_add(skipped as u64, Ordering::Relaxed);
     }
 
-    /// The live text blobs that cannot match `query`, evaluated once over the posting lists.
-    pub(crate) fn skip_set(&self, query: &Query) -> SkipSet {
-        self.lock().postings.skip_set(query)
+    /// The live text blobs that cannot match `query`, evaluated once over the posting lists;
+    /// `None` when a build held the index past [`GREP_PATIENCE`].
+    pub(crate) fn skip_set(&self, query: &Query) -> Option<SkipSet> {
+        Some(self.lock_for_grep()?.postings.skip_set(query))
     }
 
-    /// The entries of `ids` (in order) that exist now, and whether all of them do.
+    /// The entries of `ids` (in order) that exist now, and whether all of them do. When a build
+    /// holds the index past [`GREP_PATIENCE`], no entries (and not complete).
     pub(crate) fn lookup(&self, ids: &[Option<ObjectId>]) -> (Vec<Option<Arc<BlobEntry>>>, bool) {
-        let mut inner = self.lock();
+        let Some(mut inner) = self.lock_for_grep() else {
+            return (vec![None; ids.len()], false);
+        };
         let mut complete = true;
         let found = ids
             .iter()
@@ -274,6 +313,7 @@ impl ContentIndex {
         if !self.enabled() {
             return;
         }
+        self.ensure_loaded();
         let (mine, theirs) = {
             let mut inner = self.lock();
             let mut mine = Vec::new();
@@ -312,6 +352,55 @@ impl ContentIndex {
         }
     }
 
+    /// Reads the persisted file once, before the first build (greps use whatever exists and
+    /// never wait for it). A missing, old or corrupt file leaves the index empty; it is written
+    /// over at the next save.
+    fn ensure_loaded(&self) {
+        let Some(file) = &self.file else { return };
+        let mut done = self.load.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if *done {
+            return;
+        }
+        *done = true;
+        let Some(loaded) = persist::load(file) else { return };
+        let mut inner = self.lock();
+        // Builds load first, so nothing was inserted yet; never mix two states.
+        if !inner.map.is_empty() {
+            return;
+        }
+        inner.loaded = loaded.entries.len();
+        for (id, entry) in loaded.entries {
+            inner.map.put(id, Arc::new(entry));
+        }
+        inner.postings = loaded.postings;
+        inner.live_grams = loaded.live_grams;
+        inner.saved_built = inner.built;
+        // The file may have been written under a larger bound.
+        inner.restore_bound(self.capacity);
+    }
+
+    /// Writes the index to its file if it was persisted and has new entries since it was
+    /// loaded or last saved; `Ok(false)` when there was nothing to write.
+    pub(crate) fn save(&self) -> std::io::Result<bool> {
+        let Some(file) = &self.file else { return Ok(false) };
+        if !*self.load.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) {
+            // No build ran (every build loads first), so nothing is new.
+            return Ok(false);
+        }
+        let mut inner = self.lock();
+        if inner.built == inner.saved_built {
+            return Ok(false);
+        }
+        persist::save(&inner, file)?;
+        inner.saved_built = inner.built;
+        Ok(true)
+    }
+
+    /// The file the index is persisted in.
+    pub(crate) fn file(&self) -> Option<&Path> {
+        self.file.as_deref()
+    }
+
     fn finish(&self, id: ObjectId, built: Option<Built>) {
         let mut inner = self.lock();
         inner.pending.remove(&id);
@@ -325,6 +414,28 @@ impl ContentIndex {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // Every critical section leaves the map, the lists and their counts consistent.
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The lock for a grep, which never waits on a build for long: tried until
+    /// [`GREP_PATIENCE`] has passed, then given up.
+    fn lock_for_grep(&self) -> Option<MutexGuard<'_, Inner>> {
+        let started = Instant::now();
+        loop {
+            match self.inner.try_lock() {
+                Ok(inner) => return Some(inner),
+                Err(TryLockError::Poisoned(poisoned)) => return Some(poisoned.into_inner()),
+                Err(TryLockError::WouldBlock) if started.elapsed() < GREP_PATIENCE => std::thread::yield_now(),
+                Err(TryLockError::WouldBlock) => return None,
+            }
+        }
+    }
+}
+
+impl Drop for ContentIndex {
+    /// Saves what was built, so the next process (a second run, a Slurm task) starts from it.
+    /// A failure only costs that process a rebuild; [`crate::Repo::save_index`] reports it.
+    fn drop(&mut self) {
+        let _ = self.save();
     }
 }
 
@@ -375,7 +486,7 @@ mod tests {
     #[test]
     fn thousands_of_blobs_stay_within_the_bound_and_never_hide_a_match() {
         let capacity = 32 << 10;
-        let index = ContentIndex::new(capacity);
+        let index = ContentIndex::new(capacity, None);
         let mut pinned = Vec::new();
         for n in 0..3000 {
             index.finish(id(n), Some(text(n)));
@@ -390,7 +501,7 @@ mod tests {
         let stats = index.stats();
         assert!(stats.evicted > 2000 && stats.compactions > 1, "{stats:?}");
         let query = Query::plan("marker0x", false, 32);
-        let skip = index.skip_set(&query);
+        let skip = index.skip_set(&query).expect("no build holds the index");
         for (n, entry) in &pinned {
             let Content::Text { slot, .. } = entry.content else { panic!("text") };
             // Evicted entries (all but the last) are dead, so never skipped: their file is read.
@@ -402,6 +513,6 @@ mod tests {
             panic!("text")
         };
         assert!(skip.contains(slot));
-        assert!(!index.skip_set(&Query::plan("marker2999x", false, 32)).contains(slot));
+        assert!(!index.skip_set(&Query::plan("marker2999x", false, 32)).expect("free").contains(slot));
     }
 }

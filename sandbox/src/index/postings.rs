@@ -133,6 +133,42 @@ impl Postings {
         self.dead_elements = 0;
     }
 
+    /// The first slot not handed out yet.
+    pub(crate) fn next_slot(&self) -> Slot {
+        self.next
+    }
+
+    /// Every list restricted to the live slots, lists left empty omitted, sorted by trigram (so
+    /// a saved file does not depend on the hash map's order).
+    pub(crate) fn live_lists(&self) -> Vec<(u32, Vec<Slot>)> {
+        let mut lists: Vec<(u32, Vec<Slot>)> = self
+            .lists
+            .iter()
+            .map(|(&gram, list)| (gram, list.iter().copied().filter(|&slot| self.is_live(slot)).collect::<Vec<_>>()))
+            .filter(|(_, list)| !list.is_empty())
+            .collect();
+        lists.sort_unstable_by_key(|(gram, _)| *gram);
+        lists
+    }
+
+    /// Lists read back from disk, with `live` the slots of the entries that came with them.
+    pub(crate) fn from_parts(lists: Vec<(u32, Vec<Slot>)>, next: Slot, live: impl Iterator<Item = Slot>) -> Self {
+        let mut postings = Postings { next, live: vec![0; (next as usize).div_ceil(64)], ..Postings::default() };
+        for slot in live {
+            postings.live[slot as usize / 64] |= 1 << (slot % 64);
+        }
+        for (gram, mut list) in lists {
+            list.shrink_to_fit();
+            postings.list_bytes += LIST_OVERHEAD + list.capacity() * 4;
+            postings.lists.insert(gram, list);
+        }
+        postings
+    }
+
+    fn is_live(&self, slot: Slot) -> bool {
+        self.live.get(slot as usize / 64).is_some_and(|w| w & (1 << (slot % 64)) != 0)
+    }
+
     /// Bytes counted for the lists and the liveness bits.
     pub(crate) fn bytes(&self) -> usize {
         self.list_bytes + self.live.len() * 8

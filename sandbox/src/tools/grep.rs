@@ -46,7 +46,7 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
     // The pattern's query, evaluated once over the posting lists: the blobs that cannot match.
     let skip = indexed.as_ref().and_then(|(index, _)| {
         let query = Query::plan(&args.pattern, !args.case_sensitive.unwrap_or(true), limits.regex_nest_limit);
-        (!query.is_all()).then(|| index.skip_set(&query))
+        if query.is_all() { None } else { index.skip_set(&query) }
     });
     let mut skipped = 0usize;
     let reader = tree.reader();
