@@ -18,6 +18,7 @@
 //!                                 process that made it, so a later run can tell a crashed
 //!                                 run's leftovers from a live neighbour's
 //!   .tmp/<pid>-<name>/            clones in progress, renamed into place when complete
+//!   .index/owner__name.trigrams   the repository's content index, when persisted between processes
 //! ```
 //!
 //! A repository is named `owner__name` after the last two components of its URL or path
@@ -63,7 +64,9 @@
 //! blobs that cannot match, and reads only the other files; files not indexed yet are scanned,
 //! so results are identical to the scan's (a property test checks it) and a call never waits
 //! for a build. Worktrees always scan. [`Repo::build_index`] builds ahead of time with progress
-//! reports.
+//! reports. The index can be persisted under the store ([`StoreOptions::persist_index`]): read before
+//! the first build, written atomically when the repository is dropped or by
+//! [`Repo::save_index`]; a missing, old or corrupt file is ignored and rebuilt.
 //!
 //! # Tools and limits
 //!

@@ -35,12 +35,19 @@ pub struct StoreOptions {
     /// Keep each repository's content index in `<root>/.index/<name>.trigrams` between
     /// processes: read before the first build, written when the repository is dropped (or by
     /// [`Repo::save_index`]) if it grew. A missing, old or corrupt file is ignored and rebuilt.
+    /// Off by default (a store's directory then holds only mirrors and trees); `rewardlab
+    /// sandbox --store` turns it on.
     pub persist_index: bool,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { blob_cache_bytes: 256 << 20, keep_recent_trees: 16, index_bytes: 256 << 20, persist_index: true }
+        StoreOptions {
+            blob_cache_bytes: 256 << 20,
+            keep_recent_trees: 16,
+            index_bytes: 256 << 20,
+            persist_index: false,
+        }
     }
 }
 

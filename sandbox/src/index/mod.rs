@@ -36,7 +36,7 @@
 //!
 //! # Persistence
 //!
-//! With [`crate::StoreOptions::persist_index`] (the default) the index is kept in one versioned
+//! With [`crate::StoreOptions::persist_index`] (off by default) the index is kept in one versioned
 //! file per repository under the store (`<store>/.index/<name>.trigrams`, [`persist`]): read
 //! before the first build, written (atomically) when the repository is dropped or by
 //! [`crate::Repo::save_index`] if entries were built since. A file that is missing, of another

@@ -306,7 +306,8 @@ fn the_index_persists_across_processes_and_bad_files_are_ignored_and_rebuilt() {
     let patterns = ["request", "TODO|FIXME", r"\bdef\b", "(?i)kelvin", "no_such_thing", "binary"];
     // Each store below stands for a new process: a fresh `RepoStore` on the same directory.
     let open = || {
-        let store = RepoStore::open(&store_dir).expect("store");
+        let options = StoreOptions { persist_index: true, ..StoreOptions::default() };
+        let store = RepoStore::open_with(&store_dir, options).expect("store");
         let repo = store.repo(spec).expect("clone or adopt");
         let commits: Vec<_> = ids.iter().map(|id| repo.resolve(id).expect("commit")).collect();
         repo.build_index(&commits, None).expect("build");

@@ -35,7 +35,8 @@ pub struct SandboxArgs {
     #[arg(long, default_value = "view")]
     kind: TreeKind,
     /// The store directory of bare mirrors (`<store>/owner__name.git`). Without it a temporary
-    /// store is used and removed afterwards.
+    /// store is used and removed afterwards. The content index is persisted in the store
+    /// (`<store>/.index/`), so a later run on the same store starts from it.
     #[arg(long)]
     store: Option<PathBuf>,
     /// Read tool calls as JSON from stdin, one per line (`{"tool": "grep", "args": {...}}`) or
@@ -93,6 +94,8 @@ pub fn run(args: SandboxArgs) -> anyhow::Result<u8> {
     };
     let options = StoreOptions {
         index_bytes: if args.no_index { 0 } else { StoreOptions::default().index_bytes },
+        // A temporary store goes at the end: writing its index out would be wasted.
+        persist_index: args.store.is_some(),
         ..StoreOptions::default()
     };
     let store = RepoStore::open_with(&store_dir, options)
