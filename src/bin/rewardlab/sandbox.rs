@@ -126,6 +126,12 @@ pub fn run(args: SandboxArgs) -> anyhow::Result<u8> {
         eprintln!("[{} · {} entities · {}]", status_name(result.status), result.entities.len(), tree_label(&tree));
         u8::from(result.is_error())
     };
+    // Write the content index out now: a background build may still hold the repository when
+    // the process ends, and then it would never be dropped (and saved).
+    if args.store.is_some() {
+        let repo = sandbox.store().repo(&args.repo).context("reopening the repository")?;
+        repo.save_index().context("saving the content index")?;
+    }
     // Trees hold the repository; drop them before the temporary store goes.
     drop(tree);
     drop(sandbox);
