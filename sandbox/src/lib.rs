@@ -18,6 +18,7 @@
 //!                                 process that made it, so a later run can tell a crashed
 //!                                 run's leftovers from a live neighbour's
 //!   .tmp/<pid>-<name>/            clones in progress, renamed into place when complete
+//!   .index/owner__name.trigrams   the repository's content index, when persisted between processes
 //! ```
 //!
 //! A repository is named `owner__name` after the last two components of its URL or path
@@ -53,13 +54,19 @@
 //!
 //! # Content index
 //!
-//! Each repository keeps a trigram index per *blob* (`index`): built lazily, in the
+//! Each repository keeps a trigram index over *blobs* (`index`): built lazily, in the
 //! background and in parallel, for the blobs a view reaches, and shared by every commit that
-//! contains them, in an LRU bounded by [`StoreOptions::index_bytes`]. grep on a view turns its
-//! pattern into the trigrams every match must contain (from the same HIR the matcher compiles)
-//! and reads only the files that have them; files not indexed yet are scanned, so results are
-//! identical to the scan's (a property test checks it) and a call never waits for a build.
-//! Worktrees always scan. [`Repo::build_index`] builds ahead of time with progress reports.
+//! contains them. Each text blob gets a slot in the repository's posting lists (trigram → the
+//! slots of the blobs that contain it); entries and lists are bounded together by
+//! [`StoreOptions::index_bytes`], evicting least recently used blobs and compacting the lists.
+//! grep on a view turns its pattern into the trigrams every match must contain (from the same
+//! HIR the matcher compiles), evaluates that query once over the posting lists into the set of
+//! blobs that cannot match, and reads only the other files; files not indexed yet are scanned,
+//! so results are identical to the scan's (a property test checks it) and a call never waits
+//! for a build. Worktrees always scan. [`Repo::build_index`] builds ahead of time with progress
+//! reports. The index can be persisted under the store ([`StoreOptions::persist_index`]): read before
+//! the first build, written atomically when the repository is dropped or by
+//! [`Repo::save_index`]; a missing, old or corrupt file is ignored and rebuilt.
 //!
 //! # Tools and limits
 //!

@@ -29,14 +29,25 @@ pub struct StoreOptions {
     /// Trees kept alive per repository after their last user drops them, most recent first,
     /// so that sequential rollouts of one commit reuse a tree. 0 keeps none.
     pub keep_recent_trees: usize,
-    /// Byte bound of each repository's content index (trigrams per blob, see the crate docs);
-    /// 0 disables the index and every grep scans.
+    /// Byte bound of each repository's content index (entries and posting lists, see the crate
+    /// docs); 0 disables the index and every grep scans.
     pub index_bytes: usize,
+    /// Keep each repository's content index in `<root>/.index/<name>.trigrams` between
+    /// processes: read before the first build, written when the repository is dropped (or by
+    /// [`Repo::save_index`]) if it grew. A missing, old or corrupt file is ignored and rebuilt.
+    /// Off by default (a store's directory then holds only mirrors and trees); `rewardlab
+    /// sandbox --store` turns it on.
+    pub persist_index: bool,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { blob_cache_bytes: 256 << 20, keep_recent_trees: 16, index_bytes: 256 << 20 }
+        StoreOptions {
+            blob_cache_bytes: 256 << 20,
+            keep_recent_trees: 16,
+            index_bytes: 256 << 20,
+            persist_index: false,
+        }
     }
 }
 
@@ -247,7 +258,10 @@ impl RepoStore {
                 path: path.clone(),
                 git,
                 blobs: BlobCache::new(self.options.blob_cache_bytes),
-                index: ContentIndex::new(self.options.index_bytes),
+                index: ContentIndex::new(
+                    self.options.index_bytes,
+                    self.options.persist_index.then(|| self.root.join(".index").join(format!("{name}.trigrams"))),
+                ),
                 admin: Mutex::new(()),
             }),
             trees_dir: self.trees_root().join(format!("{name}.git")),
@@ -351,6 +365,14 @@ impl Repo {
     /// Counters of this repository's content index.
     pub fn index_stats(&self) -> IndexStats {
         self.shared.index.stats()
+    }
+
+    /// Writes the content index to its file under the store now (see
+    /// [`StoreOptions::persist_index`]); `Ok(false)` when it is not persisted or nothing was
+    /// built since it was read or last written. Dropping the repository does the same, silently.
+    pub fn save_index(&self) -> Result<bool, Error> {
+        let index = &self.shared.index;
+        index.save().map_err(|e| Error::io(index.file().unwrap_or(&self.shared.path), e))
     }
 
     /// Builds the content index for every blob the given commits reach, now, in parallel on

@@ -2,54 +2,79 @@
 //!
 //! A blob id names its content, so the index is kept per *blob*, not per commit: the first
 //! commit of a repository pays for its blobs, and a neighbouring commit only for the blobs it
-//! changed. Each entry holds the blob's size, whether it is binary (a NUL byte, which grep skips
-//! whole) and the sorted set of its distinct folded trigrams ([`grams`]). A grep turns its
-//! pattern into a trigram [`Query`] ([`query`]) and reads only the files whose entries may
-//! match; a file without an entry (not built yet, evicted, too large) is simply read and
-//! scanned, so the index changes what is read, never what is found.
+//! changed. Each entry holds the blob's size and whether it is binary (a NUL byte, which grep
+//! skips whole); a text blob's distinct folded trigrams ([`grams`]) go into the repository's
+//! posting lists ([`postings`]: trigram → the slots of the blobs that contain it). A grep turns
+//! its pattern into a trigram [`Query`] ([`query`]), evaluates it once over the lists into the
+//! set of blobs that cannot match ([`ContentIndex::skip_set`]), and reads only the other files;
+//! a file without an entry (not built yet, evicted, too large) is simply read and scanned, so
+//! the index changes what is read, never what is found.
 //!
 //! # Building
 //!
 //! The first grep on a zero-disk view starts a background job (on rayon's pool) that builds
 //! the entries the view's blobs lack, in parallel; the grep itself, and every one after it until
 //! the job is done, use whatever entries exist and scan the rest, so a build never holds a call
-//! past its deadline. [`crate::Repo::build_index`] builds for a list of commits in the calling
+//! past its deadline; a grep that finds the index locked by a build (inserting a blob's
+//! trigrams, compacting the lists) waits at most [`GREP_PATIENCE`] for it, then goes on without
+//! the index for that call. [`crate::Repo::build_index`] builds for a list of commits in the calling
 //! thread (parallel too), reporting progress, for callers that want the index ready before a run.
 //!
 //! # Memory bound
 //!
-//! Entries live in an LRU bounded by [`crate::StoreOptions::index_bytes`] (4 bytes per distinct
-//! trigram plus a fixed overhead per blob; a 15 KB Python file has a few thousand trigrams). A
+//! The entries and the lists are counted against [`crate::StoreOptions::index_bytes`]: 4 bytes
+//! per element of a list's capacity (one element per distinct trigram of each text blob; a 15 KB
+//! Python file has a few thousand), a fixed overhead per list and per entry, and a bit per slot
+//! ever handed out. When an insertion takes the count past the bound, least recently used
+//! entries are evicted until the live part is at most three quarters of it, and the lists are
+//! compacted (their dead slots dropped) in the same step, so the count is back under the bound
+//! and a compaction's cost is spread over a quarter of the bound's worth of insertions. A
 //! repository with thousands of commits evicts its least recently used blobs beyond the bound.
-//! Once a view has looked up all its files it keeps its own list of entries (shared `Arc`s) for
-//! its lifetime, so live trees can pin entries evicted from the LRU: the total is at most the
-//! bound plus the entries of the trees alive at the time (`keep_recent_trees` plus those in use),
-//! which share most blobs between commits. Nothing is persisted: a new process rebuilds.
+//! Once a view has looked up all its files it keeps its own list of entries (shared `Arc`s, a
+//! few dozen bytes each: sizes and slots, no trigrams) for its lifetime; an entry evicted since
+//! keeps its size and binary flag but no longer narrows greps (its file is read).
+//!
+//! # Persistence
+//!
+//! With [`crate::StoreOptions::persist_index`] (off by default) the index is kept in one versioned
+//! file per repository under the store (`<store>/.index/<name>.trigrams`, [`persist`]): read
+//! before the first build, written (atomically) when the repository is dropped or by
+//! [`crate::Repo::save_index`] if entries were built since. A file that is missing, of another
+//! version or corrupt is ignored, the index is rebuilt and the file written over.
 
 pub(crate) mod grams;
+mod persist;
+pub(crate) mod postings;
 pub(crate) mod query;
 
 use std::{
     collections::HashSet,
+    path::{Path, PathBuf},
     sync::{
-        Arc, Condvar, Mutex, MutexGuard,
+        Arc, Condvar, Mutex, MutexGuard, TryLockError,
         atomic::{AtomicU64, AtomicUsize, Ordering},
     },
+    time::{Duration, Instant},
 };
 
 use gix::ObjectId;
 use lru::LruCache;
 use rayon::prelude::*;
 
-use crate::store::RepoShared;
-
+pub(crate) use postings::SkipSet;
+use postings::{Postings, Slot};
 pub(crate) use query::Query;
+
+use crate::store::RepoShared;
 
 /// Blobs larger than this get an entry without trigrams: they are always read (and the grep's
 /// size cap usually skips them anyway).
 const MAX_INDEXED_BLOB: u64 = 16 << 20;
-/// Fixed cost counted per entry besides its trigrams.
-const ENTRY_OVERHEAD: usize = 64;
+/// Fixed cost counted per entry besides its trigrams: the entry, its `Arc` and its LRU node.
+const ENTRY_OVERHEAD: usize = 96;
+/// How long a grep waits for the index while a build holds it (inserting a blob's trigrams,
+/// compacting the lists) before it goes on without it, reading what it cannot rule out.
+const GREP_PATIENCE: Duration = Duration::from_millis(2);
 
 /// What the index knows of one blob.
 #[derive(Debug)]
@@ -59,20 +84,26 @@ pub(crate) struct BlobEntry {
     pub(crate) content: Content,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum Content {
-    /// Text: its sorted, distinct, folded trigrams.
-    Text(Box<[u32]>),
+    /// Text: its trigrams are in the posting lists under this slot, `grams` of them.
+    Text { slot: Slot, grams: u32 },
     /// It contains a NUL byte.
     Binary,
-    /// Too large to index; always read.
+    /// Too large to index (or the slots ran out); always read.
     Unindexed,
 }
 
-impl BlobEntry {
-    fn cost(&self) -> usize {
-        ENTRY_OVERHEAD + if let Content::Text(grams) = &self.content { grams.len() * 4 } else { 0 }
-    }
+/// A blob as a build read it, before it joins the index.
+struct Built {
+    size: u64,
+    content: BuiltContent,
+}
+
+enum BuiltContent {
+    Text(Box<[u32]>),
+    Binary,
+    Unindexed,
 }
 
 /// Counters of one repository's content index.
@@ -80,15 +111,20 @@ impl BlobEntry {
 pub struct IndexStats {
     /// Blobs with an entry now.
     pub blobs: usize,
-    /// Bytes the entries are counted at now (see the memory bound in the crate docs).
+    /// Bytes the entries and posting lists are counted at now (see the memory bound in the
+    /// crate docs).
     pub bytes: usize,
     /// The bound on `bytes`.
     pub capacity_bytes: usize,
     /// Entries built over the index's life.
     pub built: u64,
+    /// Entries read back from the persisted file (see [`crate::StoreOptions::persist_index`]).
+    pub loaded: usize,
     /// Entries evicted to stay within the bound.
     pub evicted: u64,
-    /// Files greps did not read because their entry ruled them out.
+    /// Compactions of the posting lists (each after a batch of evictions).
+    pub compactions: u64,
+    /// Files greps did not read because the index ruled them out.
     pub files_skipped: u64,
     /// Greps whose pattern gave a usable query.
     pub indexed_greps: u64,
@@ -107,6 +143,11 @@ pub struct IndexProgress {
 #[derive(Debug)]
 pub(crate) struct ContentIndex {
     capacity: usize,
+    /// Where the index is persisted, if it is.
+    file: Option<PathBuf>,
+    /// Whether the persisted file was read (or there was none to read); builds take this lock
+    /// first, greps never do.
+    load: Mutex<bool>,
     inner: Mutex<Inner>,
     /// Signalled whenever pending blobs finish, for builds waiting on another build's blobs.
     settled: Condvar,
@@ -117,23 +158,90 @@ pub(crate) struct ContentIndex {
 #[derive(Debug)]
 struct Inner {
     map: LruCache<ObjectId, Arc<BlobEntry>>,
-    bytes: usize,
+    postings: Postings,
+    /// Trigrams of the live text entries: what the lists would hold after a compaction.
+    live_grams: usize,
     built: u64,
+    /// `built` when the index was last loaded or saved: a save is needed only past it.
+    saved_built: u64,
+    loaded: usize,
     evicted: u64,
+    compactions: u64,
     /// Blobs some build is working on now.
     pending: HashSet<ObjectId>,
 }
 
+impl Inner {
+    fn bytes(&self) -> usize {
+        self.map.len() * ENTRY_OVERHEAD + self.postings.bytes()
+    }
+
+    /// Adds a built blob as the most recently used entry, then restores the bound.
+    fn insert(&mut self, id: ObjectId, built: Built, capacity: usize) {
+        let content = match built.content {
+            BuiltContent::Text(grams) => match self.postings.insert(&grams) {
+                Some(slot) => {
+                    self.live_grams += grams.len();
+                    Content::Text { slot, grams: u32::try_from(grams.len()).unwrap_or(u32::MAX) }
+                }
+                None => Content::Unindexed,
+            },
+            BuiltContent::Binary => Content::Binary,
+            BuiltContent::Unindexed => Content::Unindexed,
+        };
+        if let Some(old) = self.map.put(id, Arc::new(BlobEntry { size: built.size, content })) {
+            self.forget(&old);
+        }
+        self.built += 1;
+        self.restore_bound(capacity);
+    }
+
+    /// Evicts and compacts until the count is within `capacity`.
+    fn restore_bound(&mut self, capacity: usize) {
+        // Evict down to three quarters of the bound (estimated as the entries and list elements
+        // the live blobs will count after the compaction), then compact once. The lists' fixed
+        // overheads are not in the estimate: when the compacted count is still over the bound,
+        // the target halves, and every round evicts at least one entry, so this ends.
+        let mut target = capacity / 4 * 3;
+        while self.bytes() > capacity && !self.map.is_empty() {
+            let mut evicted_any = false;
+            while !evicted_any || self.map.len() * ENTRY_OVERHEAD + self.live_grams * 4 > target {
+                let Some((_, evicted)) = self.map.pop_lru() else { break };
+                self.forget(&evicted);
+                self.evicted += 1;
+                evicted_any = true;
+            }
+            self.postings.compact();
+            self.compactions += 1;
+            target /= 2;
+        }
+    }
+
+    /// Takes an entry that left the map out of the lists' live slots.
+    fn forget(&mut self, entry: &BlobEntry) {
+        if let Content::Text { slot, grams } = entry.content {
+            self.postings.remove(slot, grams as usize);
+            self.live_grams -= grams as usize;
+        }
+    }
+}
+
 impl ContentIndex {
-    /// An index bounded by `capacity` bytes; 0 disables it.
-    pub(crate) fn new(capacity: usize) -> Self {
+    /// An index bounded by `capacity` bytes (0 disables it), persisted at `file` if given.
+    pub(crate) fn new(capacity: usize, file: Option<PathBuf>) -> Self {
         ContentIndex {
             capacity,
+            file,
+            load: Mutex::new(false),
             inner: Mutex::new(Inner {
                 map: LruCache::unbounded(),
-                bytes: 0,
+                postings: Postings::default(),
+                live_grams: 0,
                 built: 0,
+                saved_built: 0,
+                loaded: 0,
                 evicted: 0,
+                compactions: 0,
                 pending: HashSet::new(),
             }),
             settled: Condvar::new(),
@@ -150,10 +258,12 @@ impl ContentIndex {
         let inner = self.lock();
         IndexStats {
             blobs: inner.map.len(),
-            bytes: inner.bytes,
+            bytes: inner.bytes(),
             capacity_bytes: self.capacity,
             built: inner.built,
+            loaded: inner.loaded,
             evicted: inner.evicted,
+            compactions: inner.compactions,
             files_skipped: self.files_skipped.load(Ordering::Relaxed),
             indexed_greps: self.indexed_greps.load(Ordering::Relaxed),
         }
@@ -164,9 +274,18 @@ impl ContentIndex {
         self.files_skipped.fetch_add(skipped as u64, Ordering::Relaxed);
     }
 
-    /// The entries of `ids` (in order) that exist now, and whether all of them do.
+    /// The live text blobs that cannot match `query`, evaluated once over the posting lists;
+    /// `None` when a build held the index past [`GREP_PATIENCE`].
+    pub(crate) fn skip_set(&self, query: &Query) -> Option<SkipSet> {
+        Some(self.lock_for_grep()?.postings.skip_set(query))
+    }
+
+    /// The entries of `ids` (in order) that exist now, and whether all of them do. When a build
+    /// holds the index past [`GREP_PATIENCE`], no entries (and not complete).
     pub(crate) fn lookup(&self, ids: &[Option<ObjectId>]) -> (Vec<Option<Arc<BlobEntry>>>, bool) {
-        let mut inner = self.lock();
+        let Some(mut inner) = self.lock_for_grep() else {
+            return (vec![None; ids.len()], false);
+        };
         let mut complete = true;
         let found = ids
             .iter()
@@ -194,6 +313,7 @@ impl ContentIndex {
         if !self.enabled() {
             return;
         }
+        self.ensure_loaded();
         let (mine, theirs) = {
             let mut inner = self.lock();
             let mut mine = Vec::new();
@@ -232,56 +352,167 @@ impl ContentIndex {
         }
     }
 
-    fn finish(&self, id: ObjectId, entry: Option<BlobEntry>) {
+    /// Reads the persisted file once, before the first build (greps use whatever exists and
+    /// never wait for it). A missing, old or corrupt file leaves the index empty; it is written
+    /// over at the next save.
+    fn ensure_loaded(&self) {
+        let Some(file) = &self.file else { return };
+        let mut done = self.load.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if *done {
+            return;
+        }
+        *done = true;
+        let Some(loaded) = persist::load(file) else { return };
+        let mut inner = self.lock();
+        // Builds load first, so nothing was inserted yet; never mix two states.
+        if !inner.map.is_empty() {
+            return;
+        }
+        inner.loaded = loaded.entries.len();
+        for (id, entry) in loaded.entries {
+            inner.map.put(id, Arc::new(entry));
+        }
+        inner.postings = loaded.postings;
+        inner.live_grams = loaded.live_grams;
+        inner.saved_built = inner.built;
+        // The file may have been written under a larger bound.
+        inner.restore_bound(self.capacity);
+    }
+
+    /// Writes the index to its file if it was persisted and has new entries since it was
+    /// loaded or last saved; `Ok(false)` when there was nothing to write.
+    pub(crate) fn save(&self) -> std::io::Result<bool> {
+        let Some(file) = &self.file else { return Ok(false) };
+        if !*self.load.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) {
+            // No build ran (every build loads first), so nothing is new.
+            return Ok(false);
+        }
+        let mut inner = self.lock();
+        if inner.built == inner.saved_built {
+            return Ok(false);
+        }
+        persist::save(&inner, file)?;
+        inner.saved_built = inner.built;
+        Ok(true)
+    }
+
+    /// The file the index is persisted in.
+    pub(crate) fn file(&self) -> Option<&Path> {
+        self.file.as_deref()
+    }
+
+    fn finish(&self, id: ObjectId, built: Option<Built>) {
         let mut inner = self.lock();
         inner.pending.remove(&id);
-        if let Some(entry) = entry {
-            let cost = entry.cost();
-            if let Some(old) = inner.map.put(id, Arc::new(entry)) {
-                inner.bytes -= old.cost();
-            }
-            inner.bytes += cost;
-            inner.built += 1;
-            while inner.bytes > self.capacity {
-                match inner.map.pop_lru() {
-                    Some((_, evicted)) => {
-                        inner.bytes -= evicted.cost();
-                        inner.evicted += 1;
-                    }
-                    None => break,
-                }
-            }
+        if let Some(built) = built {
+            inner.insert(id, built, self.capacity);
         }
         drop(inner);
         self.settled.notify_all();
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        // Every critical section leaves the map and its byte count consistent.
+        // Every critical section leaves the map, the lists and their counts consistent.
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The lock for a grep, which never waits on a build for long: tried until
+    /// [`GREP_PATIENCE`] has passed, then given up.
+    fn lock_for_grep(&self) -> Option<MutexGuard<'_, Inner>> {
+        let started = Instant::now();
+        loop {
+            match self.inner.try_lock() {
+                Ok(inner) => return Some(inner),
+                Err(TryLockError::Poisoned(poisoned)) => return Some(poisoned.into_inner()),
+                Err(TryLockError::WouldBlock) if started.elapsed() < GREP_PATIENCE => std::thread::yield_now(),
+                Err(TryLockError::WouldBlock) => return None,
+            }
+        }
+    }
+}
+
+impl Drop for ContentIndex {
+    /// Saves what was built, so the next process (a second run, a Slurm task) starts from it.
+    /// A failure only costs that process a rebuild; [`crate::Repo::save_index`] reports it.
+    fn drop(&mut self) {
+        let _ = self.save();
     }
 }
 
 /// Reads one blob (through the blob cache, which a grep of the same tree then hits) and
-/// indexes it; `None` when it is missing from the object store.
+/// extracts its trigrams; `None` when it is missing from the object store.
 fn build_entry(
     repo: &gix::Repository,
     extractor: &mut grams::Extractor,
     shared: &RepoShared,
     id: ObjectId,
-) -> Option<BlobEntry> {
+) -> Option<Built> {
     let data = match shared.blobs.get(&id) {
         Some(data) => data,
         None => {
             let size = repo.find_header(id).ok()?.size();
             if size > MAX_INDEXED_BLOB {
-                return Some(BlobEntry { size, content: Content::Unindexed });
+                return Some(Built { size, content: BuiltContent::Unindexed });
             }
             let data: Arc<[u8]> = Arc::from(repo.find_blob(id).ok()?.take_data());
             shared.blobs.insert(id, data.clone());
             data
         }
     };
-    let content = if data.contains(&0) { Content::Binary } else { Content::Text(extractor.grams(&data)) };
-    Some(BlobEntry { size: data.len() as u64, content })
+    let content = if memchr::memchr(0, &data).is_some() {
+        BuiltContent::Binary
+    } else {
+        BuiltContent::Text(extractor.grams(&data))
+    };
+    Some(Built { size: data.len() as u64, content })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::grams::of_text;
+
+    fn id(n: u32) -> ObjectId {
+        let mut bytes = [0u8; 20];
+        bytes[..4].copy_from_slice(&n.to_be_bytes());
+        ObjectId::from_bytes_or_panic(&bytes)
+    }
+
+    fn text(n: u32) -> Built {
+        let body = format!("file {n} marker{n}x\nshared line\n{}", "filler text ".repeat(n as usize % 7));
+        Built { size: body.len() as u64, content: BuiltContent::Text(of_text(body.as_bytes()).into()) }
+    }
+
+    #[test]
+    fn thousands_of_blobs_stay_within_the_bound_and_never_hide_a_match() {
+        let capacity = 32 << 10;
+        let index = ContentIndex::new(capacity, None);
+        let mut pinned = Vec::new();
+        for n in 0..3000 {
+            index.finish(id(n), Some(text(n)));
+            let inner = index.lock();
+            assert!(inner.bytes() <= capacity, "after blob {n}: {} bytes", inner.bytes());
+            drop(inner);
+            if n % 500 == 0 {
+                // A tree that looked the blob up keeps its entry after eviction.
+                pinned.push((n, index.lookup(&[Some(id(n))]).0.remove(0).expect("just built")));
+            }
+        }
+        let stats = index.stats();
+        assert!(stats.evicted > 2000 && stats.compactions > 1, "{stats:?}");
+        let query = Query::plan("marker0x", false, 32);
+        let skip = index.skip_set(&query).expect("no build holds the index");
+        for (n, entry) in &pinned {
+            let Content::Text { slot, .. } = entry.content else { panic!("text") };
+            // Evicted entries (all but the last) are dead, so never skipped: their file is read.
+            assert!(!skip.contains(slot), "blob {n} (marker{n}x) must be read, not skipped");
+        }
+        // A recent blob is live and does not contain `marker0x`: it is skipped.
+        let (recent, _) = index.lookup(&[Some(id(2999))]);
+        let Content::Text { slot, .. } = recent[0].as_ref().expect("recent blobs are held").content else {
+            panic!("text")
+        };
+        assert!(skip.contains(slot));
+        assert!(!index.skip_set(&Query::plan("marker2999x", false, 32)).expect("free").contains(slot));
+    }
 }

@@ -50,7 +50,9 @@ impl Query {
         }
     }
 
-    /// Whether a file with these sorted, distinct trigrams may match.
+    /// Whether a file with these sorted, distinct trigrams may match: the plain definition the
+    /// posting lists are tested against.
+    #[cfg(test)]
     pub(crate) fn matches(&self, grams: &[u32]) -> bool {
         match self {
             Query::All => true,

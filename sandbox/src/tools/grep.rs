@@ -5,7 +5,7 @@
 //! not searched (as in `git grep`); their targets are searched under their own paths.
 //!
 //! On a zero-disk view the content index (`crate::index`) narrows the files read: the pattern's
-//! trigram query rules out files that cannot match, and the index's sizes and binary flags
+//! trigram query, evaluated once over the posting lists, rules out files that cannot match, and the index's sizes and binary flags
 //! account for them exactly as reading them would (`searched`, skipped binary and large files),
 //! so the output is the same byte for byte. Files without an entry are read and scanned.
 
@@ -43,10 +43,11 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
     // The path filter has already narrowed the files; the index narrows them further. Its
     // sizes and binary flags serve every pattern, its trigrams only one with a usable query.
     let indexed = tree.index_entries();
-    let query = indexed
-        .as_ref()
-        .map(|_| Query::plan(&args.pattern, !args.case_sensitive.unwrap_or(true), limits.regex_nest_limit))
-        .filter(|query| !query.is_all());
+    // The pattern's query, evaluated once over the posting lists: the blobs that cannot match.
+    let skip = indexed.as_ref().and_then(|(index, _)| {
+        let query = Query::plan(&args.pattern, !args.case_sensitive.unwrap_or(true), limits.regex_nest_limit);
+        if query.is_all() { None } else { index.skip_set(&query) }
+    });
     let mut skipped = 0usize;
     let reader = tree.reader();
     let mut out = Output::new(limits);
@@ -76,14 +77,14 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
                 large += 1;
                 continue;
             }
-            match &indexed.content {
+            match indexed.content {
                 Content::Binary => {
                     searched += 1;
                     binary += 1;
                     continue;
                 }
-                Content::Text(grams) => {
-                    if query.as_ref().is_some_and(|query| !query.matches(grams)) {
+                Content::Text { slot, .. } => {
+                    if skip.as_ref().is_some_and(|skip| skip.contains(slot)) {
                         searched += 1;
                         skipped += 1;
                         continue;
@@ -115,7 +116,7 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
             timed_out = true;
         }
     }
-    if let (Some((index, _)), Some(_)) = (&indexed, &query) {
+    if let (Some((index, _)), Some(_)) = (&indexed, &skip) {
         index.record_grep(skipped);
     }
     if out.lines() == 0 && !timed_out {

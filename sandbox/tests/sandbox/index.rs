@@ -287,3 +287,100 @@ fn a_grep_before_the_index_is_built_scans_and_agrees() {
     assert_eq!(grep(&worktree, &limits, "request", None, true), grep(&scanned, &limits, "request", None, true));
     assert_eq!(repo.index_stats().indexed_greps, before);
 }
+
+/// 64-bit FNV-1a, the persisted file's checksum, to forge a valid file of another version.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+#[test]
+fn the_index_persists_across_processes_and_bad_files_are_ignored_and_rebuilt() {
+    let fx = Fixture::new();
+    let (src, ids) = source(&fx);
+    let spec = src.to_str().expect("utf-8");
+    let store_dir = fx.path("store");
+    let scan_store = RepoStore::open_with(fx.path("scan"), StoreOptions { index_bytes: 0, ..StoreOptions::default() })
+        .expect("store");
+    let scan_repo = scan_store.repo(spec).expect("clone");
+    let limits = Limits::default();
+    let patterns = ["request", "TODO|FIXME", r"\bdef\b", "(?i)kelvin", "no_such_thing", "binary"];
+    // Each store below stands for a new process: a fresh `RepoStore` on the same directory.
+    let open = || {
+        let options = StoreOptions { persist_index: true, ..StoreOptions::default() };
+        let store = RepoStore::open_with(&store_dir, options).expect("store");
+        let repo = store.repo(spec).expect("clone or adopt");
+        let commits: Vec<_> = ids.iter().map(|id| repo.resolve(id).expect("commit")).collect();
+        repo.build_index(&commits, None).expect("build");
+        for id in &ids {
+            let (indexed, scanned) =
+                (repo.tree(id, TreeKind::View).expect("view"), scan_repo.tree(id, TreeKind::View).expect("view"));
+            for pattern in patterns {
+                assert_eq!(grep(&indexed, &limits, pattern, None, true), grep(&scanned, &limits, pattern, None, true));
+            }
+        }
+        (store, repo)
+    };
+    let (store, repo) = open();
+    let first = repo.index_stats();
+    assert!(first.built > 0 && first.loaded == 0, "{first:?}");
+    assert!(repo.save_index().expect("saved"), "a built index is written");
+    assert!(!repo.save_index().expect("no error"), "an unchanged index is not written again");
+    let file = store_dir.join(".index").join(format!("{}.trigrams", repo.name()));
+    drop((repo, store));
+    let good = std::fs::read(&file).expect("the file is there");
+    assert!(good.starts_with(b"RLTRIGX\0"), "a versioned file");
+
+    // A second process reads it and builds nothing.
+    let (store, repo) = open();
+    let stats = repo.index_stats();
+    assert_eq!((stats.loaded, stats.built), (first.blobs, 0), "{stats:?}");
+    assert!(!repo.save_index().expect("no error"), "nothing new to write");
+    drop((repo, store));
+
+    // Bad files are ignored: the index is rebuilt, greps still agree, and a good file replaces it.
+    let mut old_version = good.clone();
+    old_version[8..12].copy_from_slice(&0u32.to_le_bytes());
+    let body = old_version.len() - 8;
+    let sum = fnv1a(&old_version[..body]);
+    old_version[body..].copy_from_slice(&sum.to_le_bytes());
+    let mut flipped = good.clone();
+    flipped[good.len() / 2] ^= 0x40;
+    let bad: [(&str, Vec<u8>); 5] = [
+        ("truncated", good[..good.len() - 13].to_vec()),
+        ("a flipped byte", flipped),
+        ("another version", old_version),
+        ("empty", Vec::new()),
+        ("not an index", b"hello world, this is not an index at all".to_vec()),
+    ];
+    for (what, bytes) in bad {
+        std::fs::write(&file, &bytes).expect("write");
+        let (store, repo) = open();
+        let stats = repo.index_stats();
+        assert_eq!((stats.loaded, stats.built), (0, first.blobs as u64), "{what}: {stats:?}");
+        assert!(repo.save_index().expect("saved"), "{what}: rebuilt and written over");
+        drop((repo, store));
+        let (store, repo) = open();
+        let stats = repo.index_stats();
+        assert_eq!((stats.loaded, stats.built), (first.blobs, 0), "{what}: the rewritten file is read back: {stats:?}");
+        drop((repo, store));
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(file.parent().expect("dir"))
+        .expect("list")
+        .map(|e| e.expect("entry").file_name())
+        .filter(|n| n != file.file_name().expect("name"))
+        .collect();
+    assert!(leftovers.is_empty(), "writes are atomic renames, no temporary files left: {leftovers:?}");
+
+    // Dropping the repository saves too (a store that never calls `save_index`).
+    std::fs::remove_file(&file).expect("remove");
+    let (store, repo) = open();
+    drop((repo, store));
+    // A background build started by a grep may hold the repository a moment longer.
+    let started = std::time::Instant::now();
+    while !file.exists() && started.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(file.exists(), "saved on drop");
+    let (_store, repo) = open();
+    assert_eq!(repo.index_stats().loaded, first.blobs);
+}

@@ -35,7 +35,8 @@ pub struct SandboxArgs {
     #[arg(long, default_value = "view")]
     kind: TreeKind,
     /// The store directory of bare mirrors (`<store>/owner__name.git`). Without it a temporary
-    /// store is used and removed afterwards.
+    /// store is used and removed afterwards. The content index is persisted in the store
+    /// (`<store>/.index/`), so a later run on the same store starts from it.
     #[arg(long)]
     store: Option<PathBuf>,
     /// Read tool calls as JSON from stdin, one per line (`{"tool": "grep", "args": {...}}`) or
@@ -93,6 +94,8 @@ pub fn run(args: SandboxArgs) -> anyhow::Result<u8> {
     };
     let options = StoreOptions {
         index_bytes: if args.no_index { 0 } else { StoreOptions::default().index_bytes },
+        // A temporary store goes at the end: writing its index out would be wasted.
+        persist_index: args.store.is_some(),
         ..StoreOptions::default()
     };
     let store = RepoStore::open_with(&store_dir, options)
@@ -123,6 +126,12 @@ pub fn run(args: SandboxArgs) -> anyhow::Result<u8> {
         eprintln!("[{} · {} entities · {}]", status_name(result.status), result.entities.len(), tree_label(&tree));
         u8::from(result.is_error())
     };
+    // Write the content index out now: a background build may still hold the repository when
+    // the process ends, and then it would never be dropped (and saved).
+    if args.store.is_some() {
+        let repo = sandbox.store().repo(&args.repo).context("reopening the repository")?;
+        repo.save_index().context("saving the content index")?;
+    }
     // Trees hold the repository; drop them before the temporary store goes.
     drop(tree);
     drop(sandbox);
