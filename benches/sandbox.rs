@@ -21,7 +21,7 @@
 use std::{
     hint::black_box,
     io::Write,
-    path::{Path, PathBuf},
+    path::Path,
     process::{Command, Stdio},
     sync::Arc,
     time::{Duration, Instant},
@@ -39,38 +39,9 @@ const FILES: usize = 2000;
 const COMMITS: usize = 50;
 const GREPS: &[(&str, &str)] = &[("literal", "Content-Length"), ("regex", r"def [a-z]+_[0-9]+\(self, x\)")];
 
-struct Fixture {
-    store_dir: PathBuf,
-    bare: PathBuf,
-    checkout: PathBuf,
-    scratch: PathBuf,
-    commits: Vec<String>,
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = git_cmd(dir).args(args).output().expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).expect("utf-8")
-}
-
-fn git_cmd(dir: &Path) -> Command {
-    let mut c = Command::new("git");
-    c.current_dir(dir).env("GIT_CONFIG_GLOBAL", "/dev/null").env("GIT_CONFIG_NOSYSTEM", "1");
-    c
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+#[path = "common/repo.rs"]
+mod repo;
+use repo::{Fixture, Rng, git, git_cmd};
 
 const WORDS: &[&str] = &[
     "request", "response", "session", "adapter", "header", "cookie", "timeout", "retry", "proxy", "stream", "auth",

@@ -75,45 +75,9 @@ const REAL_MIX: &[(&str, &str, bool)] = &[
     ("\\bMatrix\\b, any case", r"\bmatrix\b", false),
 ];
 
-struct Fixture {
-    store_dir: PathBuf,
-    bare: PathBuf,
-    checkout: PathBuf,
-    scratch: PathBuf,
-    commits: Vec<String>,
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = git_cmd(dir).args(args).output().expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).expect("utf-8")
-}
-
-fn git_cmd(dir: &Path) -> Command {
-    let mut c = Command::new("git");
-    c.current_dir(dir).env("GIT_CONFIG_GLOBAL", "/dev/null").env("GIT_CONFIG_NOSYSTEM", "1");
-    c
-}
-
-/// xorshift64: deterministic, so the cached repository is the same on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
-}
+#[path = "common/repo.rs"]
+mod repo;
+use repo::{Fixture, Rng, git, git_cmd};
 
 const STEMS: &[&str] = &[
     "expr",
