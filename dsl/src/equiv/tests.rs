@@ -52,8 +52,20 @@ fn oracle_agrees(a: &Program, b: &Program) {
         }
         let (left, right) = (l.advantage, r.advantage);
         compared += 1;
-        for (x, y) in left.iter().zip(&right) {
-            assert!((x - y).abs() <= 1e-6 * (1.0 + x.abs()), "proved but {x} vs {y} on {:?}", case.groups[0]);
+        // Equal rewards over the reals can round apart differently on the two sides, and a rank
+        // then breaks the tie the other way: a rollout whose reward nearly ties another's is no
+        // disagreement of the proof.
+        let near_tie = |i: usize| {
+            [&l.reward, &r.reward]
+                .iter()
+                .any(|rw| rw.iter().enumerate().any(|(j, v)| j != i && (v - rw[i]).abs() <= 1e-9 * (1.0 + rw[i].abs())))
+        };
+        for (i, (x, y)) in left.iter().zip(&right).enumerate() {
+            assert!(
+                (x - y).abs() <= 1e-6 * (1.0 + x.abs()) || near_tie(i),
+                "proved but {x} vs {y} on {:?}",
+                case.groups[0]
+            );
         }
     }
     assert!(compared > 100, "only {compared} finite groups");
