@@ -20,8 +20,6 @@
 
 use std::{
     hint::black_box,
-    io::Write,
-    path::Path,
     process::{Command, Stdio},
     sync::Arc,
     time::{Duration, Instant},
@@ -41,7 +39,7 @@ const GREPS: &[(&str, &str)] = &[("literal", "Content-Length"), ("regex", r"def 
 
 #[path = "common/repo.rs"]
 mod repo;
-use repo::{Fixture, Rng, git, git_cmd};
+use repo::{Fixture, Generated, Rng, generated_fixture, git};
 
 const WORDS: &[&str] = &[
     "request", "response", "session", "adapter", "header", "cookie", "timeout", "retry", "proxy", "stream", "auth",
@@ -77,83 +75,11 @@ fn fixture() -> Fixture {
         files: FILES,
         touched_per_commit: 25,
         body: &|rng, _, c| python(rng, c),
+        path: &path_of,
         readme: true,
     });
     assert_eq!(fx.commits.len(), COMMITS);
     fx
-}
-
-/// What [`generated_fixture`] writes: `files` files in the first commit, then `commits - 1`
-/// commits that each rewrite `touched_per_commit` files drawn at random.
-struct Generated<'a> {
-    version: &'a str,
-    name: &'a str,
-    seed: u64,
-    commits: usize,
-    files: usize,
-    touched_per_commit: usize,
-    /// The body of file `i` at commit `c`.
-    body: &'a dyn Fn(&mut Rng, usize, usize) -> String,
-    /// Adds a `README.md` in the first commit.
-    readme: bool,
-}
-
-/// Generates (once) the repository `spec` describes under `target/rewardlab-bench/<version>`, with
-/// a checkout for the `git grep` baselines.
-fn generated_fixture(spec: &Generated<'_>) -> Fixture {
-    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/rewardlab-bench").join(spec.version);
-    let store_dir = base.join("store");
-    let bare = store_dir.join(format!("{}.git", spec.name));
-    let checkout = base.join("checkout");
-    let scratch = base.join("scratch");
-    if !base.join("ready").exists() {
-        let _ = std::fs::remove_dir_all(&base);
-        std::fs::create_dir_all(&bare).expect("mkdir");
-        git(&bare, &["init", "-q", "--bare"]);
-        let mut rng = Rng(spec.seed);
-        let mut stream = Vec::new();
-        for c in 1..=spec.commits {
-            let msg = format!("commit {c}");
-            stream.extend_from_slice(
-                format!(
-                    "commit refs/heads/main\nmark :{c}\ncommitter B <b@x> {} +0000\ndata {}\n{msg}\n",
-                    1_700_000_000 + c,
-                    msg.len()
-                )
-                .as_bytes(),
-            );
-            if c > 1 {
-                stream.extend_from_slice(format!("from :{}\n", c - 1).as_bytes());
-            }
-            let touched: Vec<usize> = if c == 1 {
-                (0..spec.files).collect()
-            } else {
-                (0..spec.touched_per_commit).map(|_| rng.below(spec.files)).collect()
-            };
-            for i in touched {
-                let body = (spec.body)(&mut rng, i, c);
-                stream.extend_from_slice(format!("M 100644 inline {}\ndata {}\n", path_of(i), body.len()).as_bytes());
-                stream.extend_from_slice(body.as_bytes());
-                stream.push(b'\n');
-            }
-            if c == 1 && spec.readme {
-                let readme = "# bench repo\n";
-                stream.extend_from_slice(
-                    format!("M 100644 inline README.md\ndata {}\n{readme}\n", readme.len()).as_bytes(),
-                );
-            }
-        }
-        let mut child =
-            git_cmd(&bare).args(["fast-import", "--quiet"]).stdin(Stdio::piped()).spawn().expect("fast-import");
-        child.stdin.take().expect("stdin").write_all(&stream).expect("stream");
-        assert!(child.wait().expect("fast-import").success());
-        git(&bare, &["symbolic-ref", "HEAD", "refs/heads/main"]);
-        git(&bare, &["worktree", "add", "-q", "--detach", checkout.to_str().expect("utf-8"), "main"]);
-        std::fs::write(base.join("ready"), "").expect("marker");
-    }
-    std::fs::create_dir_all(&scratch).expect("scratch");
-    let commits = git(&bare, &["rev-list", "--reverse", "main"]).lines().map(str::to_owned).collect::<Vec<_>>();
-    Fixture { store_dir, bare, checkout, scratch, commits }
 }
 
 fn has_rg() -> bool {

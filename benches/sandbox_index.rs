@@ -30,9 +30,8 @@
 
 use std::{
     hint::black_box,
-    io::Write,
     path::{Path, PathBuf},
-    process::{Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
@@ -77,7 +76,7 @@ const REAL_MIX: &[(&str, &str, bool)] = &[
 
 #[path = "common/repo.rs"]
 mod repo;
-use repo::{Fixture, Rng, git, git_cmd};
+use repo::{Fixture, Generated, Rng, generated_fixture, git};
 
 const STEMS: &[&str] = &[
     "expr",
@@ -225,50 +224,17 @@ fn path_of(i: usize) -> String {
 /// the first commit, then commits that each rewrite `TOUCHED_PER_COMMIT` of them, and a
 /// checkout of the last commit for `git grep`.
 fn generated() -> Fixture {
-    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/rewardlab-bench").join(VERSION);
-    let store_dir = base.join("store");
-    let bare = store_dir.join("bench__index.git");
-    let checkout = base.join("checkout");
-    let scratch = base.join("scratch");
-    if !base.join("ready").exists() {
-        let _ = std::fs::remove_dir_all(&base);
-        std::fs::create_dir_all(&bare).expect("mkdir");
-        git(&bare, &["init", "-q", "--bare"]);
-        let mut rng = Rng(0x1dec_5eed_0000_0015);
-        let mut stream = Vec::new();
-        for c in 1..=COMMITS {
-            let msg = format!("commit {c}");
-            stream.extend_from_slice(
-                format!(
-                    "commit refs/heads/main\nmark :{c}\ncommitter B <b@x> {} +0000\ndata {}\n{msg}\n",
-                    1_700_000_000 + c,
-                    msg.len()
-                )
-                .as_bytes(),
-            );
-            if c > 1 {
-                stream.extend_from_slice(format!("from :{}\n", c - 1).as_bytes());
-            }
-            let touched: Vec<usize> =
-                if c == 1 { (0..FILES).collect() } else { (0..TOUCHED_PER_COMMIT).map(|_| rng.below(FILES)).collect() };
-            for i in touched {
-                let body = module(&mut rng, i, c);
-                stream.extend_from_slice(format!("M 100644 inline {}\ndata {}\n", path_of(i), body.len()).as_bytes());
-                stream.extend_from_slice(body.as_bytes());
-                stream.push(b'\n');
-            }
-        }
-        let mut child =
-            git_cmd(&bare).args(["fast-import", "--quiet"]).stdin(Stdio::piped()).spawn().expect("fast-import");
-        child.stdin.take().expect("stdin").write_all(&stream).expect("stream");
-        assert!(child.wait().expect("fast-import").success());
-        git(&bare, &["symbolic-ref", "HEAD", "refs/heads/main"]);
-        git(&bare, &["worktree", "add", "-q", "--detach", checkout.to_str().expect("utf-8"), "main"]);
-        std::fs::write(base.join("ready"), "").expect("marker");
-    }
-    std::fs::create_dir_all(&scratch).expect("scratch");
-    let commits = git(&bare, &["rev-list", "--reverse", "main"]).lines().map(str::to_owned).collect();
-    Fixture { store_dir, bare, checkout, scratch, commits }
+    generated_fixture(&Generated {
+        version: VERSION,
+        name: "bench__index",
+        seed: 0x1dec_5eed_0000_0015,
+        commits: COMMITS,
+        files: FILES,
+        touched_per_commit: TOUCHED_PER_COMMIT,
+        body: &|rng, i, c| module(rng, i, c),
+        path: &path_of,
+        readme: false,
+    })
 }
 
 /// A real mirror from `REWARDLAB_MIRRORS`, shared-cloned (objects through alternates) into a
