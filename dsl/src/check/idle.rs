@@ -350,15 +350,8 @@ impl<'a> Rows<'a> {
     /// and the sibling that earns the least (the most), evaluated together
     /// in one group: `Some` only when that group ranks the idle one higher.
     fn witness(&self, checked: &Checked<'_, '_>, program: &Program, slope: Slope) -> Option<Witness> {
-        let keys: Vec<&str> = program.features.iter().map(|f| f.key.as_str()).collect();
-        let rewards = |rows: &[Vec<f64>]| -> Option<Vec<f64>> {
-            let table = table(&keys, rows, &[rows.len()])?;
-            let options = EvalOptions { group_size: None, non_finite: NonFinite::Allow };
-            crate::interp::eval_expr(program, &table, &Expr::Def(program.reward), &options).ok()
-        };
-        let idle = self.grid(true)?;
-        let sibling = self.grid(false)?;
-        let (ri, rs) = (rewards(&idle)?, rewards(&sibling)?);
+        let keys = keys(program);
+        let Grids { idle, sibling, ri, rs } = self.rewarded_grids(program, &keys)?;
         let better = |a: f64, b: f64| if slope == Slope::Up { a > b } else { a < b };
         let pick = |rows: &[f64], best: bool| -> Option<usize> {
             (0..rows.len())
@@ -371,8 +364,7 @@ impl<'a> Rows<'a> {
         }
         let pair = [idle[i].clone(), sibling[s].clone()];
         let table = table(&keys, &pair, &[2])?;
-        let options = EvalOptions { group_size: None, non_finite: NonFinite::Allow };
-        let outputs = crate::interp::eval(program, &table, &options).ok()?;
+        let outputs = crate::interp::eval(program, &table, &LINT_EVAL).ok()?;
         let advs = [outputs.adv[0], outputs.adv[1]];
         let shown = advs.iter().all(|a| a.is_finite()) && advs[0] > advs[1];
         shown.then(|| Witness {
@@ -381,6 +373,35 @@ impl<'a> Rows<'a> {
             rewards: [outputs.reward[0], outputs.reward[1]],
             advs,
         })
+    }
+}
+
+/// The idle and sibling grids with each row's `reward` (`ri`, `rs`).
+struct Grids {
+    idle: Vec<Vec<f64>>,
+    sibling: Vec<Vec<f64>>,
+    ri: Vec<f64>,
+    rs: Vec<f64>,
+}
+
+/// How the lint evaluates its candidate groups: any size, non-finite values let through.
+const LINT_EVAL: EvalOptions = EvalOptions { group_size: None, non_finite: NonFinite::Allow };
+
+/// The program's feature keys, in table column order.
+fn keys(program: &Program) -> Vec<&str> {
+    program.features.iter().map(|f| f.key.as_str()).collect()
+}
+
+impl Rows<'_> {
+    /// Both grids, each row's `reward` evaluated in one pass (a row's reward reads no reduction).
+    fn rewarded_grids(&self, program: &Program, keys: &[&str]) -> Option<Grids> {
+        let rewards = |rows: &[Vec<f64>]| -> Option<Vec<f64>> {
+            let table = table(keys, rows, &[rows.len()])?;
+            crate::interp::eval_expr(program, &table, &Expr::Def(program.reward), &LINT_EVAL).ok()
+        };
+        let (idle, sibling) = (self.grid(true)?, self.grid(false)?);
+        let (ri, rs) = (rewards(&idle)?, rewards(&sibling)?);
+        Some(Grids { idle, sibling, ri, rs })
     }
 }
 
@@ -402,15 +423,8 @@ impl Rows<'_> {
         if !checked.options.group_size.contains(3.0) {
             return None;
         }
-        let keys: Vec<&str> = program.features.iter().map(|f| f.key.as_str()).collect();
-        let options = EvalOptions { group_size: None, non_finite: NonFinite::Allow };
-        let rewards = |rows: &[Vec<f64>]| -> Option<Vec<f64>> {
-            let table = table(&keys, rows, &[rows.len()])?;
-            crate::interp::eval_expr(program, &table, &Expr::Def(program.reward), &options).ok()
-        };
-        let idle = self.grid(true)?;
-        let sibling = self.grid(false)?;
-        let (ri, rs) = (rewards(&idle)?, rewards(&sibling)?);
+        let keys = keys(program);
+        let Grids { idle, sibling, ri, rs } = self.rewarded_grids(program, &keys)?;
         let mut idle_order: Vec<usize> = (0..idle.len()).filter(|&i| ri[i].is_finite()).collect();
         idle_order.sort_by(|&a, &b| ri[b].total_cmp(&ri[a]).then(a.cmp(&b)));
         let mut weak_order: Vec<usize> = (0..sibling.len()).filter(|&i| rs[i].is_finite()).collect();
@@ -420,7 +434,7 @@ impl Rows<'_> {
             for &w in weak_order.iter().take(TRIED).filter(|&&w| rs[w] < rs[strong]) {
                 let rows = [idle[i].clone(), sibling[w].clone(), sibling[strong].clone()];
                 let Some(group) = table(&keys, &rows, &[3]) else { continue };
-                let Ok(out) = crate::interp::eval(program, &group, &options) else { continue };
+                let Ok(out) = crate::interp::eval(program, &group, &LINT_EVAL) else { continue };
                 let advantages = [out.advantage[0], out.advantage[1], out.advantage[2]];
                 if advantages.iter().all(|a| a.is_finite()) && advantages[0] > advantages[1] {
                     return Some(Triple {
@@ -444,17 +458,8 @@ fn advantage_warning(
     read: &[bool],
     w: &Triple,
 ) -> Diagnostic {
-    let n = |x: f64| format_number((x * 1e4).round() / 1e4);
-    let assignment = |row: &[f64]| -> String {
-        let shown: Vec<String> = program
-            .features
-            .iter()
-            .enumerate()
-            .filter(|&(i, f)| read[i] || case.values.iter().any(|(n, _)| *n == f.name))
-            .map(|(i, f)| format!("{} = {}", f.key, format_number(row[i])))
-            .collect();
-        shown.join(", ")
-    };
+    let n = rounded;
+    let shown = |row: &[f64]| assignment(program, case, read, row, true);
     let earns =
         |k: usize| format!("reward = {}, adv = {}, advantage = {}", n(w.rewards[k]), n(w.advs[k]), n(w.advantages[k]));
     let span = checked.bodies[checked.scope.advantage].span;
@@ -466,11 +471,11 @@ fn advantage_warning(
     .with_note(format!(
         "in one group of three, the idle rollout ({}) earns {}; a weak sibling ({}) earns {}; a strong one ({}) \
          earns {}",
-        assignment(&w.rows[0]),
+        shown(&w.rows[0]),
         earns(0),
-        assignment(&w.rows[1]),
+        shown(&w.rows[1]),
         earns(1),
-        assignment(&w.rows[2]),
+        shown(&w.rows[2]),
         earns(2),
     ))
     .with_note(
@@ -482,6 +487,24 @@ fn advantage_warning(
                 `advantage = if(adv > 0, adv * FACTOR, adv)`"
         .to_string();
     super::lints::advised(checked, LintCase::IdleOutranks, diag, help)
+}
+
+/// `key = value` of the features `reward` reads, and with `case_features` also of those the idle
+/// case fixes.
+fn assignment(program: &Program, case: &IdleCase, read: &[bool], row: &[f64], case_features: bool) -> String {
+    let shown: Vec<String> = program
+        .features
+        .iter()
+        .enumerate()
+        .filter(|&(i, f)| read[i] || (case_features && case.values.iter().any(|(n, _)| *n == f.name)))
+        .map(|(i, f)| format!("{} = {}", f.key, format_number(row[i])))
+        .collect();
+    shown.join(", ")
+}
+
+/// A value as the notes show it: four decimals at most.
+fn rounded(x: f64) -> String {
+    format_number((x * 1e4).round() / 1e4)
 }
 
 /// A table of `rows` (one value per feature key), in groups of the given sizes.
@@ -502,17 +525,8 @@ fn warning(
     idle: Interval,
     sibling: Interval,
 ) -> Diagnostic {
-    let assignment = |row: &[f64], idle: bool| -> String {
-        let shown: Vec<String> = program
-            .features
-            .iter()
-            .enumerate()
-            .filter(|&(i, f)| read[i] || (idle && case.values.iter().any(|(n, _)| *n == f.name)))
-            .map(|(i, f)| format!("{} = {}", f.key, format_number(row[i])))
-            .collect();
-        shown.join(", ")
-    };
-    let n = |x: f64| format_number((x * 1e4).round() / 1e4);
+    let shown = |row: &[f64], idle: bool| assignment(program, case, read, row, idle);
+    let n = rounded;
     let span = checked.bodies[checked.scope.reward.expect("the lint runs on a program with a reward")].span;
     let diag = Diagnostic::warning(
         "idle-outranks",
@@ -522,10 +536,10 @@ fn warning(
     .with_note(format!(
         "in one group of two, the idle rollout ({}) earns reward = {}, adv = {}, and the sibling ({}) earns \
          reward = {}, adv = {}",
-        assignment(&w.idle, true),
+        shown(&w.idle, true),
         n(w.rewards[0]),
         n(w.advs[0]),
-        assignment(&w.sibling, false),
+        shown(&w.sibling, false),
         n(w.rewards[1]),
         n(w.advs[1]),
     ))
