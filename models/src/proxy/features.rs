@@ -104,12 +104,16 @@ pub(crate) fn state(episode: &ProxyEpisode, turn: usize, available: usize) -> [f
     s
 }
 
+/// The non-zero entries of the turn state as features of the block at `base`, scaled by `scale`.
+fn on_block(state: &[f64; STATE], base: usize, scale: f64) -> impl Iterator<Item = (usize, f64)> + '_ {
+    state.iter().enumerate().filter(|(_, x)| **x != 0.0).map(move |(i, x)| (base + i, x * scale))
+}
+
 /// The options of one thinking decision: stop (no features, logit 0), then continue with the
 /// turn state, whether this is the answer turn, and `chunk / max_chunks` (chunks already
 /// thought this turn over the cap), so the stop hazard may depend on how long it thought.
 pub(crate) fn think_options(state: &[f64; STATE], answer_turn: bool, chunk: usize, max_chunks: usize) -> Vec<Features> {
-    let mut think: Features =
-        state.iter().enumerate().filter(|(_, x)| **x != 0.0).map(|(i, x)| (THINK_CONTINUE + i, *x)).collect();
+    let mut think: Features = on_block(state, THINK_CONTINUE, 1.0).collect();
     if answer_turn {
         think.push((THINK_CONTINUE + STATE, 1.0));
     }
@@ -123,12 +127,12 @@ pub(crate) fn think_options(state: &[f64; STATE], answer_turn: bool, chunk: usiz
 pub(crate) fn count_options(state: &[f64; STATE], max_calls: usize) -> Vec<Features> {
     let mut options = Vec::with_capacity(max_calls + 1);
     let mut answer = vec![(COUNT_BIAS, 1.0)];
-    answer.extend(state.iter().enumerate().filter(|(_, x)| **x != 0.0).map(|(i, x)| (COUNT_ANSWER + i, *x)));
+    answer.extend(on_block(state, COUNT_ANSWER, 1.0));
     options.push(answer);
     for n in 1..=max_calls.min(MAX_CALLS) {
         let scale = n as f64 / MAX_CALLS as f64;
         let mut calls = vec![(COUNT_BIAS + n, 1.0)];
-        calls.extend(state.iter().enumerate().filter(|(_, x)| **x != 0.0).map(|(i, x)| (COUNT_CALLS + i, x * scale)));
+        calls.extend(on_block(state, COUNT_CALLS, scale));
         options.push(calls);
     }
     options
