@@ -31,7 +31,9 @@ pub struct BlobCacheStats {
 
 #[derive(Debug)]
 struct Inner {
-    map: LruCache<ObjectId, Arc<[u8]>>,
+    /// Keyed through foldhash: a grep looks up every candidate file, and SipHash over 20-byte
+    /// ids was a visible share of a cold commit's greps.
+    map: LruCache<ObjectId, Arc<[u8]>, foldhash::fast::RandomState>,
     bytes: usize,
     hits: u64,
     misses: u64,
@@ -41,7 +43,12 @@ impl BlobCache {
     /// A cache holding at most `capacity_bytes` of blob content.
     pub fn new(capacity_bytes: usize) -> Self {
         BlobCache {
-            inner: Mutex::new(Inner { map: LruCache::unbounded(), bytes: 0, hits: 0, misses: 0 }),
+            inner: Mutex::new(Inner {
+                map: LruCache::unbounded_with_hasher(foldhash::fast::RandomState::default()),
+                bytes: 0,
+                hits: 0,
+                misses: 0,
+            }),
             capacity_bytes,
         }
     }

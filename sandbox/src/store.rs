@@ -183,6 +183,22 @@ impl RepoStore {
         Ok(store)
     }
 
+    /// Writes every open repository's content index that grew since it was read or last
+    /// written (see [`StoreOptions::persist_index`] and [`Repo::save_index`]); the number
+    /// written. Dropping a repository saves too, but a process that ends with repositories
+    /// still shared (a study's store outlives its runs) should call this before it exits.
+    pub fn save_indexes(&self) -> Result<usize, Error> {
+        let slots: Vec<_> = lock(&self.repos).values().cloned().collect();
+        let mut written = 0;
+        for slot in slots {
+            let repo = lock(&slot).clone();
+            if let Some(repo) = repo {
+                written += usize::from(repo.save_index()?);
+            }
+        }
+        Ok(written)
+    }
+
     /// The store's canonical root directory.
     pub fn root(&self) -> &Path {
         &self.root

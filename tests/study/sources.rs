@@ -128,9 +128,12 @@ fn study_swebench_source_checks_and_trains_from_a_repos_directory() {
     let entries: Vec<_> = fs::read_dir(dir.join("results/bench/store"))
         .expect("store")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .filter(|name| name != ".trees")
+        .filter(|name| name != ".trees" && name != ".index")
         .collect();
     assert_eq!(entries, ["acme__widgets.git"], "nothing else in the store");
+    // What the runs' greps indexed is kept for the study's next process (a rerun, a Slurm task).
+    let index = dir.join("results/bench/store/.index/acme__widgets.trigrams");
+    assert!(index.is_file(), "the content index is persisted under the store");
 
     // An instance naming a repository without a clone is refused up front, by name.
     let missing = lines[0].replace("acme/widgets", "acme/gadgets");

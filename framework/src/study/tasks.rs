@@ -48,7 +48,7 @@ use rewardlab_rewards::tasks::{
     CommitError, EvalCommit, LeakageError, MineStats, RepoRef, Task, TaskKind, TrainChange, find_leaks, load_swebench,
     mine_cached,
 };
-use rewardlab_sandbox::{RepoStore, component_store_name, local_mirror_name, mirror_name};
+use rewardlab_sandbox::{RepoStore, StoreOptions, component_store_name, local_mirror_name, mirror_name};
 
 use super::publish::{self, PublishError};
 use super::spec::{CommitsSpec, TaskSpec};
@@ -315,11 +315,7 @@ struct Loaded {
 
 /// Builds the study's tasks and opens its store (see the module docs).
 pub fn prepare_tasks(study: &Study, study_dir: &Path) -> Result<PreparedTasks, TaskError> {
-    let store_root = study_dir.join("store");
-    let store = RepoStore::open(&store_root).map_err(|source| TaskError::Store {
-        what: format!("opening the store {}", store_root.display()),
-        source: Box::new(source),
-    })?;
+    let store = open_store(&study_dir.join("store"))?;
     let with_eval = study.eval.is_some();
     let name_of = |i: usize| if study.tasks.len() == 1 { "tasks".to_owned() } else { format!("tasks[{i}]") };
     let mut report = TaskReport::default();
@@ -376,10 +372,7 @@ pub fn prepare_tasks(study: &Study, study_dir: &Path) -> Result<PreparedTasks, T
 /// `rewardlab locate` runs a trained policy on. Missing mirrors and commits
 /// are errors, as for a study's sources.
 pub fn prepare_instances(jsonl: &Path, repos: &Path, store_dir: &Path) -> Result<StudyTasks, TaskError> {
-    let store = RepoStore::open(store_dir).map_err(|source| TaskError::Store {
-        what: format!("opening the store {}", store_dir.display()),
-        source: Box::new(source),
-    })?;
+    let store = open_store(store_dir)?;
     let source =
         TaskSpec::Swebench { path: jsonl.to_owned(), repos: repos.to_owned(), seed: 0, held_out_fraction: None };
     let loaded = load_source(&source, "instances", 1.0, store_dir)?;
@@ -389,6 +382,17 @@ pub fn prepare_instances(jsonl: &Path, repos: &Path, store_dir: &Path) -> Result
     let tasks =
         TaskSet { tasks: all.into_iter().map(|s| s.task).collect(), train: Vec::new(), held_out: loaded.held_out };
     Ok(StudyTasks { tasks: Arc::new(tasks), store: Arc::new(store), repo_dirs })
+}
+
+/// Opens a study's store with its content indexes persisted under `<store>/.index/`, so that a
+/// rerun, a resumed run or another Slurm task of the same study starts from the index the
+/// last one built instead of scanning every blob of every new commit again.
+fn open_store(root: &Path) -> Result<RepoStore, TaskError> {
+    let options = StoreOptions { persist_index: true, ..StoreOptions::default() };
+    RepoStore::open_with(root, options).map_err(|source| TaskError::Store {
+        what: format!("opening the store {}", root.display()),
+        source: Box::new(source),
+    })
 }
 
 fn load_source(source: &TaskSpec, name: &str, fraction: f64, study_dir: &Path) -> Result<Loaded, TaskError> {

@@ -257,6 +257,10 @@ where
         |i| trainer.train_one(&runs[i], progress),
         |i, outcome| progress.run_ended(&runs[i], outcome),
     );
+    // What the runs' greps indexed serves the next process of this study (a rerun, a resumed
+    // run, another Slurm task). A failed write only costs that process a rebuild, so it does
+    // not fail the study.
+    let _ = tasks.store.save_indexes();
     if failed.is_empty() {
         return Ok(());
     }

@@ -157,7 +157,7 @@ pub(crate) struct ContentIndex {
 
 #[derive(Debug)]
 struct Inner {
-    map: LruCache<ObjectId, Arc<BlobEntry>>,
+    map: LruCache<ObjectId, Arc<BlobEntry>, foldhash::fast::RandomState>,
     postings: Postings,
     /// Trigrams of the live text entries: what the lists would hold after a compaction.
     live_grams: usize,
@@ -234,7 +234,7 @@ impl ContentIndex {
             file,
             load: Mutex::new(false),
             inner: Mutex::new(Inner {
-                map: LruCache::unbounded(),
+                map: LruCache::unbounded_with_hasher(foldhash::fast::RandomState::default()),
                 postings: Postings::default(),
                 live_grams: 0,
                 built: 0,

@@ -197,6 +197,22 @@ impl Tree {
         }
     }
 
+    /// Whether an earlier grep found the listed file at `slot` free of NUL bytes (views only:
+    /// a worktree's file may change on disk, so it is never remembered).
+    pub(crate) fn known_text(&self, slot: usize) -> bool {
+        match &self.backend {
+            Backend::View(view) => view.known_text(slot),
+            Backend::Worktree(_) => false,
+        }
+    }
+
+    /// Remembers that the listed file at `slot` holds no NUL byte (see [`Tree::known_text`]).
+    pub(crate) fn mark_text(&self, slot: usize) {
+        if let Backend::View(view) = &self.backend {
+            view.mark_text(slot);
+        }
+    }
+
     pub(crate) fn view(&self) -> Option<&View> {
         match &self.backend {
             Backend::View(view) => Some(view),
@@ -231,10 +247,11 @@ impl Reader<'_> {
         }
     }
 
-    /// Reads a regular file taken from [`Tree::files`] (never a symlink: callers skip those).
-    pub(crate) fn read_listed(&self, entry: &FileEntry, max_bytes: u64) -> Result<Arc<[u8]>, AccessError> {
+    /// Reads a regular file taken from [`Tree::files`], `entry` at position `slot` (never a
+    /// symlink: callers skip those).
+    pub(crate) fn read_listed(&self, slot: usize, entry: &FileEntry, max_bytes: u64) -> Result<Arc<[u8]>, AccessError> {
         match &self.tree.backend {
-            Backend::View(view) => view.read_listed(self, entry, max_bytes),
+            Backend::View(view) => view.read_listed(self, slot, entry, max_bytes),
             Backend::Worktree(checkout) => checkout.read_listed(entry, max_bytes),
         }
     }

@@ -33,6 +33,9 @@ pub(crate) struct View {
     /// The blob of each listed file, aligned with the sorted file list; `None` for symlinks,
     /// which grep does not search.
     ids: Vec<Option<ObjectId>>,
+    /// Per listed file, whether a grep already found its blob free of NUL bytes, so later greps
+    /// of this commit skip the binary check (the index knows it too, once it has the blob).
+    text: Box<[AtomicBool]>,
     /// Whether the background index build was started, and whether it has finished.
     index_requested: AtomicBool,
     index_done: Arc<AtomicBool>,
@@ -82,13 +85,16 @@ impl View {
             files.push((FileEntry { path, kind }, record.oid));
         }
         files.sort_unstable_by(|a, b| a.0.path.cmp(&b.0.path));
-        let ids = files.iter().map(|(entry, id)| (entry.kind != EntryKind::Symlink).then_some(*id)).collect();
+        let ids: Vec<Option<ObjectId>> =
+            files.iter().map(|(entry, id)| (entry.kind != EntryKind::Symlink).then_some(*id)).collect();
+        let text = ids.iter().map(|_| AtomicBool::new(false)).collect();
         let files = files.into_iter().map(|(entry, _)| entry).collect();
         let view = View {
             shared,
             entries,
             dirs,
             ids,
+            text,
             index_requested: AtomicBool::new(false),
             index_done: Arc::new(AtomicBool::new(false)),
             index_snapshot: OnceLock::new(),
@@ -141,15 +147,27 @@ impl View {
         Ok((resolved, data))
     }
 
+    /// Reads the listed file at `slot` by its blob id (no path lookup: greps read every file).
     pub(crate) fn read_listed(
         &self,
         reader: &Reader<'_>,
+        slot: usize,
         entry: &FileEntry,
         max_bytes: u64,
     ) -> Result<Arc<[u8]>, AccessError> {
-        match self.entries.get(&entry.path) {
-            Some((id, kind)) if *kind != EntryKind::Symlink => self.blob(reader, *id, &entry.path, max_bytes),
+        match self.ids.get(slot) {
+            Some(Some(id)) => self.blob(reader, *id, &entry.path, max_bytes),
             _ => Err(AccessError::NotFound { path: entry.path.clone() }),
+        }
+    }
+
+    pub(crate) fn known_text(&self, slot: usize) -> bool {
+        self.text.get(slot).is_some_and(|t| t.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn mark_text(&self, slot: usize) {
+        if let Some(t) = self.text.get(slot) {
+            t.store(true, Ordering::Relaxed);
         }
     }
 

@@ -5,7 +5,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rewardlab_sandbox::{ErrorKind, Limits, RepoStore, Sandbox, Status, ToolCall, TreeKind};
+use rewardlab_sandbox::{ErrorKind, Limits, RepoStore, Sandbox, Status, StoreOptions, ToolCall, TreeKind};
 use serde_json::json;
 
 use crate::sandbox::helpers::{
@@ -73,17 +73,26 @@ fn output_is_cut_at_the_limit_with_a_closing_line() {
 fn binary_files_are_skipped_by_grep_and_refused_by_read() {
     let fx = Fixture::new();
     let src = small_repo(&fx);
-    let store = RepoStore::open(fx.path("store")).expect("store");
-    let repo = store.repo(src.to_str().expect("utf-8")).expect("clone");
     let limits = Limits::default();
-    for kind in [TreeKind::View, TreeKind::Worktree] {
-        let tree = repo.tree("HEAD", kind).expect("tree");
-        let grep = call(&tree, &limits, json!({"tool": "grep", "args": {"pattern": "match", "path": "*.{png,txt}"}}));
-        assert!(!grep.output.contains("image.png") && !grep.output.contains("late_nul.txt:"), "{}", grep.output);
-        assert!(grep.output.contains("[skipped 2 binary files]"), "{}", grep.output);
-        let read = call(&tree, &limits, json!({"tool": "read", "args": {"path": "image.png"}}));
-        assert_eq!(read.status, Status::Error(ErrorKind::Binary));
-        assert!(read.output.contains("binary file"), "{}", read.output);
+    // With the content index and without it: a view remembers which files an earlier grep found
+    // free of NUL bytes, so repeated greps of one tree must keep skipping exactly the binary ones.
+    for (name, index_bytes) in [("store", StoreOptions::default().index_bytes), ("scan", 0)] {
+        let store = RepoStore::open_with(fx.path(name), StoreOptions { index_bytes, ..StoreOptions::default() })
+            .expect("store");
+        let repo = store.repo(src.to_str().expect("utf-8")).expect("clone");
+        for kind in [TreeKind::View, TreeKind::Worktree] {
+            let tree = repo.tree("HEAD", kind).expect("tree");
+            let args = json!({"tool": "grep", "args": {"pattern": "match", "path": "*.{png,txt}"}});
+            let grep = call(&tree, &limits, args.clone());
+            assert!(!grep.output.contains("image.png") && !grep.output.contains("late_nul.txt:"), "{}", grep.output);
+            assert!(grep.output.contains("[skipped 2 binary files]"), "{}", grep.output);
+            for _ in 0..2 {
+                assert_eq!(call(&tree, &limits, args.clone()).output, grep.output, "{name} {kind}: a repeated grep");
+            }
+            let read = call(&tree, &limits, json!({"tool": "read", "args": {"path": "image.png"}}));
+            assert_eq!(read.status, Status::Error(ErrorKind::Binary));
+            assert!(read.output.contains("binary file"), "{}", read.output);
+        }
     }
 }
 
