@@ -35,7 +35,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 echo "-- 1. libraries (ldd $bins/rewardlab, LD_LIBRARY_PATH=<toolchain>/lib)"
 needed=$(LD_LIBRARY_PATH=$lib ldd "$bins/rewardlab")
-echo "$needed" | grep -E 'cuda|nvrtc|cublas|curand' | sed 's/ (0x[0-9a-f]*)//'
+echo "$needed" | grep -E 'cuda|nvrtc|cublas|curand' | sed 's/ (0x[0-9a-f]*)//' || true
 for so in libcudart.so.13 libnvrtc.so.13 libcublas.so.13 libcublasLt.so.13 libcurand.so.10; do
     echo "$needed" | grep -q "$so => $lib/" || fail "$so does not resolve from the toolchain"
 done
@@ -62,7 +62,9 @@ refuses() {
     local name=$1 pattern=$2
     shift 2
     set +e
-    RUST_BACKTRACE=0 "$@" > "$work/out" 2>&1
+    # With backtraces on, as many shells have them: a panic would show, and the refusal must
+    # still be one line (candle attaches a backtrace to its errors, which is dropped).
+    RUST_BACKTRACE=1 "$@" > "$work/out" 2>&1
     local rc=$?
     set -e
     local last
@@ -71,6 +73,7 @@ refuses() {
     [[ $rc == 1 || $rc == 2 ]] || { cat "$work/out" >&2; fail "$name: exit status $rc"; }
     ! grep -q 'panicked' "$work/out" || { cat "$work/out" >&2; fail "$name panicked"; }
     grep -q -- "$pattern" "$work/out" || { cat "$work/out" >&2; fail "$name: no \"$pattern\" in its message"; }
+    ! grep -qE '^ +[0-9]+: ' "$work/out" || { cat "$work/out" >&2; fail "$name: a backtrace in its message"; }
 }
 mkdir -p "$work/studies"
 ln -s "$root/rewards" "$work/rewards"
