@@ -2,12 +2,19 @@
 # A CUDA 13.0 build toolchain from PyPI, for machines without a CUDA install (and
 # without a GPU): nvcc, NVVM, the headers, and the libraries candle's CUDA backend
 # links (cudart, NVRTC, cuBLAS/cuBLASLt, cuRAND), installed with `pip install
-# --target` into target/cuda-toolchain (kept between runs; the install is ~3 GB).
+# --target` into target/cuda-toolchain (kept between runs, 1.2 GB; a fresh install
+# downloads ~1.2 GB, ~600 s here, or ~11 s from pip's cache).
 #
-#   scripts/cuda-toolchain.sh            install (if missing) and print the exports
-#   eval "$(scripts/cuda-toolchain.sh)"  ... and apply them to this shell
-#   scripts/cuda-toolchain.sh --build    install, then cargo build --release
-#                                        --features cuda,model-cuda --bin rewardlab
+#   scripts/cuda-toolchain.sh                 install (if missing) and print the exports
+#   eval "$(scripts/cuda-toolchain.sh)"       ... and apply them to this shell
+#   scripts/cuda-toolchain.sh --build         install, then cargo build --release
+#                                             --features cuda,model-cuda --bin rewardlab --bin study
+#   scripts/cuda-toolchain.sh --build --dev   the same in the dev profile (target/debug), which
+#                                             shares most dependencies with `cargo test`'s build
+#
+# The build honours CARGO_BUILD_JOBS, and CUDAFORGE_THREADS for the nvcc jobs of
+# candle-kernels (by default one per core). scripts/cuda-build-check.sh then checks
+# the binaries' libraries and their refusal without a GPU.
 #
 # Pins: every package at 13.0.* — cudarc 0.19.10's build script knows CUDA up to
 # 13.4 and refuses a newer nvcc, and an unpinned nvidia-nvvm would bring NVVM 13.5,
@@ -18,9 +25,12 @@
 # ship only `.so.13`/`.so.10`, so symlinks are added) and -lcuda, the driver, which
 # no wheel ships: a stub libcuda.so (soname libcuda.so.1) is compiled from the
 # driver functions cuda.h declares, in lib/stubs where cudarc's build script looks
-# (as with a CUDA install's own stub). At run time the GPU machine's driver
-# provides the real libcuda.so.1; the other libraries come from this directory
-# (scripts/gpu-check.sh --libs target/cuda-toolchain) or a CUDA 13 install.
+# (as with a CUDA install's own stub). The binaries then need, at run time,
+# libcudart.so.13, libnvrtc.so.13, libcublas.so.13 (+ libcublasLt), libcurand.so.10
+# — from this directory (scripts/gpu-check.sh --libs target/cuda-toolchain) or a
+# CUDA 13 install — and the GPU machine's driver, libcuda.so.1; without them the
+# loader refuses to start them. The stub must never be on a GPU machine's library
+# path: it would hide the real driver.
 # CUDA_COMPUTE_CAP defaults to 90 (H100/H200); set it to build for another GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -73,7 +83,13 @@ echo "$exports"
 
 if [[ ${1:-} == --build ]]; then
     eval "$exports"
+    profile=(--release)
+    out=target/release
+    if [[ ${2:-} == --dev ]]; then
+        profile=()
+        out=target/debug
+    fi
     start=$(date +%s)
-    cargo build --locked --release --features cuda,model-cuda --bin rewardlab >&2
-    echo "built target/release/rewardlab with CUDA in $(( $(date +%s) - start )) s" >&2
+    cargo build --locked "${profile[@]}" --features cuda,model-cuda --bin rewardlab --bin study >&2
+    echo "built $out/rewardlab and $out/study with CUDA in $(( $(date +%s) - start )) s" >&2
 fi

@@ -46,6 +46,17 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# A CUDA build links the CUDA libraries: without them the loader would refuse to start it
+# with a bare "cannot open shared object file", so say which are missing and where they come from.
+if command -v ldd >/dev/null; then
+    missing=$(ldd "$bin" 2>/dev/null | awk '/not found/ { print $1 }' | tr '\n' ' ')
+    if [[ -n $missing ]]; then
+        echo "error: $bin needs shared libraries this machine does not provide: $missing" >&2
+        echo "  libcuda.so.1 is the NVIDIA driver's; the others are CUDA 13's: pass --libs target/cuda-toolchain" >&2
+        echo "  (scripts/cuda-toolchain.sh installs them) or add a CUDA 13 install's lib64 to LD_LIBRARY_PATH" >&2
+        exit 2
+    fi
+fi
 if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 fi

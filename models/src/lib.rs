@@ -52,3 +52,13 @@ pub use tokenizer::QwenTokenizer;
 pub fn cuda_compiled() -> bool {
     candle_core::utils::cuda_is_available()
 }
+
+/// Opens CUDA device `ordinal` ([`Device::new_cuda`]). Its error is the driver's alone: candle
+/// attaches a backtrace to errors when `RUST_BACKTRACE` is set, which a refusal printed to the
+/// user (no GPU, a driver stub, a build without CUDA) does not need.
+pub fn open_cuda(ordinal: usize) -> candle_core::Result<Device> {
+    Device::new_cuda(ordinal).map_err(|e| match e {
+        candle_core::Error::WithBacktrace { inner, .. } => *inner,
+        e => e,
+    })
+}

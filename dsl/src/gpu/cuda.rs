@@ -65,16 +65,31 @@ struct Buffers {
     ngroups: u64,
 }
 
+/// Whether libcuda and libnvrtc can be loaded: cudarc loads them at the first call
+/// and panics when they are missing, so they are looked for first.
+#[cfg(not(feature = "cuda-linked"))]
+fn probe_libraries() -> Result<(), GpuError> {
+    // SAFETY: both probes only try to dlopen the library by its usual names.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(GpuError::NoDriver);
+    }
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(GpuError::NoNvrtc);
+    }
+    Ok(())
+}
+
+/// With cudarc's `dynamic-linking` (feature `cuda-linked`) the binary links libcuda and
+/// libnvrtc, so it could not have started without them: nothing to probe. A driver that
+/// cannot open a device (a link-time stub, no GPU) fails in `CudaContext::new` instead.
+#[cfg(feature = "cuda-linked")]
+fn probe_libraries() -> Result<(), GpuError> {
+    Ok(())
+}
+
 impl Backend {
     pub(crate) fn new(code: &CudaProgram) -> Result<Backend, GpuError> {
-        // SAFETY: both probes only try to dlopen the library by its usual
-        // names; without them cudarc would panic at the first call.
-        if !unsafe { cudarc::driver::sys::is_culib_present() } {
-            return Err(GpuError::NoDriver);
-        }
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            return Err(GpuError::NoNvrtc);
-        }
+        probe_libraries()?;
         let ctx = {
             let mut shared = CONTEXT.lock().map_err(|_| poisoned())?;
             match shared.as_ref() {

@@ -8,7 +8,9 @@
 //! warp-per-group segmented reduction per group stage, a fixed-grid two-kernel
 //! reduction per batch stage), probes for the driver and NVRTC libraries
 //! (`is_culib_present`, so a machine without them gets
-//! [`GpuError::NoDriver`] / [`GpuError::NoNvrtc`], never a panic), queries the
+//! [`GpuError::NoDriver`] / [`GpuError::NoNvrtc`], never a panic; with the
+//! `cuda-linked` feature the binary links them, so it cannot start without
+//! them and there is no probe), queries the
 //! device's compute capability and compiles with
 //! `--gpu-architecture=sm_XY`. Compiled modules are cached process-wide by
 //! the source's hash and the architecture, so a study that builds the same

@@ -47,7 +47,7 @@ pub fn device(spec: &Qwen3Spec) -> Result<Device, rewardlab_models::Error> {
              support; scripts/cuda-toolchain.sh --build makes one), or set device = \"cpu\""
                 .into(),
         )),
-        ModelDevice::Cuda => Device::new_cuda(0).map_err(|e| {
+        ModelDevice::Cuda => rewardlab_models::open_cuda(0).map_err(|e| {
             rewardlab_models::Error::Invalid(format!(
                 "device = \"cuda\": CUDA device 0 cannot be opened ({e}); it needs an NVIDIA GPU, its driver \
                  (libcuda.so.1) and the CUDA 13 libraries (cuBLAS, cuRAND, NVRTC)"

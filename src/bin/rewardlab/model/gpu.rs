@@ -30,7 +30,7 @@ pub fn gpu_step(
 ) -> anyhow::Result<()> {
     let device = match device {
         "cpu" => Device::Cpu,
-        "cuda" => Device::new_cuda(0).map_err(|e| {
+        "cuda" => rewardlab_models::open_cuda(0).map_err(|e| {
             anyhow::anyhow!("opening CUDA device 0: {e} (this needs a GPU and a build with `--features model-cuda`)")
         })?,
         other => anyhow::bail!("--device must be cpu or cuda, not {other}"),
