@@ -56,3 +56,44 @@ fn check_reports_pairs_and_a_run_merges_proved_cells() {
     let summary = fs::read_to_string(results.join("summary.md")).expect("summary.md");
     assert!(summary.contains("| shift | 1 |") && !summary.contains("= base"), "{summary}");
 }
+
+#[test]
+fn slurm_tasks_merge_the_same_proved_cells_as_a_local_run() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    write(dir, "eq.toml", &proxy_study("eq", 1, 2, 0, VARIANTS));
+
+    // The array covers the trained runs only: base and double (shift is merged into base).
+    let o = study(dir, &["slurm", "eq.toml", "--results", "array"]);
+    assert_ok(&o, "study slurm");
+    assert!(stderr(&o).contains("merged shift into base: proved: a group-constant term"), "{}", stderr(&o));
+    let script = fs::read_to_string(dir.join("array/eq/slurm/eq.sbatch")).expect("script");
+    assert!(script.contains("#SBATCH --array=0-1\n"), "{script}");
+    assert!(script.contains("2 runs (3 variants x 1 seeds, less 1 variant(s) proved equivalent"), "{script}");
+    assert!(!script.contains("--no-merge"), "{script}");
+    for i in ["0", "1"] {
+        assert_ok(&study(dir, &["run-one", "eq.toml", "--index", i, "--results", "array"]), "run-one");
+    }
+    let o = study(dir, &["run-one", "eq.toml", "--index", "2", "--results", "array"]);
+    assert!(stderr(&o).contains("--index 2 is out of range: study `eq` has 2 runs"), "{}", stderr(&o));
+    assert_ok(&study(dir, &["merge", "eq.toml", "--results", "array"]), "study merge");
+    assert!(!dir.join("array/eq/runs/shift").exists(), "a merged cell is not trained");
+
+    // The same tables as a local run, merged row included.
+    assert_ok(&study(dir, &["eq.toml", "--jobs", "1", "--results", "local"]), "local study");
+    for file in ["summary.csv", "summary.md", "manifest.json", "merged.json"] {
+        let array = fs::read_to_string(dir.join("array/eq").join(file)).expect(file);
+        let local = fs::read_to_string(dir.join("local/eq").join(file)).expect(file);
+        assert_eq!(array, local, "{file} differs between the array and the local run");
+    }
+    let summary = fs::read_to_string(dir.join("array/eq/summary.md")).expect("summary.md");
+    assert!(summary.contains("| shift | = base (proved: a group-constant term) |"), "{summary}");
+
+    // `--no-merge` numbers every cell, and the script hands the flag on to its tasks.
+    let o = study(dir, &["slurm", "eq.toml", "--results", "all", "--no-merge"]);
+    assert_ok(&o, "study slurm --no-merge");
+    let script = fs::read_to_string(dir.join("all/eq/slurm/eq.sbatch")).expect("script");
+    assert!(script.contains("#SBATCH --array=0-2\n") && script.contains("--results"), "{script}");
+    assert!(script.lines().last().is_some_and(|l| l.ends_with(" --no-merge")), "{script}");
+    assert!(script.contains(" merge ") && script.contains("--no-merge\n#SBATCH"), "{script}");
+}

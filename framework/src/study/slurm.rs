@@ -83,6 +83,12 @@ pub struct Script<'a> {
     pub variants: usize,
     /// Seeds per variant, for the script's header comment.
     pub seeds: usize,
+    /// Variants not trained because an earlier one is proved equivalent (`study::equiv`), for
+    /// the header comment; `runs` already leaves their runs out.
+    pub merged: usize,
+    /// Whether the study was submitted with `--no-merge`, which `run-one` and `merge` then get
+    /// too, so that every task numbers the runs alike.
+    pub no_merge: bool,
     /// Absolute paths.
     pub study_bin: &'a Path,
     /// The study file, absolute.
@@ -136,8 +142,12 @@ impl Script<'_> {
         let results = shell_quote(self.results);
         let mut s = String::new();
         s.push_str("#!/bin/bash\n");
+        let merged = match self.merged {
+            0 => String::new(),
+            n => format!(", less {n} variant(s) proved equivalent to an earlier one"),
+        };
         s.push_str(&format!(
-            "# Slurm array job of study `{}`, written by `study slurm`: {} runs ({} variants x {} seeds).\n",
+            "# Slurm array job of study `{}`, written by `study slurm`: {} runs ({} variants x {} seeds{merged}).\n",
             self.study_name, self.runs, self.variants, self.seeds
         ));
         s.push_str(
@@ -146,13 +156,14 @@ impl Script<'_> {
         );
         s.push_str(&format!("#   sbatch --array=3,5 {}\n", shell_quote(self.script)));
         s.push_str("# When the tasks are done, summarise (it lists runs that did not finish):\n");
-        s.push_str(&format!("#   {bin} merge {study} --results {results}\n"));
+        let no_merge = if self.no_merge { " --no-merge" } else { "" };
+        s.push_str(&format!("#   {bin} merge {study} --results {results}{no_merge}\n"));
         for d in &directives {
             s.push_str(&format!("#SBATCH {d}\n"));
         }
         s.push_str("\nset -euo pipefail\n");
         s.push_str(&format!(
-            "exec {bin} run-one {study} --index \"${{SLURM_ARRAY_TASK_ID:?run this script with sbatch}}\" --results {results}\n"
+            "exec {bin} run-one {study} --index \"${{SLURM_ARRAY_TASK_ID:?run this script with sbatch}}\" --results {results}{no_merge}\n"
         ));
         Ok(s)
     }
@@ -302,6 +313,8 @@ mod tests {
             runs: 4,
             variants: 2,
             seeds: 2,
+            merged: 0,
+            no_merge: false,
             study_bin: Path::new("/opt/rl/study"),
             study_file: Path::new("/shared/tiny.toml"),
             results: Path::new("/shared/results"),

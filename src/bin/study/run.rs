@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use anyhow::{Result, bail};
+use rewardlab_framework::study::equiv::MergedVariant;
 use rewardlab_framework::study::{self, Manifest, PolicySpec, RunSpec, Study};
 
 mod qwen3;
@@ -25,11 +26,10 @@ pub fn run(path: &Path, jobs: Option<usize>, results: &Path, merge: bool, shadow
         PolicySpec::Qwen3(_) => 1,
     });
     let dir = results.join(&s.name);
-    let merged = if merge { study::equiv::merge_plan(&s, &study::equiv::compare_variants(&s)?) } else { Vec::new() };
+    let (runs, merged) = planned_runs(&s, merge)?;
     for m in &merged {
         eprintln!("merged {} into {}: {} (--no-merge trains it)", m.variant, m.into, m.reason);
     }
-    let runs = study::equiv::without_merged(&s.runs(), &merged);
     study::equiv::write_merged(&dir, &merged)?;
     study::publish::write_manifest(&dir, &Manifest::new(&s, &runs))?;
     // The other runs' results are worth a summary even when some run failed.
@@ -38,6 +38,15 @@ pub fn run(path: &Path, jobs: Option<usize>, results: &Path, merge: bool, shadow
     trained?;
     summarized?;
     Ok(0)
+}
+
+/// The runs a study trains and the variants it merges: every run of its grid, less the runs of
+/// variants proved to give an earlier variant's advantages (`study::equiv`) unless `merge` is
+/// off. `study`, `study slurm`, `study run-one` and `study merge` each compute it from the study
+/// file, so an array index names the same run in every task.
+pub fn planned_runs(s: &Study, merge: bool) -> Result<(Vec<RunSpec>, Vec<MergedVariant>)> {
+    let merged = if merge { study::equiv::merge_plan(s, &study::equiv::compare_variants(s)?) } else { Vec::new() };
+    Ok((study::equiv::without_merged(&s.runs(), &merged), merged))
 }
 
 /// Trains every run of `runs` (at most `jobs` at once), each into

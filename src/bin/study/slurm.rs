@@ -21,7 +21,7 @@ use rewardlab_framework::study::slurm::{
     ArrayManifest, RUN_MANIFEST_SUFFIX, SbatchOptions, Script, index_list, parse_indices, shell_quote,
 };
 use rewardlab_framework::study::summary::BASELINE_FILE;
-use rewardlab_framework::study::{Manifest, RunSpec, RunStatus, publish};
+use rewardlab_framework::study::{self, Manifest, RunSpec, RunStatus, publish};
 
 /// `study slurm`.
 #[derive(Debug, Args)]
@@ -55,6 +55,10 @@ pub struct SlurmArgs {
     /// At most this many tasks at once (`--array=...%N`).
     #[arg(long)]
     max_running: Option<u32>,
+    /// Train every variant, also those proved to give the same advantages as an earlier one
+    /// (as `study --no-merge`; give it to `slurm`, `run-one` and `merge` alike).
+    #[arg(long)]
+    no_merge: bool,
 }
 
 /// `study run-one`.
@@ -68,6 +72,10 @@ pub struct RunOneArgs {
     /// Where `<study>/` goes.
     #[arg(long, default_value = "results")]
     results: PathBuf,
+    /// Train every variant, also those proved to give the same advantages as an earlier one
+    /// (as `study --no-merge`; give it to `slurm`, `run-one` and `merge` alike).
+    #[arg(long)]
+    no_merge: bool,
 }
 
 /// `study merge`.
@@ -81,6 +89,10 @@ pub struct MergeArgs {
     /// Summarise even when some runs did not finish (they are listed in `summary.md`).
     #[arg(long)]
     partial: bool,
+    /// Train every variant, also those proved to give the same advantages as an earlier one
+    /// (as `study --no-merge`; give it to `slurm`, `run-one` and `merge` alike).
+    #[arg(long)]
+    no_merge: bool,
 }
 
 /// `study slurm`: writes the script and run manifest, prepares the study's
@@ -88,7 +100,10 @@ pub struct MergeArgs {
 /// and prints the `sbatch` command on stdout.
 pub fn slurm(args: &SlurmArgs) -> Result<u8> {
     let Some(s) = super::load(&args.study)? else { return Ok(1) };
-    let runs = s.runs();
+    let (runs, merged) = super::run::planned_runs(&s, !args.no_merge)?;
+    for m in &merged {
+        eprintln!("merged {} into {}: {} (--no-merge trains it)", m.variant, m.into, m.reason);
+    }
     let only = args.only.as_deref().map(|text| parse_indices(text, runs.len())).transpose()?;
     if args.max_running == Some(0) {
         bail!("--max-running must be at least 1");
@@ -124,6 +139,8 @@ pub fn slurm(args: &SlurmArgs) -> Result<u8> {
         runs: runs.len(),
         variants: s.variants.len(),
         seeds: s.seeds,
+        merged: merged.len(),
+        no_merge: args.no_merge,
         study_bin: &study_bin,
         study_file: &study_file,
         results: &results,
@@ -133,6 +150,7 @@ pub fn slurm(args: &SlurmArgs) -> Result<u8> {
     };
     let text = script.render()?;
 
+    study::equiv::write_merged(&study_dir, &merged)?;
     publish::write_manifest(&study_dir, &Manifest::new(&s, &runs))?;
     // The task set, repository store and baseline, with no run to train.
     super::run::run_study(&s, &[], 1, &study_dir).context("preparing the study's tasks")?;
@@ -167,7 +185,7 @@ pub fn slurm(args: &SlurmArgs) -> Result<u8> {
 /// checkpoint) after making sure the manifest and baseline exist.
 pub fn run_one(args: &RunOneArgs) -> Result<u8> {
     let Some(s) = super::load(&args.study)? else { return Ok(1) };
-    let runs = s.runs();
+    let (runs, merged) = super::run::planned_runs(&s, !args.no_merge)?;
     let Some(run) = runs.get(args.index) else {
         bail!(
             "--index {} is out of range: study `{}` has {} runs (0-{})",
@@ -178,6 +196,7 @@ pub fn run_one(args: &RunOneArgs) -> Result<u8> {
         );
     };
     let study_dir = args.results.join(&s.name);
+    study::equiv::write_merged(&study_dir, &merged)?;
     publish::write_manifest(&study_dir, &Manifest::new(&s, &runs))?;
     let status = RunStatus::of(&s, run, &study_dir);
     eprintln!(
@@ -207,13 +226,14 @@ pub fn run_one(args: &RunOneArgs) -> Result<u8> {
 /// `plots/` exactly as a local `study` run does.
 pub fn merge(args: &MergeArgs) -> Result<u8> {
     let Some(s) = super::load(&args.study)? else { return Ok(1) };
-    let runs = s.runs();
+    let (runs, merged) = super::run::planned_runs(&s, !args.no_merge)?;
     let study_dir = args.results.join(&s.name);
     if !study_dir.is_dir() {
         bail!("{} does not exist: no run of study `{}` has written its results yet", study_dir.display(), s.name);
     }
     let study_dir = study_dir.canonicalize().with_context(|| format!("resolving {}", study_dir.display()))?;
     // The study file is the authority: summarise exactly its runs, in its order.
+    study::equiv::write_merged(&study_dir, &merged)?;
     publish::write_manifest(&study_dir, &Manifest::new(&s, &runs))?;
     let unfinished: Vec<(usize, &RunSpec, RunStatus)> = runs
         .iter()
