@@ -93,6 +93,56 @@ impl AlertExpr {
     }
 }
 
+impl AlertExpr {
+    /// The plain expression this condition is with step metric `i` read from param
+    /// `params[i]`, for backends that compile a program once and set the metrics per step.
+    pub fn with_metric_params(&self, params: &[ParamId]) -> Expr {
+        let b = |e: &AlertExpr| Box::new(e.with_metric_params(params));
+        match self {
+            AlertExpr::Metric(i) => Expr::Param(params[*i]),
+            AlertExpr::Unary(op, x) => Expr::Unary(*op, b(x)),
+            AlertExpr::Binary(op, x, y) => Expr::Binary(*op, b(x), b(y)),
+            AlertExpr::Call(f, args) => Expr::Call(*f, args.iter().map(|a| a.with_metric_params(params)).collect()),
+            AlertExpr::In(x, lo, hi) => Expr::In(b(x), b(lo), b(hi)),
+            AlertExpr::Value(e) => e.clone(),
+        }
+    }
+}
+
+impl Program {
+    /// Alert `i`'s condition as a program of its own, so that every backend that compiles
+    /// programs (the fused CPU plan, the C twin, the CUDA codegen) evaluates it: its `reward`,
+    /// `adv` and `advantage` are the condition (1 where it holds, 0 where not; NaN holds, as in
+    /// the interpreter), the same on every row. Each step metric becomes a param named as the
+    /// metric (`step.kl`, which no `param` can be called), NaN until set.
+    pub fn alert_program(&self, i: usize) -> Program {
+        let alert = &self.alerts[i];
+        let mut p = self.clone();
+        let first = p.params.len();
+        p.params.extend(self.metrics.iter().map(|name| Param {
+            name: name.clone(),
+            value: f64::NAN,
+            span: alert.span,
+        }));
+        let ids: Vec<ParamId> = (first..first + self.metrics.len()).collect();
+        p.defs.push(Def {
+            name: format!("alert{i}"),
+            kind: DefKind::Let,
+            layer: Layer::Advantage,
+            expr: alert.cond.with_metric_params(&ids),
+            ty: Type::Bool,
+            interval: Interval::UNIT,
+            span: alert.span,
+            explicit: true,
+        });
+        let id = p.defs.len() - 1;
+        (p.reward, p.adv, p.advantage) = (id, id, id);
+        p.checks.clear();
+        p.alerts.clear();
+        p
+    }
+}
+
 /// A `param` and its value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Param {

@@ -135,3 +135,31 @@ pub(crate) const SAMPLES: [(&str, &str); 10] = [
 pub(crate) fn sample(name: &str) -> &'static str {
     SAMPLES.iter().find(|(n, _)| *n == name).map(|(_, t)| *t).expect("a sample file")
 }
+
+/// Alerts over every kind of batch-level value, for the backends' agreement tests.
+pub const BACKEND_ALERTS: &str = "param lo = 0.25\n\
+    reward = grade(word) * mask(steps > 1)\n\
+    alert batch.mean(steps) < 1.5 : \"turns\"\n\
+    alert step.kl > 0.2 && batch.max(reward) <= 0.3 : \"kl\"\n\
+    alert batch.count(where = cut > 0) >= 2 for 2 steps : \"cut\"\n\
+    alert batch.mean(group.std(reward)) in [0, lo] : \"flat groups\"\n\
+    alert batch.std(advantage, where = steps > 1) > step.entropy / 2 : \"spread\"\n\
+    alert !(batch.min(reward) < step.kl) || step.entropy > 0.9 : \"floor\"\n";
+
+/// The test schema with two step metrics (`step.kl`, `step.entropy`), for alerts.
+pub fn metrics_schema() -> FeatureSchema {
+    schema().with_metric("step.kl", Interval::REAL, "KL estimate").with_metric(
+        "step.entropy",
+        Interval::NON_NEGATIVE,
+        "mean entropy",
+    )
+}
+
+/// [`BACKEND_ALERTS`], checked.
+pub fn backend_alerts() -> crate::hir::Program {
+    let source = crate::SourceFile::new("alerts.reward", BACKEND_ALERTS.to_string());
+    match crate::check::compile_source(&source, &metrics_schema(), &crate::check::CheckOptions::default()) {
+        Ok((program, _warnings)) => program,
+        Err(diags) => panic!("the alerts sample does not check: {diags:?}"),
+    }
+}

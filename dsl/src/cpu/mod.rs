@@ -40,9 +40,12 @@
 //! definition that went non-finite first, with the rollout's details. That
 //! costs an interpreter run, but only on failure.
 
+mod alerts;
 mod exec;
 mod kernels;
 mod plan;
+
+pub use alerts::CompiledAlerts;
 
 use crate::eval::{EvalError, EvalOptions, NonFinite};
 use crate::hir::Program;

@@ -5,7 +5,11 @@
 //! column is the same on every row: it is evaluated by this interpreter over
 //! the batch's table and read at row 0. The definitions it reads (`reward`,
 //! lets) are evaluated once for all alerts. This runs after the program's
-//! outputs, once per batch, outside the fused backends.
+//! outputs, once per batch. The backends that compile programs evaluate the
+//! same conditions through [`crate::hir::Program::alert_program`] (each
+//! condition a program of its own, its step metrics params):
+//! [`crate::cpu::CompiledAlerts`] on the fused CPU plan, and the C twin and
+//! CUDA codegen of that program; tests hold them to this oracle.
 
 use super::ops::truthy;
 use super::{Interp, Reach, prepare};

@@ -1,21 +1,11 @@
 //! `alert` statements: parsing, the batch-level rule, step metrics, and
 //! evaluation over a batch.
 
-use super::{check_with, schema, seen};
+use super::{check_with, seen};
 use crate::hir::Program;
 use crate::interp::alerts::eval_alerts;
-use crate::interval::Interval;
-use crate::schema::FeatureSchema;
 use crate::table::FeatureTable;
-
-/// The test schema with two step metrics.
-fn metrics_schema() -> FeatureSchema {
-    schema().with_metric("step.kl", Interval::REAL, "KL estimate").with_metric(
-        "step.entropy",
-        Interval::NON_NEGATIVE,
-        "mean entropy",
-    )
-}
+use crate::testing::metrics_schema;
 
 fn program(text: &str) -> Program {
     let (program, diags) = check_with(text, &metrics_schema());
@@ -148,4 +138,30 @@ fn alerts_evaluate_on_batch_values_and_metrics() {
     // A missing feature column is an error, not a silent value.
     let bare = FeatureTable::uniform(1, 2);
     assert!(eval_alerts(&p, &bare, &[0.0]).is_err());
+}
+
+#[test]
+fn the_fused_cpu_backend_evaluates_alerts_as_the_interpreter_does() {
+    let p = crate::testing::backend_alerts();
+    assert_eq!(p.alerts.len(), 6);
+    let mut compiled = crate::cpu::CompiledAlerts::new(&p);
+    let mut seen = [0usize; 6];
+    for salt in 0..60u64 {
+        let groups = 1 + (salt as usize % 5);
+        let mut table = FeatureTable::uniform(groups, 3);
+        let n = table.rows();
+        let value = |i: usize, k: u64| ((i as u64 * 2_654_435_761 + salt * 97 + k * 13) % 1000) as f64 / 1000.0;
+        table.add_column("grade(word)", (0..n).map(|i| value(i, 1)).collect()).expect("column");
+        table.add_column("steps", (0..n).map(|i| (value(i, 2) * 3.0).floor()).collect()).expect("column");
+        table.add_column("cut", (0..n).map(|i| if value(i, 3) < 0.2 { 1.0 } else { 0.0 }).collect()).expect("column");
+        for metrics in [[value(0, 4), value(1, 5)], [f64::NAN, 0.5], [0.1, f64::NAN]] {
+            let want = eval_alerts(&p, &table, &metrics).expect("the interpreter evaluates");
+            assert_eq!(compiled.eval(&table, &metrics).expect("compiled"), want, "salt {salt}, metrics {metrics:?}");
+            for (count, &h) in seen.iter_mut().zip(&want) {
+                *count += usize::from(h);
+            }
+        }
+    }
+    // Each alert both held and did not somewhere, so the agreement is not vacuous.
+    assert!(seen.iter().all(|&k| k > 0 && k < 180), "{seen:?}");
 }

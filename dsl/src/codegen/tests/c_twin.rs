@@ -302,3 +302,30 @@ fn random_programs_in_float_are_within_the_gpu_tolerance() {
         }
     }
 }
+
+/// The alert programs' C twins (which share their kernel bodies with the CUDA source) decide
+/// every alert as the interpreter does, with the step metrics set as params between runs of
+/// one compilation.
+#[test]
+fn alert_programs_in_double_decide_as_the_interpreter() {
+    let p = crate::testing::backend_alerts();
+    let mut held = vec![0usize; p.alerts.len()];
+    for (i, count) in held.iter_mut().enumerate() {
+        let alert = p.alert_program(i);
+        let mut ir = ir::lower(&alert);
+        let twin = build::<f64>(&ir, Fusion::Fused);
+        for salt in 0..6 {
+            let t = table_for(&alert, 3 + salt as usize, salt);
+            for metrics in [[0.1, 0.5], [0.3, 2.0], [f64::NAN, 0.0], [-1.0, 0.95]] {
+                for (name, &v) in p.metrics.iter().zip(&metrics) {
+                    assert!(ir.set_param(name, v), "{name} is a param of the alert program");
+                }
+                let got = run::<f64>(&twin, &ir, &t).reward[0];
+                let want = crate::interp::alerts::eval_alerts(&p, &t, &metrics).expect("evaluates")[i];
+                assert_eq!(crate::interp::ops::truthy(got), want, "alert {i}, salt {salt}, metrics {metrics:?}");
+                *count += usize::from(want);
+            }
+        }
+    }
+    assert!(held.iter().any(|&k| k > 0) && held.iter().any(|&k| k < 24), "{held:?}");
+}

@@ -99,6 +99,12 @@ fn cuda_source_type_checks_with_the_host_compiler() {
         let ir = ir::lower(&random::program(seed, true));
         sources.push((format!("random{seed}"), emit_cuda(&ir, Fusion::Fused).source));
     }
+    // Alert conditions compile to CUDA like any program (`hir::Program::alert_program`).
+    let alerts = crate::testing::backend_alerts();
+    for i in 0..alerts.alerts.len() {
+        let ir = ir::lower(&alerts.alert_program(i));
+        sources.push((format!("alert{i}"), emit_cuda(&ir, Fusion::Fused).source));
+    }
     for (name, source) in sources {
         c_twin::syntax_check_cuda(&name, &source);
     }
