@@ -81,28 +81,22 @@ impl AlertExpr {
     /// The plain expression this condition is once every step metric is
     /// replaced by its value (`metrics[i]` for [`AlertExpr::Metric`]`(i)`).
     pub fn with_metrics(&self, metrics: &[f64]) -> Expr {
-        let b = |e: &AlertExpr| Box::new(e.with_metrics(metrics));
-        match self {
-            AlertExpr::Metric(i) => Expr::Number(metrics.get(*i).copied().unwrap_or(f64::NAN)),
-            AlertExpr::Unary(op, x) => Expr::Unary(*op, b(x)),
-            AlertExpr::Binary(op, x, y) => Expr::Binary(*op, b(x), b(y)),
-            AlertExpr::Call(f, args) => Expr::Call(*f, args.iter().map(|a| a.with_metrics(metrics)).collect()),
-            AlertExpr::In(x, lo, hi) => Expr::In(b(x), b(lo), b(hi)),
-            AlertExpr::Value(e) => e.clone(),
-        }
+        self.map_metrics(&|i| Expr::Number(metrics.get(i).copied().unwrap_or(f64::NAN)))
     }
-}
 
-impl AlertExpr {
     /// The plain expression this condition is with step metric `i` read from param
     /// `params[i]`, for backends that compile a program once and set the metrics per step.
     pub fn with_metric_params(&self, params: &[ParamId]) -> Expr {
-        let b = |e: &AlertExpr| Box::new(e.with_metric_params(params));
+        self.map_metrics(&|i| Expr::Param(params[i]))
+    }
+
+    fn map_metrics(&self, metric: &dyn Fn(usize) -> Expr) -> Expr {
+        let b = |e: &AlertExpr| Box::new(e.map_metrics(metric));
         match self {
-            AlertExpr::Metric(i) => Expr::Param(params[*i]),
+            AlertExpr::Metric(i) => metric(*i),
             AlertExpr::Unary(op, x) => Expr::Unary(*op, b(x)),
             AlertExpr::Binary(op, x, y) => Expr::Binary(*op, b(x), b(y)),
-            AlertExpr::Call(f, args) => Expr::Call(*f, args.iter().map(|a| a.with_metric_params(params)).collect()),
+            AlertExpr::Call(f, args) => Expr::Call(*f, args.iter().map(|a| a.map_metrics(metric)).collect()),
             AlertExpr::In(x, lo, hi) => Expr::In(b(x), b(lo), b(hi)),
             AlertExpr::Value(e) => e.clone(),
         }
