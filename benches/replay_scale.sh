@@ -6,18 +6,25 @@
 # the same run. Pinned to CPUS (default: the first two cores).
 #
 #   benches/replay_scale.sh          # ROLLOUTS=1000000 CPUS=0,1
+#   BIN=target/release LOG=r.jsonl benches/replay_scale.sh   # those binaries (no build), that log
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 ROLLOUTS=${ROLLOUTS:-1000000}
 CPUS=${CPUS:-0,1}
 
-cargo build --quiet --release --locked --bin rewardlab --bin study --manifest-path "$ROOT/Cargo.toml"
-BIN="$ROOT/target/release"
+if [[ -z "${BIN:-}" ]]; then
+  cargo build --quiet --release --locked --bin rewardlab --bin study --manifest-path "$ROOT/Cargo.toml"
+  BIN="$ROOT/target/release"
+fi
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
-python3 "$ROOT/benches/eval_gen.py" jsonl "$TMP/rollouts.jsonl" "$ROLLOUTS"
+if [[ -n "${LOG:-}" ]]; then
+  ln -s "$(realpath "$LOG")" "$TMP/rollouts.jsonl"
+else
+  python3 "$ROOT/benches/eval_gen.py" jsonl "$TMP/rollouts.jsonl" "$ROLLOUTS"
+fi
 
 declare -A REWARDS=(
   [v1]='(Fb(file) + Fb(lr)) / 2 / max(1, c / 4)'
@@ -76,7 +83,7 @@ seconds_and_peak() {
   awk '{ printf "%.2f %.0f", $1, $2 / 1024 }' "$TMP/time"
 }
 
-size_mb=$(awk "BEGIN { printf \"%.0f\", $(stat -c %s "$TMP/rollouts.jsonl") / 1e6 }")
+size_mb=$(awk "BEGIN { printf \"%.0f\", $(stat -L -c %s "$TMP/rollouts.jsonl") / 1e6 }")
 read -r replay_s replay_mb <<< "$(seconds_and_peak "$BIN/study" replay "$TMP/study.toml" --rollouts "$TMP/rollouts.jsonl")"
 one_s="" total=0 peak=0
 for f in "$TMP"/*.reward; do

@@ -630,9 +630,9 @@ mod tests {
             r#"{"group": "g", "predicted": {"files": ["./a.py", "b.py"], "line_ranges": ["a.py:1-5"], "functions": ["./a.py::f"]},
                "target": {"files": ["a.py"], "line_ranges": ["./a.py:2-4"], "functions": ["a.py::f", "b.py::g"]},
                "turns": [[{"tool": "grep", "args": {"p": [1, null]}, "entities": ["a.py:3", "a.py:03", "a.py", "a.py:3"]}],
-                         [{"tool": "read", "entities": ["a.py:3", "b.py:1"]}], []],
+                         [{"tool": "read", "entities": ["a.py:3", "a\u002epy:3", "b.py:1"]}], []],
                "completion_tokens": 7, "valid": true, "truncated": false, "extra": {"x": 1}}"#,
-            r#"{"group": "esc"aped", "valid": false, "target": {"files": ["a\b.py"], "line_ranges": [], "functions": []},
+            r#"{"group": "esc\"aped", "valid": false, "target": {"files": ["a\\b.py", ".\/c.py"], "line_ranges": [], "functions": []},
                "turns": [[{"tool": "glob", "entities": []}]], "completion_tokens": 0, "truncated": true}"#,
             // Unavailable features: both readers give up on the values.
             r#"{"group": "g", "predicted": {"files": []}, "target": {"files": ["a"]}, "turns": [[{"tool": "grep"}]]}"#,

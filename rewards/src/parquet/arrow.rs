@@ -44,16 +44,32 @@ pub(super) fn holds_rollouts(path: &Path) -> Result<bool, ParquetError> {
     }))
 }
 
-/// The batches of the named root columns, in file order. Row groups are
-/// decoded in parallel, each by its own reader.
-fn read_columns(path: &Path, names: &[&str]) -> Result<Vec<RecordBatch>, ParquetError> {
-    let row_groups = open(path)?.metadata().num_row_groups();
-    let parts: Vec<Vec<RecordBatch>> = (0..row_groups)
-        .into_par_iter()
-        .map(|g| {
+/// One row group's share of a features file: its group runs (names copied
+/// out, so the decoded batches can go at once) and its feature values.
+struct Part {
+    /// `(group, rows)`: consecutive rows of one group.
+    runs: Vec<(String, usize)>,
+    values: Vec<Vec<f64>>,
+}
+
+/// Decodes the row groups in parallel, each by its own reader over the named
+/// root columns, and turns each into a [`Part`]. The first error in row
+/// order is the error.
+fn read_parts(path: &Path, group: &str, features: &[&str]) -> Result<Vec<Part>, ParquetError> {
+    let meta = open(path)?.metadata().clone();
+    let mut bases = Vec::with_capacity(meta.num_row_groups());
+    let mut rows = 0usize;
+    for g in 0..meta.num_row_groups() {
+        bases.push(rows);
+        rows += usize::try_from(meta.row_group(g).num_rows()).unwrap_or(0);
+    }
+    let parts: Vec<Result<Part, ParquetError>> = bases
+        .par_iter()
+        .enumerate()
+        .map(|(g, &base)| {
             let builder = open(path)?;
-            let indices: Vec<usize> = names
-                .iter()
+            let indices: Vec<usize> = std::iter::once(group)
+                .chain(features.iter().copied())
                 .map(|n| builder.schema().index_of(n).expect("the caller checked the column is present"))
                 .collect();
             let mask = ProjectionMask::roots(builder.parquet_schema(), indices);
@@ -63,10 +79,34 @@ fn read_columns(path: &Path, names: &[&str]) -> Result<Vec<RecordBatch>, Parquet
                 .with_batch_size(BATCH_ROWS)
                 .build()
                 .map_err(|e| format_err(path)(&e))?;
-            reader.map(|b| b.map_err(|e| format_err(path)(&e))).collect()
+            let mut part = Part { runs: Vec::new(), values: vec![Vec::new(); features.len()] };
+            let mut row = base;
+            for batch in reader {
+                let batch = batch.map_err(|e| format_err(path)(&e))?;
+                let texts = GroupText::of(path, batch.column_by_name(group).expect("projected"))?;
+                for i in 0..batch.num_rows() {
+                    let name = texts.get(i).ok_or_else(|| ParquetError::Null {
+                        path: path.to_path_buf(),
+                        row: row + i + 1,
+                        column: group.to_string(),
+                    })?;
+                    if name.is_empty() {
+                        return Err(ParquetError::EmptyGroup { path: path.to_path_buf(), row: row + i + 1 });
+                    }
+                    match part.runs.last_mut() {
+                        Some((last, n)) if *last == name => *n += 1,
+                        _ => part.runs.push((name.into_owned(), 1)),
+                    }
+                }
+                for (column, key) in part.values.iter_mut().zip(features) {
+                    push_numbers(path, key, batch.column_by_name(key).expect("projected"), row, column)?;
+                }
+                row += batch.num_rows();
+            }
+            Ok(part)
         })
-        .collect::<Result<_, ParquetError>>()?;
-    Ok(parts.into_iter().flatten().collect())
+        .collect();
+    parts.into_iter().collect()
 }
 
 pub(super) fn read_features(path: &Path, columns: Option<&[&str]>) -> Result<CsvFeatures, ParquetError> {
@@ -89,72 +129,58 @@ pub(super) fn read_features(path: &Path, columns: Option<&[&str]>) -> Result<Csv
         }
         None => features.extend(names.iter().copied().filter(|&n| n != GROUP_COLUMN)),
     }
-    let mut wanted = vec![GROUP_COLUMN];
-    wanted.extend(features.iter().copied());
-    let batches = read_columns(path, &wanted)?;
+    let mut parts = read_parts(path, GROUP_COLUMN, &features)?;
 
-    // Groups by first appearance, as the CSV reader orders them.
-    let mut group_index: HashMap<String, usize> = HashMap::new();
-    let mut group_names: Vec<String> = Vec::new();
-    let mut group_of_row: Vec<usize> = Vec::new();
-    let mut values: Vec<Vec<f64>> = vec![Vec::new(); features.len()];
-    for batch in &batches {
-        let base = group_of_row.len();
-        let group = batch.column_by_name(GROUP_COLUMN).expect("projected");
-        let texts = GroupText::of(path, group)?;
-        for i in 0..batch.num_rows() {
-            let row = base + i + 1;
-            let name = texts.get(i).ok_or_else(|| ParquetError::Null {
-                path: path.to_path_buf(),
-                row,
-                column: GROUP_COLUMN.to_string(),
-            })?;
-            if name.is_empty() {
-                return Err(ParquetError::EmptyGroup { path: path.to_path_buf(), row });
-            }
-            // Rows of a group are usually adjacent: no lookup for a repeat.
-            if let Some(&last) = group_of_row.last()
-                && group_names[last] == name.as_ref()
-            {
-                group_of_row.push(last);
-                continue;
-            }
-            let g = match group_index.get(name.as_ref()) {
-                Some(&g) => g,
-                None => {
-                    group_names.push(name.to_string());
-                    group_index.insert(name.into_owned(), group_names.len() - 1);
-                    group_names.len() - 1
-                }
-            };
-            group_of_row.push(g);
-        }
-        for (column, key) in values.iter_mut().zip(&features) {
-            let array = batch.column_by_name(key).expect("projected");
-            push_numbers(path, key, array, base, column)?;
-        }
+    // Groups by first appearance, as the CSV reader orders them; a run is a
+    // stretch of rows of one group.
+    let mut group_index: HashMap<&str, usize> = HashMap::new();
+    let mut group_names: Vec<&str> = Vec::new();
+    let mut sizes: Vec<usize> = Vec::new();
+    let mut run_groups: Vec<(usize, usize)> = Vec::new();
+    let mut in_order = true;
+    for (name, n) in parts.iter().flat_map(|p| &p.runs) {
+        let next = group_names.len();
+        let g = *group_index.entry(name.as_str()).or_insert_with(|| {
+            group_names.push(name);
+            sizes.push(0);
+            next
+        });
+        // Rows are already grouped iff every run starts a new group (or
+        // continues the previous run's group across a row-group boundary).
+        in_order &= g == next || run_groups.last().is_some_and(|&(last, _)| last == g);
+        sizes[g] += n;
+        run_groups.push((g, *n));
     }
-    if group_of_row.is_empty() {
+    let rows: usize = sizes.iter().sum();
+    if rows == 0 {
         return Err(ParquetError::Empty { path: path.to_path_buf() });
     }
-    let mut sizes = vec![0usize; group_names.len()];
-    for &g in &group_of_row {
-        sizes[g] += 1;
-    }
-    let mut next_row = Vec::with_capacity(sizes.len());
-    let mut acc = 0;
-    for &size in &sizes {
-        next_row.push(acc);
-        acc += size;
-    }
-    let mut order = vec![0; group_of_row.len()];
-    for (input_row, &g) in group_of_row.iter().enumerate() {
-        order[next_row[g]] = input_row;
-        next_row[g] += 1;
-    }
-    let in_order = order.iter().enumerate().all(|(t, &i)| t == i);
-    let mut table = FeatureTable::new(group_names.into_iter().zip(sizes))?;
-    for (column, key) in values.into_iter().zip(&features) {
+    let order: Vec<usize> = if in_order {
+        (0..rows).collect()
+    } else {
+        let mut next_row = Vec::with_capacity(sizes.len());
+        let mut acc = 0;
+        for &size in &sizes {
+            next_row.push(acc);
+            acc += size;
+        }
+        let mut order = vec![0; rows];
+        let mut input_row = 0;
+        for &(g, n) in &run_groups {
+            for _ in 0..n {
+                order[next_row[g]] = input_row;
+                next_row[g] += 1;
+                input_row += 1;
+            }
+        }
+        order
+    };
+    let mut table = FeatureTable::new(group_names.iter().map(|n| n.to_string()).zip(sizes))?;
+    for (k, key) in features.iter().enumerate() {
+        let mut column = Vec::with_capacity(rows);
+        for part in parts.iter_mut() {
+            column.extend_from_slice(&std::mem::take(&mut part.values[k]));
+        }
         let column = if in_order { column } else { order.iter().map(|&r| column[r]).collect() };
         table.add_column(key.to_string(), column)?;
     }
