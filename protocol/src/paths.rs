@@ -35,6 +35,10 @@ pub fn normalize(path: &str) -> Result<String, PathError> {
     if path.ends_with('/') {
         return Err(PathError::Directory(path.to_string()));
     }
+    if is_normal(path) {
+        // The common case, kept cheap: no segment to drop, nothing to join.
+        return Ok(path.to_string());
+    }
     let mut parts: Vec<&str> = Vec::new();
     for part in path.split('/') {
         match part {
@@ -47,6 +51,12 @@ pub fn normalize(path: &str) -> Result<String, PathError> {
         return Err(PathError::Empty);
     }
     Ok(parts.join("/"))
+}
+
+/// Whether `path` is already what [`normalize`] makes of it: not empty, and
+/// no empty, `.` or `..` segment (so no leading, trailing or doubled `/`).
+pub fn is_normal(path: &str) -> bool {
+    !path.is_empty() && !path.split('/').any(|p| matches!(p, "" | "." | ".."))
 }
 
 /// Normalises when possible and keeps the text otherwise. Used for rollout
@@ -109,6 +119,40 @@ mod tests {
         assert_eq!(normalize("./"), Err(PathError::Directory("./".into())));
         assert_eq!(normalize("."), Err(PathError::Empty));
         assert_eq!(normalize_lossy("/x"), "/x");
+    }
+
+    #[test]
+    fn is_normal_is_exactly_what_normalize_keeps() {
+        // Every path of up to 6 characters over `a . /`: the fast path and
+        // the full normalisation agree on all of them.
+        let mut paths = vec![String::new()];
+        for _ in 0..6 {
+            let longer: Vec<String> = paths.iter().flat_map(|p| ['a', '.', '/'].map(|c| format!("{p}{c}"))).collect();
+            paths.extend(longer);
+        }
+        paths.sort();
+        paths.dedup();
+        for p in &paths {
+            let kept = {
+                let mut parts: Vec<&str> = Vec::new();
+                let ok = !p.is_empty() && !p.starts_with('/') && !p.ends_with('/') && {
+                    let mut ok = true;
+                    for part in p.split('/') {
+                        match part {
+                            "" | "." => {}
+                            ".." => ok = false,
+                            q => parts.push(q),
+                        }
+                    }
+                    ok && !parts.is_empty()
+                };
+                ok && parts.join("/") == *p
+            };
+            assert_eq!(is_normal(p), kept, "{p:?}");
+            if is_normal(p) {
+                assert_eq!(normalize(p).as_deref(), Ok(p.as_str()));
+            }
+        }
     }
 
     #[test]

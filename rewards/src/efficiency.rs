@@ -10,7 +10,7 @@
 //! rollout with no calls has `e = 0`.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 use rewardlab_protocol::Entity;
 
@@ -26,12 +26,12 @@ pub fn entity(tool: &str, path: &str, line: Option<u32>) -> Entity {
 }
 
 /// Tool calls issued over all turns.
-pub fn calls(turns: &[Vec<LoggedCall>]) -> usize {
+pub fn calls<C>(turns: &[Vec<C>]) -> usize {
     turns.iter().map(Vec::len).sum()
 }
 
 /// `c = C / T`; 0 when there are no turns (the loader rejects that case).
-pub fn calls_per_turn(turns: &[Vec<LoggedCall>]) -> f64 {
+pub fn calls_per_turn<C>(turns: &[Vec<C>]) -> f64 {
     if turns.is_empty() { 0.0 } else { calls(turns) as f64 / turns.len() as f64 }
 }
 
@@ -48,16 +48,26 @@ pub struct MissingEntities {
 /// Tool efficiency `e` in [0, 1]. Every call must list its entities (an
 /// absent list is not an empty result: the source did not record it).
 pub fn tool_efficiency(turns: &[Vec<LoggedCall>]) -> Result<f64, MissingEntities> {
-    let total_entities: usize = turns.iter().flatten().map(|c| c.entities.as_ref().map_or(0, Vec::len)).sum();
+    efficiency_of(turns, |c| c.entities.as_deref())
+}
+
+/// [`tool_efficiency`] over any call type: `entities` gives a call's list,
+/// `None` when it was not recorded. Entities are compared with `==` (an
+/// [`Entity`], or the text that spells one: the same thing).
+pub(crate) fn efficiency_of<C, E: Eq + Hash>(
+    turns: &[Vec<C>],
+    entities: impl Fn(&C) -> Option<&[E]>,
+) -> Result<f64, MissingEntities> {
+    let total_entities: usize = turns.iter().flatten().map(|c| entities(c).map_or(0, <[E]>::len)).sum();
     // Each entity maps to the last call that returned it: one lookup per entity
     // tells a new entity, one returned earlier, and a repeat within this call apart.
-    let mut last_call: HashMap<&Entity, usize, BuildHasherDefault<Fnv>> =
+    let mut last_call: HashMap<&E, usize, BuildHasherDefault<Fnv>> =
         HashMap::with_capacity_and_hasher(total_entities, Default::default());
     let mut total = 0.0;
     let mut n = 0usize;
     for (t, turn) in turns.iter().enumerate() {
         for (k, call) in turn.iter().enumerate() {
-            let entities = call.entities.as_ref().ok_or(MissingEntities { turn: t + 1, call: k + 1 })?;
+            let entities = entities(call).ok_or(MissingEntities { turn: t + 1, call: k + 1 })?;
             n += 1;
             let (mut distinct, mut new) = (0usize, 0usize);
             for e in entities {

@@ -13,8 +13,8 @@ use rewardlab_dsl::table::TableError;
 use rewardlab_dsl::{FeatureRef, FeatureSchema, FeatureTable};
 
 use crate::efficiency;
-use crate::metrics::{Counts, LineMatch, match_line_ranges};
-use crate::rollout::{Rollout, Selection};
+use crate::metrics::{Counts, LineMatch, LineRange, match_line_ranges};
+use crate::rollout::{CallRef, LoggedCall, Rollout, RolloutRef, Selection, SelectionRef, Text};
 
 /// How features are computed.
 #[derive(Clone, Debug)]
@@ -305,6 +305,41 @@ impl RowFeatures {
     /// One rollout's values, in [`RowFeatures::features`] order; `None` when
     /// one is unavailable or (with `check_ranges`) out of its range.
     pub fn values(&self, rollout: &Rollout, options: &FeatureOptions) -> Option<Vec<f64>> {
+        self.values_with(
+            options,
+            |level| level_counts(level, rollout, options.line_match),
+            |column| scalar_value(column, rollout),
+        )
+    }
+
+    /// [`RowFeatures::values`] of a record read in place: the same values
+    /// for the same line.
+    pub fn values_of(&self, rollout: &RolloutRef<'_>, options: &FeatureOptions) -> Option<Vec<f64>> {
+        self.values_with(
+            options,
+            |level| {
+                let pred = predicted_of(rollout.predicted.as_ref(), rollout.valid)?.map(lists_ref);
+                let target = rollout.target.as_ref().ok_or_else(|| "`target`".to_string())?;
+                counts_of(level, pred, &lists_ref(target), options.line_match)
+            },
+            |column| {
+                let r = Scalars {
+                    turns: rollout.turns.as_deref(),
+                    completion_tokens: rollout.completion_tokens,
+                    valid: rollout.valid,
+                    truncated: rollout.truncated,
+                };
+                scalar_of(column, r, |c: &CallRef<'_>| c.entities.as_deref())
+            },
+        )
+    }
+
+    fn values_with(
+        &self,
+        options: &FeatureOptions,
+        level_counts: impl Fn(Level) -> Result<Counts, String>,
+        scalar_value: impl Fn(Column) -> Result<f64, String>,
+    ) -> Option<Vec<f64>> {
         let mut counts: [Option<Counts>; 3] = [None; 3];
         let mut values = Vec::with_capacity(self.columns.len());
         for (&column, range) in self.columns.iter().zip(&self.ranges) {
@@ -313,11 +348,11 @@ impl RowFeatures {
                     let slot = &mut counts[level as usize];
                     let c = match *slot {
                         Some(c) => c,
-                        None => *slot.insert(level_counts(level, rollout, options.line_match).ok()?),
+                        None => *slot.insert(level_counts(level).ok()?),
                     };
                     metric_value(column, c)
                 }
-                None => scalar_value(column, rollout).ok()?,
+                None => scalar_value(column).ok()?,
             };
             if options.check_ranges && range.is_some_and(|r| !r.contains(value)) {
                 return None;
@@ -348,38 +383,60 @@ fn metric_value(c: Column, counts: Counts) -> f64 {
 /// An empty prediction stands in for an absent `predicted` only when the
 /// rollout is marked invalid: an unparsable answer predicts nothing.
 fn predicted(r: &Rollout) -> Result<Option<&Selection>, String> {
-    match (&r.predicted, r.valid) {
+    predicted_of(r.predicted.as_ref(), r.valid)
+}
+
+fn predicted_of<S>(predicted: Option<&S>, valid: Option<bool>) -> Result<Option<&S>, String> {
+    match (predicted, valid) {
         (Some(p), _) => Ok(Some(p)),
         (None, Some(false)) => Ok(None),
         (None, _) => Err("`predicted`".to_string()),
     }
 }
 
+/// The lists of a [`Selection`] or a [`SelectionRef`].
+struct Lists<'r, S> {
+    files: Option<&'r [S]>,
+    line_ranges: Option<&'r [LineRange]>,
+    functions: Option<&'r [S]>,
+}
+
+fn lists(s: &Selection) -> Lists<'_, String> {
+    Lists { files: s.files.as_deref(), line_ranges: s.line_ranges.as_deref(), functions: s.functions.as_deref() }
+}
+
+fn lists_ref<'r, 'a>(s: &'r SelectionRef<'a>) -> Lists<'r, Text<'a>> {
+    Lists { files: s.files.as_deref(), line_ranges: s.line_ranges.as_deref(), functions: s.functions.as_deref() }
+}
+
 fn level_counts(level: Level, r: &Rollout, rule: LineMatch) -> Result<Counts, String> {
-    let pred = predicted(r)?;
+    let pred = predicted(r)?.map(lists);
     let target = r.target.as_ref().ok_or_else(|| "`target`".to_string())?;
+    counts_of(level, pred, &lists(target), rule)
+}
+
+/// The counts of one level; `pred` is `None` when the rollout predicted nothing.
+fn counts_of<S: AsRef<str>>(
+    level: Level,
+    pred: Option<Lists<'_, S>>,
+    target: &Lists<'_, S>,
+    rule: LineMatch,
+) -> Result<Counts, String> {
     let missing = |side: &str| format!("`{side}.{}`", level.key());
     match level {
-        Level::File => {
-            let t = target.files.as_deref().ok_or_else(|| missing("target"))?;
-            let p = match pred {
-                Some(p) => p.files.as_deref().ok_or_else(|| missing("predicted"))?,
-                None => &[],
-            };
-            Ok(Counts::of_sets(p, t))
-        }
-        Level::Function => {
-            let t = target.functions.as_deref().ok_or_else(|| missing("target"))?;
-            let p = match pred {
-                Some(p) => p.functions.as_deref().ok_or_else(|| missing("predicted"))?,
+        Level::File | Level::Function => {
+            let file = level == Level::File;
+            let t = if file { target.files } else { target.functions }.ok_or_else(|| missing("target"))?;
+            let p = match &pred {
+                Some(p) => if file { p.files } else { p.functions }.ok_or_else(|| missing("predicted"))?,
                 None => &[],
             };
             Ok(Counts::of_sets(p, t))
         }
         Level::LineRange => {
-            let t = target.line_ranges.as_deref().ok_or_else(|| missing("target"))?;
-            let p = match pred {
-                Some(p) => p.line_ranges.as_deref().ok_or_else(|| missing("predicted"))?,
+            let t = target.line_ranges.ok_or_else(|| missing("target"))?;
+            let p = match &pred {
+                Some(p) => p.line_ranges.ok_or_else(|| missing("predicted"))?,
                 None => &[],
             };
             Ok(match_line_ranges(p, t, rule).0)
@@ -387,13 +444,35 @@ fn level_counts(level: Level, r: &Rollout, rule: LineMatch) -> Result<Counts, St
     }
 }
 
+/// The record keys the plain (not leveled) columns read.
+struct Scalars<'r, C> {
+    turns: Option<&'r [Vec<C>]>,
+    completion_tokens: Option<u64>,
+    valid: Option<bool>,
+    truncated: Option<bool>,
+}
+
 fn scalar_value(c: Column, r: &Rollout) -> Result<f64, String> {
-    let turns = || r.turns.as_deref().ok_or_else(|| "`turns`".to_string());
+    let scalars = Scalars {
+        turns: r.turns.as_deref(),
+        completion_tokens: r.completion_tokens,
+        valid: r.valid,
+        truncated: r.truncated,
+    };
+    scalar_of(c, scalars, |call: &LoggedCall| call.entities.as_deref())
+}
+
+fn scalar_of<C, E: Eq + std::hash::Hash>(
+    c: Column,
+    r: Scalars<'_, C>,
+    entities: impl Fn(&C) -> Option<&[E]>,
+) -> Result<f64, String> {
+    let turns = || r.turns.ok_or_else(|| "`turns`".to_string());
     Ok(match c {
         Column::CallsPerTurn => efficiency::calls_per_turn(turns()?),
         Column::Calls => efficiency::calls(turns()?) as f64,
         Column::Turns => turns()?.len() as f64,
-        Column::Efficiency => efficiency::tool_efficiency(turns()?).map_err(|e| format!("entities: {e}"))?,
+        Column::Efficiency => efficiency::efficiency_of(turns()?, entities).map_err(|e| format!("entities: {e}"))?,
         Column::Len => r.completion_tokens.ok_or_else(|| "`completion_tokens`".to_string())? as f64,
         Column::Valid => bool_value(r.valid).ok_or_else(|| "`valid`".to_string())?,
         Column::Truncated => bool_value(r.truncated).ok_or_else(|| "`truncated`".to_string())?,
@@ -526,6 +605,61 @@ mod tests {
         let r = rollout(r#"{"group": "g", "valid": false, "target": {"files": ["a"]}}"#);
         let v = feature_value(&feature("R", Some("file"), vec![]), &r, &FeatureOptions::default()).expect("value");
         assert_eq!(v, 0.0);
+    }
+
+    #[test]
+    fn a_record_read_in_place_gives_the_same_values_and_declines_every_bad_line() {
+        let all: Vec<FeatureRef> = [
+            ("Fb", Some("file")),
+            ("P", Some("func")),
+            ("F1", Some("lr")),
+            ("c", None),
+            ("C", None),
+            ("T", None),
+            ("e", None),
+            ("len", None),
+            ("valid", None),
+            ("truncated", None),
+        ]
+        .into_iter()
+        .map(|(name, level)| feature(name, level, vec![]))
+        .collect();
+        let row = RowFeatures::new(&all).expect("known features");
+        let opts = FeatureOptions::default();
+        let good = [
+            r#"{"group": "g", "predicted": {"files": ["./a.py", "b.py"], "line_ranges": ["a.py:1-5"], "functions": ["./a.py::f"]},
+               "target": {"files": ["a.py"], "line_ranges": ["./a.py:2-4"], "functions": ["a.py::f", "b.py::g"]},
+               "turns": [[{"tool": "grep", "args": {"p": [1, null]}, "entities": ["a.py:3", "a.py:03", "a.py", "a.py:3"]}],
+                         [{"tool": "read", "entities": ["a.py:3", "a\u002epy:3", "b.py:1"]}], []],
+               "completion_tokens": 7, "valid": true, "truncated": false, "extra": {"x": 1}}"#,
+            r#"{"group": "esc\"aped", "valid": false, "target": {"files": ["a\\b.py", ".\/c.py"], "line_ranges": [], "functions": []},
+               "turns": [[{"tool": "glob", "entities": []}]], "completion_tokens": 0, "truncated": true}"#,
+            // Unavailable features: both readers give up on the values.
+            r#"{"group": "g", "predicted": {"files": []}, "target": {"files": ["a"]}, "turns": [[{"tool": "grep"}]]}"#,
+        ];
+        for line in good {
+            let r = Rollout::from_json_line(line).expect("a good line");
+            let in_place = RolloutRef::parse(line).expect("read in place");
+            assert_eq!(in_place.group(), r.group);
+            assert_eq!(row.values_of(&in_place, &opts), row.values(&r, &opts), "{line}");
+        }
+        let bad = [
+            r#"{"predicted": {"files": []}}"#,
+            r#"{"group": ""}"#,
+            r#"{"group": "g", "turns": []}"#,
+            r#"{"group": "g", "predicted": {"file": ["a"]}}"#,
+            r#"{"group": "g", "target": {"line_ranges": ["a.py:5-1"]}}"#,
+            r#"{"group": "g", "turns": [[{"entities": []}]]}"#,
+            r#"{"group": "g", "turns": [[{"tool": "grep", "entities": [3]}]]}"#,
+            r#"{"group": "g", "turns": [[{"tool": "grep", "args": 1e999}]]}"#,
+            r#"{"group": 5}"#,
+            r#"{"group": "g", "group": "h"}"#,
+            "not json",
+        ];
+        for line in bad {
+            assert!(Rollout::from_json_line(line).is_err(), "{line} is bad");
+            assert!(RolloutRef::parse(line).is_none(), "{line} is declined");
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! - [`features`]: [`feature_table`] turns rollouts into the DSL's
 //!   [`rewardlab_dsl::FeatureTable`], one column per requested feature.
 //! - [`metrics`]: P, R, F-beta over sets and line ranges; [`efficiency`]: `c`, `C`, `T`, `e`.
+//! - [`parquet`]: features and rollout records from Parquet, outputs to Parquet.
 //! - [`summary`]: which features a run's summary metrics read ([`SummaryFeatures`]),
 //!   resolved from a schema's declarations and roles.
 //! - [`answer`]: the strict `<answer>{...}</answer>` parser behind `valid` (defined once, in
@@ -64,6 +65,7 @@ pub mod diff;
 pub mod efficiency;
 pub mod features;
 pub mod metrics;
+pub mod parquet;
 pub mod rollout;
 pub mod schema;
 pub mod summary;

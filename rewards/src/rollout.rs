@@ -11,6 +11,7 @@
 //! accept extra keys (loggers add ids, rewards, outputs). Line ranges are
 //! parsed when the record is read, so a malformed range is a bad record.
 
+use std::borrow::Cow;
 use std::io::BufRead;
 
 use serde::{Deserialize, Serialize};
@@ -132,7 +133,7 @@ impl Selection {
     /// cannot be normalised is kept and simply matches nothing.
     fn normalize(&mut self) {
         if let Some(files) = &mut self.files {
-            for f in files.iter_mut() {
+            for f in files.iter_mut().filter(|f| !crate::paths::is_normal(f)) {
                 *f = crate::paths::normalize_lossy(f);
             }
         }
@@ -211,6 +212,123 @@ impl Rollout {
     }
 }
 
+/// A rollout record read in place: the strings of `group`, the selections'
+/// files and functions and the calls' tools and entities borrowed from the
+/// line (owned only where JSON escapes or path normalisation change them),
+/// `args` checked but dropped. It accepts exactly the lines
+/// [`Rollout::from_json_line`] accepts (the same keys and types, a `Cow` in
+/// place of each `String`), so a loader that computes features as it reads
+/// ([`crate::features::RowFeatures::values_of`]) needs no record of its own
+/// per line; on a line it rejects, ask [`Rollout::from_json_line`] for the
+/// message. Lines with JSON escapes in a string may be declined (`None`) even
+/// when they are good: a caller then reads them as a [`Rollout`].
+#[derive(Debug, Deserialize)]
+pub struct RolloutRef<'a> {
+    #[serde(borrow)]
+    pub(crate) group: Text<'a>,
+    #[serde(default, borrow)]
+    pub(crate) predicted: Option<SelectionRef<'a>>,
+    #[serde(default, borrow)]
+    pub(crate) target: Option<SelectionRef<'a>>,
+    #[serde(default, borrow)]
+    pub(crate) turns: Option<Vec<Vec<CallRef<'a>>>>,
+    #[serde(default)]
+    pub(crate) completion_tokens: Option<u64>,
+    #[serde(default)]
+    pub(crate) valid: Option<bool>,
+    #[serde(default)]
+    pub(crate) truncated: Option<bool>,
+}
+
+/// [`Selection`] read in place.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SelectionRef<'a> {
+    #[serde(default, borrow)]
+    pub(crate) files: Option<Vec<Text<'a>>>,
+    #[serde(default)]
+    pub(crate) line_ranges: Option<Vec<LineRange>>,
+    #[serde(default, borrow)]
+    pub(crate) functions: Option<Vec<Text<'a>>>,
+}
+
+/// [`LoggedCall`] read in place, `args` checked and dropped. An entity's text
+/// stands for its [`Entity`]: two texts name the same entity exactly when they
+/// are equal (`Entity::parse` reads a line number only in its one canonical
+/// spelling), so comparing texts is comparing entities.
+#[derive(Debug, Deserialize)]
+pub(crate) struct CallRef<'a> {
+    #[serde(borrow, rename = "tool")]
+    _tool: Text<'a>,
+    #[serde(default, rename = "args")]
+    _args: AnyJson,
+    #[serde(default, borrow)]
+    pub(crate) entities: Option<Vec<Text<'a>>>,
+}
+
+/// A JSON string borrowed from the line when it has no escapes (a `Cow<str>`
+/// inside a `Vec` would always be copied): accepted exactly where a `String` is.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Text<'a>(pub(crate) Cow<'a, str>);
+
+impl AsRef<str> for Text<'_> {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Text<'a>, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Cow<'de, str>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Cow<'de, str>, E> {
+                Ok(Cow::Borrowed(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Cow<'de, str>, E> {
+                Ok(Cow::Owned(v.to_owned()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Cow<'de, str>, E> {
+                Ok(Cow::Owned(v))
+            }
+        }
+        d.deserialize_str(Visitor).map(Text)
+    }
+}
+
+impl<'a> RolloutRef<'a> {
+    /// Reads one JSONL line as [`Rollout::from_json_line`] does (paths
+    /// normalised, a non-empty group and `turns`); `None` whenever that
+    /// function would reject the line (and possibly on some good lines; see
+    /// the type's documentation).
+    pub fn parse(text: &'a str) -> Option<RolloutRef<'a>> {
+        let mut r: RolloutRef<'a> = serde_json::from_str(text).ok()?;
+        if r.group.0.is_empty() || r.turns.as_ref().is_some_and(Vec::is_empty) {
+            return None;
+        }
+        for sel in [&mut r.predicted, &mut r.target].into_iter().flatten() {
+            for f in sel.files.iter_mut().flatten().filter(|f| !crate::paths::is_normal(&f.0)) {
+                f.0 = Cow::Owned(crate::paths::normalize_lossy(&f.0));
+            }
+            for f in sel.functions.iter_mut().flatten() {
+                if f.0.split_once("::").is_some_and(|(path, _)| !crate::paths::is_normal(path)) {
+                    f.0 = Cow::Owned(normalize_function(&f.0));
+                }
+            }
+        }
+        Some(r)
+    }
+
+    /// The group (prompt) the rollout belongs to.
+    pub fn group(&self) -> &str {
+        &self.group.0
+    }
+}
+
 /// [`Rollout`] with each call's `args` checked but dropped.
 #[derive(Deserialize)]
 struct LeanRollout {
@@ -242,7 +360,7 @@ struct LeanCall {
 /// Any JSON value, accepted exactly when `serde_json::Value` accepts it (the
 /// same `deserialize_any`, so a number out of `f64` range fails alike), and
 /// not stored.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct AnyJson;
 
 impl<'de> Deserialize<'de> for AnyJson {

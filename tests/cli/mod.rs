@@ -3,6 +3,7 @@
 mod check;
 mod eval;
 mod help;
+mod parquet;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

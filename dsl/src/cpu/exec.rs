@@ -365,19 +365,66 @@ impl Env<'_> {
                 }
                 Stage::GroupReduce { op, arg, mask, out: gv } => {
                     let slot = self.group_slot[*gv].expect("written by this pass");
-                    for g in block.groups.clone() {
-                        let rows = self.offsets[g]..self.offsets[g + 1];
-                        let value = match (op, mask) {
-                            (ReduceOp::Count, None) => rows.len() as f64,
-                            (ReduceOp::Count, Some(m)) => ops::count_masked(self.source(m, out, block, rows)),
-                            (op, None) => ops::reduce(*op, self.source(arg, out, block, rows)),
-                            (op, Some(m)) => ops::reduce_masked(
-                                *op,
-                                self.source(arg, out, block, rows.clone()),
-                                self.source(m, out, block, rows),
-                            ),
-                        };
-                        out.groups[slot][g - block.groups.start] = value;
+                    let groups = block.groups.clone();
+                    let base = block.groups.start;
+                    // The op is matched once per stage, not per group, so each
+                    // arm is a loop over the block's groups with the sums inlined.
+                    match (op, mask) {
+                        (ReduceOp::Count, None) => {
+                            for g in groups {
+                                out.groups[slot][g - base] = (self.offsets[g + 1] - self.offsets[g]) as f64;
+                            }
+                        }
+                        (ReduceOp::Std, None) => {
+                            // `std` after a `mean` of the same column in this pass (GRPO's
+                            // pair) reuses it: `ops::reduce(Std)` computes that same
+                            // mean, `sum(xs) / n`, first, so the values are unchanged.
+                            let mean_slot = stages[..i].iter().find_map(|&t| match &self.program.ir.stages[t] {
+                                Stage::GroupReduce { op: ReduceOp::Mean, arg: a, mask: None, out: m } if a == arg => {
+                                    self.group_slot[*m]
+                                }
+                                _ => None,
+                            });
+                            for g in groups {
+                                let rows = self.offsets[g]..self.offsets[g + 1];
+                                let n = rows.len() as f64;
+                                let xs = self.source(arg, out, block, rows);
+                                let mean = match mean_slot {
+                                    Some(m) => out.groups[m][g - base],
+                                    None => ops::sum(xs) / n,
+                                };
+                                out.groups[slot][g - base] = (ops::sum_sq_dev(xs, mean) / n).sqrt();
+                            }
+                        }
+                        (ReduceOp::Mean, None) => {
+                            for g in groups {
+                                let rows = self.offsets[g]..self.offsets[g + 1];
+                                let n = rows.len() as f64;
+                                out.groups[slot][g - base] = ops::sum(self.source(arg, out, block, rows)) / n;
+                            }
+                        }
+                        (op, None) => {
+                            for g in groups {
+                                let rows = self.offsets[g]..self.offsets[g + 1];
+                                out.groups[slot][g - base] = ops::reduce(*op, self.source(arg, out, block, rows));
+                            }
+                        }
+                        (ReduceOp::Count, Some(m)) => {
+                            for g in groups {
+                                let rows = self.offsets[g]..self.offsets[g + 1];
+                                out.groups[slot][g - base] = ops::count_masked(self.source(m, out, block, rows));
+                            }
+                        }
+                        (op, Some(m)) => {
+                            for g in groups {
+                                let rows = self.offsets[g]..self.offsets[g + 1];
+                                out.groups[slot][g - base] = ops::reduce_masked(
+                                    *op,
+                                    self.source(arg, out, block, rows.clone()),
+                                    self.source(m, out, block, rows),
+                                );
+                            }
+                        }
                     }
                 }
                 Stage::GroupRank { arg, mask, out: col } => {

@@ -15,13 +15,13 @@
 //! with a quote, a delimiter or a line break, and plain fields have none).
 
 use std::collections::HashMap;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
 use super::number::write_f64;
-use super::{CsvError, GROUP_COLUMN, OUTPUT_COLUMNS};
+use super::{CsvError, CsvFeatures, GROUP_COLUMN, MappedFile, OUTPUT_COLUMNS};
 use crate::table::{FeatureTable, Outputs};
 
 /// Input bytes per parallel parse task: large enough that a task's overhead
@@ -29,8 +29,8 @@ use crate::table::{FeatureTable, Outputs};
 const PARSE_CHUNK: usize = 1 << 20;
 /// Lines per parallel formatting task when writing.
 const WRITE_LINES: usize = 8192;
-/// Bytes of the input re-read per batch when writing.
-const WRITE_PIECE: usize = 8 << 20;
+/// Bytes of the input re-read per piece when writing.
+const WRITE_PIECE: usize = 2 << 20;
 
 /// What the fast reader found.
 pub(super) struct Plain {
@@ -43,7 +43,10 @@ pub(super) struct Plain {
 
 /// Reads `data` (a whole features CSV) when it is plain; `None` sends the
 /// caller to the general reader.
-pub(super) fn read_plain(data: &[u8], columns: Option<&[&str]>) -> Option<Plain> {
+/// `release` is called with each chunk once it is counted and again once it
+/// is parsed: the file's pages can go (the parse maps them back, and only the
+/// group names are read again after it), so the input is never held whole.
+pub(super) fn read_plain(data: &[u8], columns: Option<&[&str]>, release: impl Fn(&[u8]) + Sync) -> Option<Plain> {
     let header_end = data.iter().position(|&b| b == b'\n')? + 1;
     let header_line = &data[..header_end];
     // A header with an odd number of quotes continues on the next line.
@@ -67,7 +70,14 @@ pub(super) fn read_plain(data: &[u8], columns: Option<&[&str]>) -> Option<Plain>
     let chunks = split_lines(body, PARSE_CHUNK);
     // Pass 1: lines per chunk, so that each chunk parses into its own slice
     // of full-length columns (no per-chunk vectors to concatenate).
-    let counts: Vec<usize> = chunks.par_iter().map(|c| line_count(c)).collect();
+    let counts: Vec<usize> = chunks
+        .par_iter()
+        .map(|c| {
+            let n = line_count(c);
+            release(c);
+            n
+        })
+        .collect();
     let rows: usize = counts.iter().sum();
     let mut values: Vec<Vec<f64>> = vec![vec![0.0; rows]; numeric.len()];
     let mut slices: Vec<Vec<&mut [f64]>> = chunks.iter().map(|_| Vec::with_capacity(numeric.len())).collect();
@@ -80,10 +90,14 @@ pub(super) fn read_plain(data: &[u8], columns: Option<&[&str]>) -> Option<Plain>
         }
     }
     let layout = Layout { fields: headers.len(), group: group_col, numeric: &numeric };
-    let runs: Vec<Vec<(&str, usize)>> = chunks
+    let runs: Vec<Runs> = chunks
         .par_iter()
         .zip(slices.into_par_iter())
-        .map(|(chunk, mut out)| parse_chunk(chunk, &layout, &mut out))
+        .map(|(chunk, mut out)| {
+            let runs = parse_chunk(chunk, &layout, &mut out);
+            release(chunk);
+            runs
+        })
         .collect::<Option<_>>()?;
 
     // Groups by first appearance; a run is a stretch of rows of one group.
@@ -92,7 +106,7 @@ pub(super) fn read_plain(data: &[u8], columns: Option<&[&str]>) -> Option<Plain>
     let mut sizes: Vec<usize> = Vec::new();
     let mut run_groups: Vec<(usize, usize)> = Vec::new();
     let mut in_order = true;
-    for &(name, n) in runs.iter().flatten() {
+    for (name, n) in runs.iter().flat_map(Runs::iter) {
         let next = names.len();
         let g = *group_index.entry(name).or_insert_with(|| {
             names.push(name);
@@ -166,14 +180,52 @@ fn line_count(chunk: &[u8]) -> usize {
     newlines + usize::from(chunk.last().is_some_and(|&b| b != b'\n'))
 }
 
+/// A chunk's groups as runs of rows, the names copied out of the file (so
+/// that its pages can be released once the chunk is parsed).
+#[derive(Default)]
+struct Runs {
+    names: String,
+    /// Where each run's name ends in `names`, and its rows.
+    ends: Vec<(usize, usize)>,
+}
+
+impl Runs {
+    /// One more row of group `name`: the last run grows, or a new one starts.
+    fn push(&mut self, name: &str) {
+        // The last run's name is the tail of `names`.
+        let last_start = match self.ends.len() {
+            0 | 1 => 0,
+            n => self.ends[n - 2].0,
+        };
+        if let Some((_, n)) = self.ends.last_mut()
+            && self.names[last_start..] == *name
+        {
+            *n += 1;
+            return;
+        }
+        self.names.push_str(name);
+        self.ends.push((self.names.len(), 1));
+    }
+
+    /// `(name, rows)` per run, in order.
+    fn iter(&self) -> impl Iterator<Item = (&str, usize)> {
+        let mut start = 0;
+        self.ends.iter().map(move |&(end, n)| {
+            let name = &self.names[start..end];
+            start = end;
+            (name, n)
+        })
+    }
+}
+
 /// Parses one chunk's lines into its column slices; returns its group runs,
 /// or `None` when a line is not plain or not good.
-fn parse_chunk<'a>(chunk: &'a [u8], layout: &Layout<'_>, out: &mut [&mut [f64]]) -> Option<Vec<(&'a str, usize)>> {
+fn parse_chunk(chunk: &[u8], layout: &Layout<'_>, out: &mut [&mut [f64]]) -> Option<Runs> {
     let text = std::str::from_utf8(chunk).ok()?;
     if text.bytes().any(|b| b == b'"' || b == b'\r') {
         return None;
     }
-    let mut runs: Vec<(&str, usize)> = Vec::new();
+    let mut runs = Runs::default();
     let mut fields: Vec<&str> = Vec::with_capacity(layout.fields);
     for (row, line) in text.strip_suffix('\n').unwrap_or(text).split('\n').enumerate() {
         fields.clear();
@@ -186,10 +238,7 @@ fn parse_chunk<'a>(chunk: &'a [u8], layout: &Layout<'_>, out: &mut [&mut [f64]])
         if group.is_empty() {
             return None;
         }
-        match runs.last_mut() {
-            Some((name, n)) if *name == group => *n += 1,
-            _ => runs.push((group, 1)),
-        }
+        runs.push(group);
         for (column, &i) in out.iter_mut().zip(layout.numeric) {
             column[row] = super::parse_number(fields[i])?;
         }
@@ -199,6 +248,11 @@ fn parse_chunk<'a>(chunk: &'a [u8], layout: &Layout<'_>, out: &mut [&mut [f64]])
 
 /// Writes the header and every data line of `path` (from `data_start`), each
 /// with `reward,adv,advantage` appended; columns named like an output are dropped.
+///
+/// The file is mapped again and written in pieces: each piece's lines are
+/// formatted in parallel batches into buffers reused from piece to piece (no
+/// fresh pages to fault in), written, and the piece's input pages released,
+/// so that neither the input nor the output is ever held whole.
 pub(super) fn write_plain(
     output: &mut impl Write,
     path: &Path,
@@ -207,84 +261,56 @@ pub(super) fn write_plain(
     order: &[usize],
     outputs: &Outputs,
 ) -> Result<(), CsvError> {
-    let open_err = |source: std::io::Error| CsvError::Open { path: path.to_path_buf(), source };
-    let mut file = std::fs::File::open(path).map_err(open_err)?;
-    file.seek(SeekFrom::Start(data_start)).map_err(open_err)?;
+    let map = MappedFile::open(path).map_err(|source| CsvError::Open { path: path.to_path_buf(), source })?;
     let kept: Vec<bool> = headers.iter().map(|h| !OUTPUT_COLUMNS.contains(&h.as_str())).collect();
-    let mut header = csv::Writer::from_writer(Vec::new());
     let names = headers.iter().zip(&kept).filter(|(_, k)| **k).map(|(h, _)| h.as_str()).chain(OUTPUT_COLUMNS);
-    header.write_record(names).map_err(|e| CsvError::Write(std::io::Error::other(e.to_string())))?;
-    let header = header.into_inner().map_err(|e| CsvError::Write(std::io::Error::other(e.to_string())))?;
-    output.write_all(&header)?;
+    output.write_all(&header_line(names)?)?;
 
-    let identity = order.iter().enumerate().all(|(t, &i)| t == i);
-    let table_row: Vec<usize> = if identity {
-        Vec::new()
-    } else {
-        let mut inverse = vec![0; order.len()];
-        for (t, &input) in order.iter().enumerate() {
-            inverse[input] = t;
-        }
-        inverse
-    };
+    let table_row = inverse(order);
     let all_kept = kept.iter().all(|k| *k);
     let changed =
         || CsvError::Write(std::io::Error::other(format!("{} changed while it was evaluated", path.display())));
+    let start = usize::try_from(data_start).ok().filter(|&s| s <= map.len()).ok_or_else(changed)?;
     let mut row = 0;
-    let mut carry: Vec<u8> = Vec::new();
-    let mut piece = vec![0u8; WRITE_PIECE];
-    loop {
-        let n = read_full(&mut file, &mut piece).map_err(CsvError::Write)?;
-        let at_end = n < piece.len();
-        carry.extend_from_slice(&piece[..n]);
-        // Lines complete in this batch: up to the last newline (all at the end).
-        let complete = if at_end { carry.len() } else { carry.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1) };
-        let text = &carry[..complete];
-        let mut lines: Vec<&[u8]> = text.strip_suffix(b"\n").unwrap_or(text).split(|&b| b == b'\n').collect();
-        if text.is_empty() {
-            lines.clear();
-        }
+    let mut pos = start;
+    let mut buffers: Vec<Vec<u8>> = Vec::new();
+    while pos < map.len() {
+        let rest = &map[pos..];
+        let cut = if rest.len() <= WRITE_PIECE {
+            rest.len()
+        } else {
+            rest[WRITE_PIECE..].iter().position(|&b| b == b'\n').map_or(rest.len(), |p| WRITE_PIECE + p + 1)
+        };
+        let text = &rest[..cut];
+        let lines: Vec<&[u8]> = text.strip_suffix(b"\n").unwrap_or(text).split(|&b| b == b'\n').collect();
         if row + lines.len() > order.len() {
             return Err(changed());
         }
         let base = row;
-        let batches: Vec<Vec<u8>> = lines
-            .par_chunks(WRITE_LINES)
-            .enumerate()
-            .map(|(b, batch)| {
-                let mut buf = Vec::with_capacity(batch.len() * 96);
-                for (k, line) in batch.iter().enumerate() {
-                    let input = base + b * WRITE_LINES + k;
-                    let t = if identity { input } else { table_row[input] };
-                    if all_kept {
-                        buf.extend_from_slice(line);
-                    } else {
-                        let mut first = true;
-                        for (field, _) in line.split(|&c| c == b',').zip(&kept).filter(|(_, k)| **k) {
-                            if !first {
-                                buf.push(b',');
-                            }
-                            first = false;
-                            buf.extend_from_slice(field);
+        format_batches(&mut buffers, lines.len(), |range, buf| {
+            for (input, line) in (base + range.start..).zip(&lines[range]) {
+                let t = table_row.as_ref().map_or(input, |inv| inv[input]);
+                if all_kept {
+                    buf.extend_from_slice(line);
+                } else {
+                    let mut first = true;
+                    for (field, _) in line.split(|&c| c == b',').zip(&kept).filter(|(_, k)| **k) {
+                        if !first {
+                            buf.push(b',');
                         }
+                        first = false;
+                        buf.extend_from_slice(field);
                     }
-                    for v in [outputs.reward[t], outputs.adv[t], outputs.advantage[t]] {
-                        buf.push(b',');
-                        write_f64(&mut buf, v + 0.0); // -0 prints as 0
-                    }
-                    buf.push(b'\n');
                 }
-                buf
-            })
-            .collect();
-        for batch in &batches {
-            output.write_all(batch)?;
+                push_outputs(buf, outputs, t);
+            }
+        });
+        for buf in &buffers[..lines.len().div_ceil(WRITE_LINES)] {
+            output.write_all(buf)?;
         }
         row += lines.len();
-        carry.drain(..complete);
-        if at_end {
-            break;
-        }
+        pos += cut;
+        map.release(text);
     }
     if row != order.len() {
         return Err(changed());
@@ -293,18 +319,103 @@ pub(super) fn write_plain(
     Ok(())
 }
 
-/// Fills `buf` unless the file ends first; returns the bytes read.
-fn read_full(file: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match file.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
+/// Writes `group`, the table's columns and the outputs, rows in input order,
+/// from the table alone ([`CsvFeatures::from_table`]).
+pub(super) fn write_table(output: &mut impl Write, features: &CsvFeatures, outputs: &Outputs) -> Result<(), CsvError> {
+    let table = &features.table;
+    let keys: Vec<&str> = table.column_keys().filter(|k| !OUTPUT_COLUMNS.contains(k)).collect();
+    let columns: Vec<&[f64]> = keys.iter().map(|k| table.column(k).expect("a key of the table")).collect();
+    let names = std::iter::once(GROUP_COLUMN).chain(keys.iter().copied()).chain(OUTPUT_COLUMNS);
+    output.write_all(&header_line(names)?)?;
+    let table_row = inverse(&features.order);
+    // The group of each table row, and each group's name as a CSV field.
+    let mut group_of_row = vec![0usize; table.rows()];
+    let mut groups: Vec<Vec<u8>> = Vec::with_capacity(table.groups());
+    for g in 0..table.groups() {
+        group_of_row[table.group_rows(g)].fill(g);
+        groups.push(csv_field(table.group_name(g))?);
     }
-    Ok(filled)
+    let rows = features.order.len();
+    let mut buffers: Vec<Vec<u8>> = Vec::new();
+    let mut row = 0;
+    while row < rows {
+        let n = (rows - row).min(WRITE_LINES * 32);
+        let base = row;
+        format_batches(&mut buffers, n, |range, buf| {
+            for input in base + range.start..base + range.end {
+                let t = table_row.as_ref().map_or(input, |inv| inv[input]);
+                buf.extend_from_slice(&groups[group_of_row[t]]);
+                for column in &columns {
+                    buf.push(b',');
+                    write_f64(buf, column[t]);
+                }
+                push_outputs(buf, outputs, t);
+            }
+        });
+        for buf in &buffers[..n.div_ceil(WRITE_LINES)] {
+            output.write_all(buf)?;
+        }
+        row += n;
+    }
+    output.flush()?;
+    Ok(())
+}
+
+/// Formats `lines` lines in parallel batches of [`WRITE_LINES`]: `fill(range,
+/// buf)` appends the lines `range` to the cleared buffer `buf`. The buffers
+/// are kept for the next call.
+fn format_batches(
+    buffers: &mut Vec<Vec<u8>>,
+    lines: usize,
+    fill: impl Fn(std::ops::Range<usize>, &mut Vec<u8>) + Sync,
+) {
+    let batches = lines.div_ceil(WRITE_LINES);
+    if buffers.len() < batches {
+        buffers.resize_with(batches, Vec::new);
+    }
+    buffers[..batches].par_iter_mut().enumerate().for_each(|(b, buf)| {
+        buf.clear();
+        fill(b * WRITE_LINES..((b + 1) * WRITE_LINES).min(lines), buf);
+    });
+}
+
+/// Appends `,reward,adv,advantage` of table row `t` and the line end.
+fn push_outputs(buf: &mut Vec<u8>, outputs: &Outputs, t: usize) {
+    for v in [outputs.reward[t], outputs.adv[t], outputs.advantage[t]] {
+        buf.push(b',');
+        write_f64(buf, v + 0.0); // -0 prints as 0
+    }
+    buf.push(b'\n');
+}
+
+/// `table_row[input]`, or `None` when table and input order agree.
+fn inverse(order: &[usize]) -> Option<Vec<usize>> {
+    if order.iter().enumerate().all(|(t, &i)| t == i) {
+        return None;
+    }
+    let mut inverse = vec![0; order.len()];
+    for (t, &input) in order.iter().enumerate() {
+        inverse[input] = t;
+    }
+    Some(inverse)
+}
+
+/// A header line as the `csv` crate writes it (names with a comma quoted).
+fn header_line<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Vec<u8>, CsvError> {
+    let mut header = csv::Writer::from_writer(Vec::new());
+    header.write_record(names).map_err(|e| CsvError::Write(std::io::Error::other(e.to_string())))?;
+    header.into_inner().map_err(|e| CsvError::Write(std::io::Error::other(e.to_string())))
+}
+
+/// One field as the `csv` crate writes it in a record of several fields
+/// (quoted only when it holds a delimiter, a quote or a line break).
+fn csv_field(text: &str) -> Result<Vec<u8>, CsvError> {
+    if !text.bytes().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r')) {
+        return Ok(text.as_bytes().to_vec());
+    }
+    let mut line = header_line([text, ""])?;
+    line.truncate(line.len() - 2); // the empty second field's comma and the line end
+    Ok(line)
 }
 
 /// The file a plain table was read from, for [`write_plain`].

@@ -17,8 +17,10 @@ use std::path::{Path, PathBuf};
 use crate::table::{FeatureTable, Outputs, TableError};
 
 mod fast;
+mod mapped;
 mod number;
 
+pub use mapped::MappedFile;
 pub use number::write_f64;
 
 /// The name of the column that says which group (prompt) a rollout belongs to.
@@ -46,6 +48,9 @@ enum Rows {
     /// The plain lines of a file, re-read when writing: holding a big file's
     /// text (or a string per field) would take several times its size.
     File(fast::PlainSource),
+    /// No input text: the `group` column and the table's feature columns
+    /// are the input columns (features computed from rollout records).
+    Table,
 }
 
 impl CsvFeatures {
@@ -59,6 +64,21 @@ impl CsvFeatures {
         records: Vec<Vec<String>>,
     ) -> CsvFeatures {
         CsvFeatures { table, order, headers, rows: Rows::Records(records) }
+    }
+
+    /// Features computed elsewhere (rollout JSONL, Parquet records) whose
+    /// input columns are `group` and the table's columns, in the table's
+    /// column order: [`write_outputs`] writes them from the table itself,
+    /// with no string kept per field. `order[i]` is the input row of table row `i`.
+    pub fn from_table(table: FeatureTable, order: Vec<usize>) -> CsvFeatures {
+        let mut headers = vec![GROUP_COLUMN.to_string()];
+        headers.extend(table.column_keys().map(str::to_string));
+        CsvFeatures { table, order, headers, rows: Rows::Table }
+    }
+
+    /// The input's column names, as [`write_outputs`] copies them.
+    pub fn headers(&self) -> &[String] {
+        &self.headers
     }
 }
 
@@ -244,8 +264,8 @@ pub fn read_features(input: impl Read, columns: Option<&[&str]>) -> Result<CsvFe
 /// rather than keeping them. Anything else, and every error, goes through
 /// [`read_features`], so the result and the errors are the same either way.
 pub fn read_features_file(path: &Path, columns: Option<&[&str]>) -> Result<CsvFeatures, CsvError> {
-    let data = std::fs::read(path).map_err(|source| CsvError::Open { path: path.to_path_buf(), source })?;
-    if let Some(plain) = fast::read_plain(&data, columns) {
+    let data = MappedFile::open(path).map_err(|source| CsvError::Open { path: path.to_path_buf(), source })?;
+    if let Some(plain) = fast::read_plain(&data, columns, |chunk| data.release(chunk)) {
         let source = fast::PlainSource { path: path.to_path_buf(), data_start: plain.data_start };
         return Ok(CsvFeatures {
             table: plain.table,
@@ -254,7 +274,7 @@ pub fn read_features_file(path: &Path, columns: Option<&[&str]>) -> Result<CsvFe
             rows: Rows::File(source),
         });
     }
-    read_features(data.as_slice(), columns)
+    read_features(&data[..], columns)
         .map_err(|source| CsvError::File { path: path.to_path_buf(), source: Box::new(source) })
 }
 
@@ -270,6 +290,7 @@ pub fn write_outputs(mut output: impl Write, features: &CsvFeatures, outputs: &O
     }
     let records = match &features.rows {
         Rows::Records(records) => records,
+        Rows::Table => return fast::write_table(&mut output, features, outputs),
         Rows::File(source) => {
             return fast::write_plain(
                 &mut output,

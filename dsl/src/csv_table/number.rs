@@ -73,11 +73,19 @@ pub fn write_f64(out: &mut Vec<u8>, value: f64) {
 
 /// Significant digits of a formatted number (`-0.00120e-5` has 2).
 fn significant_digits(text: &[u8]) -> usize {
+    // Called once per number written: counted in place, without collecting
+    // the digits (an allocation per number serialised the writer threads on
+    // the allocator's lock).
     let mantissa = text.split(|&b| b == b'e').next().unwrap_or(text);
-    let digits: Vec<u8> = mantissa.iter().copied().filter(u8::is_ascii_digit).collect();
-    let start = digits.iter().position(|&d| d != b'0').unwrap_or(digits.len());
-    let end = digits.iter().rposition(|&d| d != b'0').map_or(start, |p| p + 1);
-    end.saturating_sub(start)
+    let (mut seen, mut first, mut last) = (0usize, None, 0usize);
+    for &b in mantissa.iter().filter(|b| b.is_ascii_digit()) {
+        if b != b'0' {
+            first.get_or_insert(seen);
+            last = seen + 1;
+        }
+        seen += 1;
+    }
+    first.map_or(0, |start| last - start)
 }
 
 /// Whether the exact decimal value of a finite `value` may have `shortest + 1`
@@ -161,6 +169,14 @@ mod tests {
         ];
         for v in values {
             assert_eq!(text(v), format!("{v}"), "bits {:#x}", v.to_bits());
+        }
+    }
+
+    #[test]
+    fn significant_digits_ignore_sign_point_exponent_and_outer_zeros() {
+        use super::significant_digits;
+        for (text, n) in [("-0.00120e-5", 2), ("0.0", 0), ("100", 1), ("1.0203e300", 5), ("7", 1), ("0.5", 1)] {
+            assert_eq!(significant_digits(text.as_bytes()), n, "{text}");
         }
     }
 

@@ -9,9 +9,10 @@ use std::fmt::Write as _;
 use rewardlab_dsl::check::{CheckOptions, compile_source};
 use rewardlab_dsl::cpu::CompiledProgram;
 use rewardlab_dsl::diag::render_all;
-use rewardlab_dsl::{EvalOptions, FeatureRef, Interval, SourceFile};
+use rewardlab_dsl::{EvalOptions, FeatureRef, FeatureTable, Interval, SourceFile};
+use rewardlab_rewards::features::{RowFeatures, group_order};
 use rewardlab_rewards::rollout::Rollout;
-use rewardlab_rewards::{FeatureOptions, feature_table};
+use rewardlab_rewards::{FeatureOptions, GroupedTable, feature_table};
 use serde::Serialize;
 
 use super::load::Variant;
@@ -99,7 +100,7 @@ fn replay_shared(variants: &[Variant], rollouts: &[Rollout]) -> Option<Advantage
             union.push(f.clone());
         }
     }
-    let grouped = feature_table(&union, rollouts, &FeatureOptions::default()).ok()?;
+    let grouped = shared_features(&union, rollouts)?;
     let groups: Vec<std::ops::Range<usize>> =
         (0..grouped.table.groups()).map(|g| grouped.table.group_rows(g)).collect();
     let programs: Vec<&CompiledProgram> = compiled.iter().collect();
@@ -107,6 +108,30 @@ fn replay_shared(variants: &[Variant], rollouts: &[Rollout]) -> Option<Advantage
         .into_iter()
         .map(|out| out.ok().map(|o| (o.advantage, groups.clone())))
         .collect()
+}
+
+/// [`feature_table`]'s table, each rollout's values computed in parallel
+/// ([`RowFeatures`]: the same values); `None` when one is unavailable or out
+/// of range (the caller replays one by one, and `feature_table` names it).
+fn shared_features(features: &[FeatureRef], rollouts: &[Rollout]) -> Option<GroupedTable> {
+    use rayon::prelude::*;
+    let options = FeatureOptions::default();
+    let row = RowFeatures::new(features).ok()?;
+    let values: Vec<Vec<f64>> = rollouts.par_iter().map(|r| row.values(r, &options)).collect::<Option<_>>()?;
+    let order = group_order(rollouts);
+    let mut sizes: Vec<(String, usize)> = Vec::new();
+    for &i in &order {
+        let g = &rollouts[i].group;
+        match sizes.last_mut() {
+            Some((name, n)) if name == g => *n += 1,
+            _ => sizes.push((g.clone(), 1)),
+        }
+    }
+    let mut table = FeatureTable::new(sizes).ok()?;
+    for (k, f) in row.features().iter().enumerate() {
+        table.add_column(f.key.clone(), order.iter().map(|&i| values[i][k]).collect()).ok()?;
+    }
+    Some(GroupedTable { table, order })
 }
 
 /// Every variant on its own feature table, in order: the first failure is the error.

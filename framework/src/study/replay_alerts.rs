@@ -51,11 +51,10 @@ pub fn replay_alerts(variants: &[Variant], rollouts: &[Rollout], steps: &[usize]
     let mut order: Vec<usize> = steps.to_vec();
     order.sort_unstable();
     order.dedup();
-    let batches: Vec<(usize, Vec<Rollout>)> = order
-        .iter()
-        .map(|&s| (s, rollouts.iter().zip(steps).filter(|(_, t)| **t == s).map(|(r, _)| r.clone()).collect()))
-        .collect();
-    let mut out = AlertReplay { steps: batches.len(), ..AlertReplay::default() };
+    // Each step's rollouts, copied out only once a variant has an alert to
+    // evaluate (a big log replayed with no alerts is never copied).
+    let mut batches: Option<Vec<(usize, Vec<Rollout>)>> = None;
+    let mut out = AlertReplay { steps: order.len(), ..AlertReplay::default() };
     let schema = rewardlab_rewards::feature_schema();
     let options = CheckOptions { group_size: Interval::new(1.0, f64::INFINITY), lints: false };
     for v in variants {
@@ -82,7 +81,13 @@ pub fn replay_alerts(variants: &[Variant], rollouts: &[Rollout], steps: &[usize]
             continue;
         }
         let mut streaks = Vec::new();
-        for (step, batch) in &batches {
+        let batches = batches.get_or_insert_with(|| {
+            order
+                .iter()
+                .map(|&s| (s, rollouts.iter().zip(steps).filter(|(_, t)| **t == s).map(|(r, _)| r.clone()).collect()))
+                .collect()
+        });
+        for (step, batch) in batches.iter() {
             let fired = batch_alerts(&program, batch, *step, &mut streaks)
                 .map_err(|message| ReplayError::Eval { variant: v.name.clone(), message })?;
             out.fired.extend(fired.into_iter().map(|f| (v.name.clone(), f)));

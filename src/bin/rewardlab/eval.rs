@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use rewardlab_dsl::check::CheckOptions;
-use rewardlab_dsl::csv_table::{CsvFeatures, read_features_file, write_f64, write_outputs};
-use rewardlab_dsl::{EvalOptions, FeatureRef, FeatureTable, NonFinite, Program};
-use rewardlab_rewards::features::{FeatureOptions, GroupedTable, RowFeatures, feature_table, group_order_of};
+use rewardlab_dsl::csv_table::{CsvFeatures, MappedFile, read_features_file, write_outputs};
+use rewardlab_dsl::{EvalOptions, FeatureTable, NonFinite, Program};
+use rewardlab_rewards::features::{FeatureOptions, RowFeatures, feature_table, group_order_of};
 use rewardlab_rewards::metrics::LineMatch;
-use rewardlab_rewards::rollout::{Rollout, load_rollouts, map_jsonl};
+use rewardlab_rewards::parquet;
+use rewardlab_rewards::rollout::{Rollout, RolloutRef, load_rollouts, map_jsonl};
 
 use crate::common::{apply_params, load_reward_file};
 use crate::device::{Backend, Device};
@@ -21,12 +22,15 @@ pub struct EvalArgs {
     /// The reward file to evaluate.
     #[arg(value_name = "FILE")]
     file: PathBuf,
-    /// Logged rollouts: a rollout JSONL (`*.jsonl`) or a features CSV whose header names
-    /// features exactly as the DSL writes them, with a `group` column.
+    /// Logged rollouts: a rollout JSONL (`*.jsonl`), a features CSV whose header names
+    /// features exactly as the DSL writes them, with a `group` column, or a Parquet file
+    /// (`*.parquet`) of either: feature columns named as in the CSV, or rollout records.
     #[arg(long, value_name = "PATH")]
     rollouts: PathBuf,
     /// Where to write the output CSV (default: standard output). It keeps the input's
-    /// columns (for JSONL: `group` and the features the file reads) and adds `reward,adv,advantage`.
+    /// columns (for JSONL and Parquet: `group` and the features the file reads) and adds
+    /// `reward,adv,advantage`. A path ending in `.parquet` writes Parquet, with `group`,
+    /// the features read and the outputs.
     #[arg(long, value_name = "PATH")]
     out: Option<PathBuf>,
     /// Evaluate the good records of a rollout JSONL even when some lines are bad (they are still reported).
@@ -66,17 +70,31 @@ pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
         non_finite: if args.allow_non_finite { NonFinite::Allow } else { NonFinite::Error },
     };
     let compiled = Backend::new(args.device, &loaded.program)?;
-    if is_jsonl(&args.rollouts)? {
-        let Some(input) = jsonl_input(&args, &loaded.program)? else {
-            return Ok(1);
-        };
-        let outputs = compiled.eval(&input.table, &options)?;
-        write_outputs(open_out(&args.out)?, &input, &outputs)?;
+    let path = &args.rollouts;
+    let keys: Vec<&str> = loaded.program.features.iter().map(|f| f.key.as_str()).collect();
+    let input = if parquet::is_parquet(path) {
+        if parquet::holds_rollouts(path)? {
+            // Each row becomes its record's JSON line: the same checks and
+            // messages as a JSONL file, `line N` being row N.
+            jsonl_input(&args, &loaded.program, &parquet::rollout_lines(path)?)?
+        } else {
+            Some(parquet::read_features(path, Some(&keys))?)
+        }
+    } else if is_jsonl(path)? {
+        let data = MappedFile::open(path).with_context(|| format!("reading {}", path.display()))?;
+        jsonl_input(&args, &loaded.program, &data)?
     } else {
-        let keys: Vec<&str> = loaded.program.features.iter().map(|f| f.key.as_str()).collect();
-        let features = read_features_file(&args.rollouts, Some(&keys))?;
-        let outputs = compiled.eval(&features.table, &options)?;
-        write_outputs(open_out(&args.out)?, &features, &outputs)?;
+        Some(read_features_file(path, Some(&keys))?)
+    };
+    let Some(input) = input else {
+        return Ok(1);
+    };
+    let outputs = compiled.eval(&input.table, &options)?;
+    match &args.out {
+        Some(out) if out.extension().is_some_and(|e| e.eq_ignore_ascii_case("parquet")) => {
+            parquet::write_outputs(out, &input, &outputs)?
+        }
+        out => write_outputs(open_out(out)?, &input, &outputs)?,
     }
     Ok(0)
 }
@@ -100,9 +118,10 @@ fn is_jsonl(path: &Path) -> anyhow::Result<bool> {
     }
 }
 
-fn jsonl_input(args: &EvalArgs, program: &Program) -> anyhow::Result<Option<CsvFeatures>> {
+/// The features of rollout records given as JSONL text (`data`), computed
+/// line by line; `None` when bad records stop evaluation (reported here).
+fn jsonl_input(args: &EvalArgs, program: &Program, data: &[u8]) -> anyhow::Result<Option<CsvFeatures>> {
     let path = &args.rollouts;
-    let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let options = FeatureOptions {
         line_match: match args.line_match {
             LineRule::Coverage => LineMatch::Coverage,
@@ -115,7 +134,12 @@ fn jsonl_input(args: &EvalArgs, program: &Program) -> anyhow::Result<Option<CsvF
     // chunks, keeping only the group and the values: the records themselves
     // would take many times the file's size.
     let row_features = RowFeatures::new(&program.features).ok();
-    let loaded = map_jsonl(&data, "rollouts", |line| {
+    let loaded = map_jsonl(data, "rollouts", |line| {
+        // Read in place (no string copied per file or entity) when it can be;
+        // a line it declines is read as a record, with that reader's error.
+        if let (Some(f), Some(r)) = (row_features.as_ref(), RolloutRef::parse(line)) {
+            return Ok((r.group().to_owned(), f.values_of(&r, &options)));
+        }
         let r = Rollout::from_json_line_without_args(line)?;
         let values = row_features.as_ref().and_then(|f| f.values(&r, &options));
         Ok((r.group, values))
@@ -140,10 +164,9 @@ fn jsonl_input(args: &EvalArgs, program: &Program) -> anyhow::Result<Option<CsvF
     let (Some(row_features), true) = (row_features, rows.iter().all(|(_, v)| v.is_some())) else {
         // Some feature is unavailable or out of range: `feature_table` names
         // the first rollout in its order (on the good records, as before).
-        let rollouts: Vec<Rollout> = load_rollouts(data.as_slice())?.records.into_iter().map(|(_, r)| r).collect();
+        let rollouts: Vec<Rollout> = load_rollouts(data)?.records.into_iter().map(|(_, r)| r).collect();
         let grouped = feature_table(&program.features, &rollouts, &options)?;
-        let groups: Vec<String> = rollouts.into_iter().map(|r| r.group).collect();
-        return Ok(Some(features_of(grouped, &groups, &program.features)));
+        return Ok(Some(CsvFeatures::from_table(grouped.table, grouped.order)));
     };
     let features = row_features.features();
     let order = group_order_of(rows.iter().map(|(g, _)| g.as_str()));
@@ -160,30 +183,5 @@ fn jsonl_input(args: &EvalArgs, program: &Program) -> anyhow::Result<Option<CsvF
         let column = order.iter().map(|&i| rows[i].1.as_ref().expect("checked above")[k]).collect();
         table.add_column(f.key.clone(), column)?;
     }
-    let groups: Vec<String> = rows.into_iter().map(|(g, _)| g).collect();
-    Ok(Some(features_of(GroupedTable { table, order }, &groups, &program.features)))
-}
-
-/// The `group` column and the program's features, one record per rollout in
-/// input order, for [`write_outputs`].
-fn features_of(grouped: GroupedTable, groups: &[String], features: &[FeatureRef]) -> CsvFeatures {
-    let mut header = vec!["group".to_string()];
-    header.extend(features.iter().map(|f| f.key.clone()));
-    let columns: Vec<&[f64]> = features
-        .iter()
-        .map(|f| grouped.table.column(&f.key).expect("feature_table computes every requested column"))
-        .collect();
-    let mut rows: Vec<Vec<String>> = vec![Vec::new(); groups.len()];
-    let mut number = Vec::with_capacity(32);
-    for (row, &input) in grouped.order.iter().enumerate() {
-        let mut fields = Vec::with_capacity(columns.len() + 1);
-        fields.push(groups[input].clone());
-        for column in &columns {
-            number.clear();
-            write_f64(&mut number, column[row]);
-            fields.push(String::from_utf8(number.clone()).expect("numbers are ASCII"));
-        }
-        rows[input] = fields;
-    }
-    CsvFeatures::from_rows(grouped.table, grouped.order, header, rows)
+    Ok(Some(CsvFeatures::from_table(table, order)))
 }

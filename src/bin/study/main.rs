@@ -109,8 +109,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Check { study, results, no_tasks }) => check(&study, (!no_tasks).then_some(results.as_path())),
-        Some(Command::Replay { study, rollouts, csv }) => replay(&study, &rollouts, csv.as_deref())
-            .and_then(|code| if code == 0 { replay_alerts(&study, &rollouts) } else { Ok(code) }),
+        Some(Command::Replay { study, rollouts, csv }) => replay(&study, &rollouts, csv.as_deref()),
         Some(Command::Summarize { dir, reference }) => summarize_with(&dir, reference.as_deref()).map(|()| 0),
         Some(Command::Slurm(args)) => slurm::slurm(&args),
         Some(Command::RunOne(args)) => slurm::run_one(&args),
@@ -164,43 +163,32 @@ fn check(path: &Path, results: Option<&Path>) -> Result<u8> {
     Ok(0)
 }
 
+/// Every variant on the logged rollouts, then the variants' alerts on the
+/// same log, one batch per logged step (a line without a `step` counts as
+/// step 0). The log is parsed once, in parallel chunks, for both.
 fn replay(path: &Path, rollouts: &Path, csv: Option<&Path>) -> Result<u8> {
     let Some(s) = load(path)? else { return Ok(1) };
-    let data = std::fs::read(rollouts).with_context(|| format!("opening {}", rollouts.display()))?;
-    // Parsed in parallel chunks; the calls' `args` are never read by a feature.
-    let loaded = rewardlab_rewards::rollout::map_jsonl(
-        &data,
-        "rollouts",
-        rewardlab_rewards::rollout::Rollout::from_json_line_without_args,
-    )?;
+    let data = rollout_log(rollouts)?;
+    // The calls' `args` are never read by a feature; `step` is read as the
+    // alerts always read it (a non-integer counts as step 0).
+    let loaded = rewardlab_rewards::rollout::map_jsonl(&data, "rollouts", |line| {
+        let r = rewardlab_rewards::rollout::Rollout::from_json_line_without_args(line)?;
+        let step = serde_json::from_str::<StepOf>(line).ok().and_then(|s| s.step.as_u64()).unwrap_or(0) as usize;
+        Ok((r, step))
+    })?;
     if !loaded.errors.is_empty() {
         for e in &loaded.errors {
             eprintln!("{}:{e}", rollouts.display());
         }
         bail!("{} bad rollout record(s) in {}", loaded.errors.len(), rollouts.display());
     }
-    let records: Vec<_> = loaded.records.into_iter().map(|(_, r)| r).collect();
+    drop(data);
+    let (records, steps): (Vec<_>, Vec<usize>) = loaded.records.into_iter().map(|(_, r)| r).unzip();
     let rows = study::replay(&s.variants, &records)?;
     print!("{}", study::replay_markdown(&rows));
     if let Some(csv) = csv {
         study::replay::write_replay_csv(&rows, csv).with_context(|| format!("writing {}", csv.display()))?;
     }
-    Ok(0)
-}
-
-/// The variants' alerts on the same log, one batch per logged step (a line
-/// without a `step` counts as step 0).
-fn replay_alerts(path: &Path, rollouts: &Path) -> Result<u8> {
-    let Some(s) = load(path)? else { return Ok(1) };
-    let text = std::fs::read_to_string(rollouts).with_context(|| format!("reading {}", rollouts.display()))?;
-    let loaded = rewardlab_rewards::rollout::load_rollouts(text.as_bytes())?;
-    let lines: Vec<&str> = text.lines().collect();
-    let step_of = |line: usize| {
-        let value = lines.get(line.wrapping_sub(1)).and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok());
-        value.and_then(|v| v.get("step")?.as_u64()).unwrap_or(0) as usize
-    };
-    let steps: Vec<usize> = loaded.records.iter().map(|(line, _)| step_of(*line)).collect();
-    let records: Vec<_> = loaded.records.into_iter().map(|(_, r)| r).collect();
     let found = study::replay_alerts::replay_alerts(&s.variants, &records, &steps)?;
     println!("\nalerts over {} logged step(s): {} fired", found.steps, found.fired.len());
     for (variant, f) in &found.fired {
@@ -210,6 +198,41 @@ fn replay_alerts(path: &Path, rollouts: &Path) -> Result<u8> {
         println!("  {variant}: `{condition}` not evaluated: `{metric}` is not in logged rollouts");
     }
     Ok(0)
+}
+
+/// A record's `step`, whatever its type; every other key skipped unread.
+#[derive(serde::Deserialize)]
+struct StepOf {
+    #[serde(default)]
+    step: serde_json::Value,
+}
+
+/// The bytes of a rollout log as JSONL: a JSONL file as it is (mapped), a
+/// Parquet file of rollout records one JSON line per row (so `line N` is row N).
+fn rollout_log(rollouts: &Path) -> Result<LogBytes> {
+    if rewardlab_rewards::parquet::is_parquet(rollouts) {
+        return Ok(LogBytes::Lines(rewardlab_rewards::parquet::rollout_lines(rollouts)?));
+    }
+    let data = rewardlab_dsl::csv_table::MappedFile::open(rollouts)
+        .with_context(|| format!("opening {}", rollouts.display()))?;
+    Ok(LogBytes::Mapped(data))
+}
+
+/// What [`rollout_log`] gives.
+enum LogBytes {
+    Mapped(rewardlab_dsl::csv_table::MappedFile),
+    Lines(Vec<u8>),
+}
+
+impl std::ops::Deref for LogBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            LogBytes::Mapped(m) => m,
+            LogBytes::Lines(v) => v,
+        }
+    }
 }
 
 fn summarize(dir: &Path) -> Result<()> {
