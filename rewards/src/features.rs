@@ -190,14 +190,7 @@ pub fn feature_table(
     options: &FeatureOptions,
 ) -> Result<GroupedTable, FeatureError> {
     let order = group_order(rollouts);
-    let mut sizes: Vec<(String, usize)> = Vec::new();
-    for &i in &order {
-        let g = &rollouts[i].group;
-        match sizes.last_mut() {
-            Some((name, n)) if name == g => *n += 1,
-            _ => sizes.push((g.clone(), 1)),
-        }
-    }
+    let sizes = group_sizes(rollouts, &order);
     let mut table = FeatureTable::new(sizes)?;
     let schema = crate::schema::feature_schema();
     let mut counts_cache: HashMap<Level, Vec<Counts>> = HashMap::new();
@@ -245,6 +238,20 @@ pub fn feature_value(f: &FeatureRef, rollout: &Rollout, options: &FeatureOptions
         None => scalar_value(column, rollout),
     };
     value.map_err(|missing| unavailable(f, options, 0, rollout, missing))
+}
+
+/// The groups of `rollouts` taken in `order` ([`group_order`]) as `(name, rows)`, for a
+/// [`FeatureTable`](rewardlab_dsl::FeatureTable).
+pub fn group_sizes(rollouts: &[Rollout], order: &[usize]) -> Vec<(String, usize)> {
+    let mut sizes: Vec<(String, usize)> = Vec::new();
+    for &i in order {
+        let g = &rollouts[i].group;
+        match sizes.last_mut() {
+            Some((name, n)) if name == g => *n += 1,
+            _ => sizes.push((g.clone(), 1)),
+        }
+    }
+    sizes
 }
 
 /// The stable grouping permutation: input indices ordered by the first

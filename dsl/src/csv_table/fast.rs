@@ -119,26 +119,7 @@ pub(super) fn read_plain(data: &[u8], columns: Option<&[&str]>, release: impl Fn
         sizes[g] += n;
         run_groups.push((g, n));
     }
-    let order: Vec<usize> = if in_order {
-        (0..rows).collect()
-    } else {
-        let mut next_row = Vec::with_capacity(sizes.len());
-        let mut acc = 0;
-        for &size in &sizes {
-            next_row.push(acc);
-            acc += size;
-        }
-        let mut order = vec![0; rows];
-        let mut input_row = 0;
-        for &(g, n) in &run_groups {
-            for _ in 0..n {
-                order[next_row[g]] = input_row;
-                next_row[g] += 1;
-                input_row += 1;
-            }
-        }
-        order
-    };
+    let order: Vec<usize> = if in_order { (0..rows).collect() } else { super::grouping_order(&sizes, &run_groups) };
     let mut table = FeatureTable::new(names.iter().map(|n| n.to_string()).zip(sizes)).ok()?;
     for (column, &i) in values.into_iter().zip(&numeric) {
         let column = if in_order { column } else { order.par_iter().map(|&r| column[r]).collect() };

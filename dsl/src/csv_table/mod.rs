@@ -344,5 +344,28 @@ pub(crate) fn parse_number(text: &str) -> Option<f64> {
     }
 }
 
+/// The order that groups rows read in runs: `runs` lists `(group, rows)` in input order (a
+/// group may come back in a later run), `sizes[g]` is group `g`'s total; entry `i` of the result
+/// is the input row that becomes row `i` when groups follow their first appearance and rows keep
+/// their input order within a group.
+pub fn grouping_order(sizes: &[usize], runs: &[(usize, usize)]) -> Vec<usize> {
+    let mut next_row = Vec::with_capacity(sizes.len());
+    let mut acc = 0;
+    for &size in sizes {
+        next_row.push(acc);
+        acc += size;
+    }
+    let mut order = vec![0; acc];
+    let mut input_row = 0;
+    for &(g, n) in runs {
+        for _ in 0..n {
+            order[next_row[g]] = input_row;
+            next_row[g] += 1;
+            input_row += 1;
+        }
+    }
+    order
+}
+
 #[cfg(test)]
 mod tests;

@@ -10,7 +10,7 @@ use rewardlab_dsl::check::{CheckOptions, compile_source};
 use rewardlab_dsl::cpu::CompiledProgram;
 use rewardlab_dsl::diag::render_all;
 use rewardlab_dsl::{EvalOptions, FeatureRef, FeatureTable, Interval, SourceFile};
-use rewardlab_rewards::features::{RowFeatures, group_order};
+use rewardlab_rewards::features::{RowFeatures, group_order, group_sizes};
 use rewardlab_rewards::rollout::Rollout;
 use rewardlab_rewards::{FeatureOptions, GroupedTable, feature_table};
 use serde::Serialize;
@@ -119,14 +119,7 @@ fn shared_features(features: &[FeatureRef], rollouts: &[Rollout]) -> Option<Grou
     let row = RowFeatures::new(features).ok()?;
     let values: Vec<Vec<f64>> = rollouts.par_iter().map(|r| row.values(r, &options)).collect::<Option<_>>()?;
     let order = group_order(rollouts);
-    let mut sizes: Vec<(String, usize)> = Vec::new();
-    for &i in &order {
-        let g = &rollouts[i].group;
-        match sizes.last_mut() {
-            Some((name, n)) if name == g => *n += 1,
-            _ => sizes.push((g.clone(), 1)),
-        }
-    }
+    let sizes = group_sizes(rollouts, &order);
     let mut table = FeatureTable::new(sizes).ok()?;
     for (k, f) in row.features().iter().enumerate() {
         table.add_column(f.key.clone(), order.iter().map(|&i| values[i][k]).collect()).ok()?;

@@ -155,26 +155,8 @@ pub(super) fn read_features(path: &Path, columns: Option<&[&str]>) -> Result<Csv
     if rows == 0 {
         return Err(ParquetError::Empty { path: path.to_path_buf() });
     }
-    let order: Vec<usize> = if in_order {
-        (0..rows).collect()
-    } else {
-        let mut next_row = Vec::with_capacity(sizes.len());
-        let mut acc = 0;
-        for &size in &sizes {
-            next_row.push(acc);
-            acc += size;
-        }
-        let mut order = vec![0; rows];
-        let mut input_row = 0;
-        for &(g, n) in &run_groups {
-            for _ in 0..n {
-                order[next_row[g]] = input_row;
-                next_row[g] += 1;
-                input_row += 1;
-            }
-        }
-        order
-    };
+    let order: Vec<usize> =
+        if in_order { (0..rows).collect() } else { rewardlab_dsl::csv_table::grouping_order(&sizes, &run_groups) };
     let mut table = FeatureTable::new(group_names.iter().map(|n| n.to_string()).zip(sizes))?;
     for (k, key) in features.iter().enumerate() {
         let mut column = Vec::with_capacity(rows);
