@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use super::metrics::CsvLog;
 use super::score::feature_options;
 use super::{Engine, EngineError, RewardVariant};
-use crate::study::stats::kendall_tau_b;
+use crate::study::stats::Agreement;
 
 /// The shadow-agreement file of a run directory.
 pub const SHADOW_FILE: &str = "shadow.csv";
@@ -154,25 +154,14 @@ pub fn agreement(
     shadow: &[f64],
     groups: &[std::ops::Range<usize>],
 ) -> ShadowRow {
-    let taus: Vec<f64> = groups.iter().filter_map(|g| kendall_tau_b(&trained[g.clone()], &shadow[g.clone()])).collect();
-    let sign = |x: f64| {
-        if x > 0.0 {
-            1
-        } else if x < 0.0 {
-            -1
-        } else {
-            0
-        }
-    };
-    let flips = trained.iter().zip(shadow).filter(|(a, b)| sign(**a) != sign(**b)).count();
-    let flat = groups.iter().filter(|g| shadow[(*g).clone()].iter().all(|x| *x == shadow[g.start])).count();
+    let a = Agreement::of(trained, shadow, groups);
     ShadowRow {
         step,
         variant: variant.to_owned(),
-        kendall_tau_b: (!taus.is_empty()).then(|| taus.iter().sum::<f64>() / taus.len() as f64),
-        tau_groups: taus.len(),
-        sign_flips: flips as f64 / trained.len().max(1) as f64,
-        zero_variance_groups: flat as f64 / groups.len().max(1) as f64,
+        kendall_tau_b: a.kendall_tau_b,
+        tau_groups: a.tau_groups,
+        sign_flips: a.sign_flips,
+        zero_variance_groups: a.zero_variance_groups,
         pearson: pearson(trained, shadow),
     }
 }

@@ -16,7 +16,7 @@ use rewardlab_rewards::{FeatureOptions, GroupedTable, feature_table};
 use serde::Serialize;
 
 use super::load::Variant;
-use super::stats::kendall_tau_b;
+use super::stats::Agreement;
 
 /// One variant's replay statistics against the reference (the first variant).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -167,24 +167,13 @@ fn check_options(rollouts: &[Rollout]) -> CheckOptions {
 }
 
 fn compare(name: &str, reference: &[f64], adv: &[f64], groups: &[std::ops::Range<usize>]) -> ReplayRow {
-    let taus: Vec<f64> = groups.iter().filter_map(|g| kendall_tau_b(&reference[g.clone()], &adv[g.clone()])).collect();
-    let sign = |x: f64| {
-        if x > 0.0 {
-            1
-        } else if x < 0.0 {
-            -1
-        } else {
-            0
-        }
-    };
-    let flips = reference.iter().zip(adv).filter(|(a, b)| sign(**a) != sign(**b)).count();
-    let flat = groups.iter().filter(|g| adv[(*g).clone()].iter().all(|x| *x == adv[g.start])).count();
+    let a = Agreement::of(reference, adv, groups);
     ReplayRow {
         variant: name.to_owned(),
-        kendall_tau: (!taus.is_empty()).then(|| taus.iter().sum::<f64>() / taus.len() as f64),
-        tau_groups: taus.len(),
-        sign_flips: flips as f64 / adv.len() as f64,
-        zero_variance_groups: flat as f64 / groups.len().max(1) as f64,
+        kendall_tau: a.kendall_tau_b,
+        tau_groups: a.tau_groups,
+        sign_flips: a.sign_flips,
+        zero_variance_groups: a.zero_variance_groups,
         mean_abs_advantage: adv.iter().map(|x| x.abs()).sum::<f64>() / adv.len() as f64,
     }
 }

@@ -83,6 +83,47 @@ pub fn kendall_tau_b(x: &[f64], y: &[f64]) -> Option<f64> {
     (denom > 0.0).then(|| (concordant - discordant) as f64 / denom)
 }
 
+/// How a second vector of advantages over the same rows agrees with a reference, as `study
+/// replay` and shadow variants report it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Agreement {
+    /// Mean Kendall τ-b of the within-group rankings, over the groups where it is defined.
+    pub kendall_tau_b: Option<f64>,
+    /// How many groups that mean is over (groups where either side is constant are left out).
+    pub tau_groups: usize,
+    /// Share of rows whose advantage has another sign (positive, negative, zero) than the
+    /// reference's.
+    pub sign_flips: f64,
+    /// Share of groups where the second vector is constant (it teaches that group nothing).
+    pub zero_variance_groups: f64,
+}
+
+impl Agreement {
+    /// The agreement of `other` with `reference`, both in table-row order, `groups` the rows
+    /// of each group.
+    pub fn of(reference: &[f64], other: &[f64], groups: &[std::ops::Range<usize>]) -> Agreement {
+        let taus: Vec<f64> =
+            groups.iter().filter_map(|g| kendall_tau_b(&reference[g.clone()], &other[g.clone()])).collect();
+        let sign = |x: f64| {
+            if x > 0.0 {
+                1
+            } else if x < 0.0 {
+                -1
+            } else {
+                0
+            }
+        };
+        let flips = reference.iter().zip(other).filter(|(a, b)| sign(**a) != sign(**b)).count();
+        let flat = groups.iter().filter(|g| other[(*g).clone()].iter().all(|x| *x == other[g.start])).count();
+        Agreement {
+            kendall_tau_b: (!taus.is_empty()).then(|| taus.iter().sum::<f64>() / taus.len() as f64),
+            tau_groups: taus.len(),
+            sign_flips: flips as f64 / reference.len().max(1) as f64,
+            zero_variance_groups: flat as f64 / groups.len().max(1) as f64,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
