@@ -185,7 +185,9 @@ pub fn slurm(args: &SlurmArgs) -> Result<u8> {
 /// checkpoint) after making sure the manifest and baseline exist.
 pub fn run_one(args: &RunOneArgs) -> Result<u8> {
     let Some(s) = super::load(&args.study)? else { return Ok(1) };
-    let (runs, merged) = super::run::planned_runs(&s, !args.no_merge)?;
+    // The plan only numbers the runs here: `study slurm` and `study merge` write `merged.json`,
+    // so concurrent tasks never write one file.
+    let (runs, _merged) = super::run::planned_runs(&s, !args.no_merge)?;
     let Some(run) = runs.get(args.index) else {
         bail!(
             "--index {} is out of range: study `{}` has {} runs (0-{})",
@@ -196,7 +198,6 @@ pub fn run_one(args: &RunOneArgs) -> Result<u8> {
         );
     };
     let study_dir = args.results.join(&s.name);
-    study::equiv::write_merged(&study_dir, &merged)?;
     publish::write_manifest(&study_dir, &Manifest::new(&s, &runs))?;
     let status = RunStatus::of(&s, run, &study_dir);
     eprintln!(
