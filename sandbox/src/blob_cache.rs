@@ -1,7 +1,9 @@
 //! A byte-bounded LRU of blob contents, shared by every tree of one repository.
 //!
 //! A blob id names its content, so one entry serves every commit that contains the blob: the
-//! zero-disk views of 50 commits of one repository decompress a shared file once.
+//! zero-disk views of 50 commits of one repository decompress a shared file once. With the
+//! content goes whether it holds a NUL byte (binary, as `git grep -I` decides), found once when
+//! the blob is inflated, so no later grep of any commit scans it for one again.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -14,6 +16,23 @@ use lru::LruCache;
 pub struct BlobCache {
     inner: Mutex<Inner>,
     capacity_bytes: usize,
+}
+
+/// A blob's content and whether it is text (holds no NUL byte).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Blob {
+    /// The content.
+    pub data: Arc<[u8]>,
+    /// No NUL byte anywhere in `data`.
+    pub text: bool,
+}
+
+impl Blob {
+    /// A freshly inflated blob, checked for NUL bytes once.
+    pub fn new(data: Arc<[u8]>) -> Blob {
+        let text = memchr::memchr(0, &data).is_none();
+        Blob { data, text }
+    }
 }
 
 /// Counters for tests and benchmarks.
@@ -33,7 +52,7 @@ pub struct BlobCacheStats {
 struct Inner {
     /// Keyed through foldhash: a grep looks up every candidate file, and SipHash over 20-byte
     /// ids was a visible share of a cold commit's greps.
-    map: LruCache<ObjectId, Arc<[u8]>, foldhash::fast::RandomState>,
+    map: LruCache<ObjectId, Blob, foldhash::fast::RandomState>,
     bytes: usize,
     hits: u64,
     misses: u64,
@@ -53,8 +72,8 @@ impl BlobCache {
         }
     }
 
-    /// The blob's content if cached, marking it most recently used.
-    pub fn get(&self, id: &ObjectId) -> Option<Arc<[u8]>> {
+    /// The blob if cached, marking it most recently used.
+    pub fn get(&self, id: &ObjectId) -> Option<Blob> {
         let mut inner = self.lock();
         let found = inner.map.get(id).cloned();
         match found {
@@ -64,23 +83,26 @@ impl BlobCache {
         found
     }
 
-    /// Caches `data` under `id` unless it is too large, evicting old entries to stay in budget.
-    pub fn insert(&self, id: ObjectId, data: Arc<[u8]>) {
-        if data.len() > self.capacity_bytes / 8 {
-            return;
+    /// Checks freshly inflated `data` for NUL bytes ([`Blob::new`]) and caches it under `id`
+    /// unless it is too large, evicting old entries to stay in budget; the blob either way.
+    pub fn insert(&self, id: ObjectId, data: Arc<[u8]>) -> Blob {
+        let blob = Blob::new(data);
+        let len = blob.data.len();
+        if len > self.capacity_bytes / 8 {
+            return blob;
         }
         let mut inner = self.lock();
-        let len = data.len();
-        if let Some(old) = inner.map.put(id, data) {
-            inner.bytes -= old.len();
+        if let Some(old) = inner.map.put(id, blob.clone()) {
+            inner.bytes -= old.data.len();
         }
         inner.bytes += len;
         while inner.bytes > self.capacity_bytes {
             match inner.map.pop_lru() {
-                Some((_, evicted)) => inner.bytes -= evicted.len(),
+                Some((_, evicted)) => inner.bytes -= evicted.data.len(),
                 None => break,
             }
         }
+        blob
     }
 
     /// Current counters.
@@ -114,7 +136,7 @@ mod tests {
         assert_eq!(stats.bytes, 800);
         assert_eq!(stats.entries, 8);
         assert!(cache.get(&id(0)).is_none(), "oldest entries are evicted");
-        assert_eq!(cache.get(&id(9)).as_deref(), Some(&[9u8; 100][..]));
+        assert_eq!(cache.get(&id(9)).map(|b| b.data).as_deref(), Some(&[9u8; 100][..]));
         // Touch 2, then insert one more: 3 (now the oldest) goes, 2 stays.
         assert!(cache.get(&id(2)).is_some());
         cache.insert(id(10), vec![10; 100].into());
@@ -127,5 +149,15 @@ mod tests {
         let cache = BlobCache::new(800);
         cache.insert(id(1), vec![1; 101].into());
         assert_eq!(cache.stats().entries, 0);
+    }
+
+    #[test]
+    fn a_blob_is_text_exactly_when_it_holds_no_nul() {
+        let cache = BlobCache::new(800);
+        assert!(cache.insert(id(1), b"plain\n".to_vec().into()).text);
+        assert!(!cache.insert(id(2), b"late \0 nul".to_vec().into()).text);
+        assert!(!cache.insert(id(3), vec![0; 101].into()).text, "also for a blob too large to cache");
+        assert_eq!(cache.get(&id(1)).map(|b| b.text), Some(true));
+        assert_eq!(cache.get(&id(2)).map(|b| b.text), Some(false));
     }
 }

@@ -124,7 +124,7 @@ mod store;
 mod tools;
 mod tree;
 
-pub use blob_cache::{BlobCache, BlobCacheStats};
+pub use blob_cache::{Blob, BlobCache, BlobCacheStats};
 pub use error::Error;
 pub use gix::ObjectId;
 pub use index::{IndexProgress, IndexStats};

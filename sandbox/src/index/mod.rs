@@ -447,24 +447,18 @@ fn build_entry(
     shared: &RepoShared,
     id: ObjectId,
 ) -> Option<Built> {
-    let data = match shared.blobs.get(&id) {
-        Some(data) => data,
+    let blob = match shared.blobs.get(&id) {
+        Some(blob) => blob,
         None => {
             let size = repo.find_header(id).ok()?.size();
             if size > MAX_INDEXED_BLOB {
                 return Some(Built { size, content: BuiltContent::Unindexed });
             }
-            let data: Arc<[u8]> = Arc::from(repo.find_blob(id).ok()?.take_data());
-            shared.blobs.insert(id, data.clone());
-            data
+            shared.blobs.insert(id, Arc::from(repo.find_blob(id).ok()?.take_data()))
         }
     };
-    let content = if memchr::memchr(0, &data).is_some() {
-        BuiltContent::Binary
-    } else {
-        BuiltContent::Text(extractor.grams(&data))
-    };
-    Some(Built { size: data.len() as u64, content })
+    let content = if blob.text { BuiltContent::Text(extractor.grams(&blob.data)) } else { BuiltContent::Binary };
+    Some(Built { size: blob.data.len() as u64, content })
 }
 
 #[cfg(test)]

@@ -68,9 +68,8 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
             timed_out = true;
             continue;
         }
-        // Whether the index, or an earlier grep of this tree, has seen this blob's bytes and
-        // found no NUL among them.
-        let mut known_text = tree.known_text(i);
+        // Whether the index has seen this blob's bytes and found no NUL among them.
+        let mut known_text = false;
         if let Some((_, entries)) = &indexed
             && let Some(indexed) = &entries[i]
         {
@@ -96,7 +95,10 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
             }
         }
         let data: Arc<[u8]> = match reader.read_listed(i, entry, limits.max_grep_file_bytes) {
-            Ok(data) => data,
+            Ok((data, text)) => {
+                known_text |= text;
+                data
+            }
             Err(AccessError::TooLarge { .. }) => {
                 large += 1;
                 continue;
@@ -109,12 +111,9 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
         searched += 1;
         // Binary files are skipped whole (a NUL anywhere), like `git grep -I`. (`memchr`'s
         // search, not `<[u8]>::contains`: the latter was a visible share of the tools' time.)
-        if !known_text {
-            if memchr::memchr(0, &data).is_some() {
-                binary += 1;
-                continue;
-            }
-            tree.mark_text(i);
+        if !known_text && memchr::memchr(0, &data).is_some() {
+            binary += 1;
+            continue;
         }
         if !search_file(&mut searcher, &matcher, &entry.path, &data, &mut out, deadline) {
             timed_out = true;

@@ -197,22 +197,6 @@ impl Tree {
         }
     }
 
-    /// Whether an earlier grep found the listed file at `slot` free of NUL bytes (views only:
-    /// a worktree's file may change on disk, so it is never remembered).
-    pub(crate) fn known_text(&self, slot: usize) -> bool {
-        match &self.backend {
-            Backend::View(view) => view.known_text(slot),
-            Backend::Worktree(_) => false,
-        }
-    }
-
-    /// Remembers that the listed file at `slot` holds no NUL byte (see [`Tree::known_text`]).
-    pub(crate) fn mark_text(&self, slot: usize) {
-        if let Backend::View(view) = &self.backend {
-            view.mark_text(slot);
-        }
-    }
-
     pub(crate) fn view(&self) -> Option<&View> {
         match &self.backend {
             Backend::View(view) => Some(view),
@@ -248,11 +232,18 @@ impl Reader<'_> {
     }
 
     /// Reads a regular file taken from [`Tree::files`], `entry` at position `slot` (never a
-    /// symlink: callers skip those).
-    pub(crate) fn read_listed(&self, slot: usize, entry: &FileEntry, max_bytes: u64) -> Result<Arc<[u8]>, AccessError> {
+    /// symlink: callers skip those), with whether it is known to hold no NUL byte: a view's
+    /// blob is checked once when inflated ([`crate::Blob`]); a worktree's file, read from disk
+    /// each time, is not known.
+    pub(crate) fn read_listed(
+        &self,
+        slot: usize,
+        entry: &FileEntry,
+        max_bytes: u64,
+    ) -> Result<(Arc<[u8]>, bool), AccessError> {
         match &self.tree.backend {
-            Backend::View(view) => view.read_listed(self, slot, entry, max_bytes),
-            Backend::Worktree(checkout) => checkout.read_listed(entry, max_bytes),
+            Backend::View(view) => view.read_listed(self, slot, entry, max_bytes).map(|b| (b.data, b.text)),
+            Backend::Worktree(checkout) => checkout.read_listed(entry, max_bytes).map(|data| (data, false)),
         }
     }
 

@@ -16,6 +16,7 @@ use gix::{ObjectId, objs::tree::EntryKind as GitKind};
 
 use super::{AccessError, EntryKind, FileEntry, Reader};
 use crate::{
+    blob_cache::Blob,
     error::Error,
     index::{BlobEntry, ContentIndex},
     path::is_git_dir,
@@ -33,9 +34,6 @@ pub(crate) struct View {
     /// The blob of each listed file, aligned with the sorted file list; `None` for symlinks,
     /// which grep does not search.
     ids: Vec<Option<ObjectId>>,
-    /// Per listed file, whether a grep already found its blob free of NUL bytes, so later greps
-    /// of this commit skip the binary check (the index knows it too, once it has the blob).
-    text: Box<[AtomicBool]>,
     /// Whether the background index build was started, and whether it has finished.
     index_requested: AtomicBool,
     index_done: Arc<AtomicBool>,
@@ -85,16 +83,13 @@ impl View {
             files.push((FileEntry { path, kind }, record.oid));
         }
         files.sort_unstable_by(|a, b| a.0.path.cmp(&b.0.path));
-        let ids: Vec<Option<ObjectId>> =
-            files.iter().map(|(entry, id)| (entry.kind != EntryKind::Symlink).then_some(*id)).collect();
-        let text = ids.iter().map(|_| AtomicBool::new(false)).collect();
+        let ids = files.iter().map(|(entry, id)| (entry.kind != EntryKind::Symlink).then_some(*id)).collect();
         let files = files.into_iter().map(|(entry, _)| entry).collect();
         let view = View {
             shared,
             entries,
             dirs,
             ids,
-            text,
             index_requested: AtomicBool::new(false),
             index_done: Arc::new(AtomicBool::new(false)),
             index_snapshot: OnceLock::new(),
@@ -143,8 +138,8 @@ impl View {
         max_hops: u32,
     ) -> Result<(String, Arc<[u8]>), AccessError> {
         let (resolved, id) = self.resolve(reader, user_path, components, max_hops)?;
-        let data = self.blob(reader, id, user_path, max_bytes)?;
-        Ok((resolved, data))
+        let blob = self.blob(reader, id, user_path, max_bytes)?;
+        Ok((resolved, blob.data))
     }
 
     /// Reads the listed file at `slot` by its blob id (no path lookup: greps read every file).
@@ -154,20 +149,10 @@ impl View {
         slot: usize,
         entry: &FileEntry,
         max_bytes: u64,
-    ) -> Result<Arc<[u8]>, AccessError> {
+    ) -> Result<Blob, AccessError> {
         match self.ids.get(slot) {
             Some(Some(id)) => self.blob(reader, *id, &entry.path, max_bytes),
             _ => Err(AccessError::NotFound { path: entry.path.clone() }),
-        }
-    }
-
-    pub(crate) fn known_text(&self, slot: usize) -> bool {
-        self.text.get(slot).is_some_and(|t| t.load(Ordering::Relaxed))
-    }
-
-    pub(crate) fn mark_text(&self, slot: usize) {
-        if let Some(t) = self.text.get(slot) {
-            t.store(true, Ordering::Relaxed);
         }
     }
 
@@ -214,7 +199,7 @@ impl View {
                             format!("more than {max_hops} symlinks on the way (a symlink loop?)"),
                         ));
                     }
-                    let target = self.blob(reader, *id, user_path, 4096)?;
+                    let target = self.blob(reader, *id, user_path, 4096)?.data;
                     let target = std::str::from_utf8(&target)
                         .map_err(|_| AccessError::refused(user_path, "a symlink on the way has a non-UTF-8 target"))?;
                     if target.contains('\0') {
@@ -251,10 +236,11 @@ impl View {
 
     /// The blob's content from the shared cache or the object store. Sizes are checked against
     /// the object header before decompressing, so a huge blob costs nothing to refuse.
-    fn blob(&self, reader: &Reader<'_>, id: ObjectId, path: &str, max_bytes: u64) -> Result<Arc<[u8]>, AccessError> {
+    fn blob(&self, reader: &Reader<'_>, id: ObjectId, path: &str, max_bytes: u64) -> Result<Blob, AccessError> {
         let too_large = |size: u64| AccessError::TooLarge { path: path.to_owned(), size, cap: max_bytes };
-        if let Some(data) = self.shared.blobs.get(&id) {
-            return if data.len() as u64 > max_bytes { Err(too_large(data.len() as u64)) } else { Ok(data) };
+        if let Some(blob) = self.shared.blobs.get(&id) {
+            let size = blob.data.len() as u64;
+            return if size > max_bytes { Err(too_large(size)) } else { Ok(blob) };
         }
         let missing = |_| AccessError::MissingObject { path: path.to_owned(), id };
         let repo = reader.shared_repo(&self.shared);
@@ -263,8 +249,6 @@ impl View {
             return Err(too_large(size));
         }
         let mut blob = repo.find_blob(id).map_err(missing)?;
-        let data: Arc<[u8]> = Arc::from(blob.take_data());
-        self.shared.blobs.insert(id, data.clone());
-        Ok(data)
+        Ok(self.shared.blobs.insert(id, Arc::from(blob.take_data())))
     }
 }

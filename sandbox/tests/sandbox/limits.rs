@@ -74,8 +74,8 @@ fn binary_files_are_skipped_by_grep_and_refused_by_read() {
     let fx = Fixture::new();
     let src = small_repo(&fx);
     let limits = Limits::default();
-    // With the content index and without it: a view remembers which files an earlier grep found
-    // free of NUL bytes, so repeated greps of one tree must keep skipping exactly the binary ones.
+    // With the content index and without it: the blob cache remembers which blobs hold a NUL
+    // byte, so repeated greps of one tree must keep skipping exactly the binary ones.
     for (name, index_bytes) in [("store", StoreOptions::default().index_bytes), ("scan", 0)] {
         let store = RepoStore::open_with(fx.path(name), StoreOptions { index_bytes, ..StoreOptions::default() })
             .expect("store");
