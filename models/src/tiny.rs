@@ -51,12 +51,15 @@ const CORPUS: &[&str] = &[
     "The relevant code is in the models module, where the request is prepared and sent.",
 ];
 
+/// The tiny config's hidden width.
+const TINY_WIDTH: usize = 64;
+
 /// The default tiny shape: hidden 64, 2 layers, 4 query heads over 2 KV heads of width 16.
 pub fn tiny_config() -> Qwen3Config {
     Qwen3Config {
         model_type: "qwen3".to_owned(),
         vocab_size: TINY_VOCAB,
-        hidden_size: 64,
+        hidden_size: TINY_WIDTH,
         intermediate_size: 128,
         num_hidden_layers: 2,
         num_attention_heads: 4,
@@ -105,7 +108,10 @@ pub fn write_checkpoint_with(dir: &Path, seed: u64, cfg: &Qwen3Config, shards: u
 ///
 /// Scales keep activations O(1) through the stack (uniform ±1/√fan_in for projections),
 /// embeddings spread so logits differ visibly, norm gains near 1 but not equal to it (so a
-/// forgotten gain shows up in the oracle test).
+/// forgotten gain shows up in the oracle test). The embeddings' bound is ±1 at the tiny
+/// config's width (64) and shrinks as 1/√hidden beyond it, so a published shape's tied logits
+/// keep the tiny config's spread instead of growing with √hidden (at ±1, Qwen3-0.6B's shape
+/// gave logits up to |251|, where float32 sums over 28 layers differ by 2e-4).
 pub fn random_weights(cfg: &Qwen3Config, seed: u64) -> Result<BTreeMap<String, Tensor>> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let dev = Device::Cpu;
@@ -116,7 +122,8 @@ pub fn random_weights(cfg: &Qwen3Config, seed: u64) -> Result<BTreeMap<String, T
     };
     let (h, i, d) = (cfg.hidden_size, cfg.intermediate_size, cfg.head_dim());
     let (nq, nkv) = (cfg.num_attention_heads, cfg.num_key_value_heads);
-    out.insert("model.embed_tokens.weight".to_owned(), uniform((cfg.vocab_size, h), 1.0, &mut rng)?);
+    let embed_bound = (TINY_WIDTH as f32 / h.max(TINY_WIDTH) as f32).sqrt();
+    out.insert("model.embed_tokens.weight".to_owned(), uniform((cfg.vocab_size, h), embed_bound, &mut rng)?);
     let gain = |n: usize, rng: &mut ChaCha8Rng| -> Result<Tensor> {
         let data: Vec<f32> = (0..n).map(|_| 1.0 + rng.random_range(-0.2f32..0.2)).collect();
         Ok(Tensor::from_vec(data, n, &Device::Cpu)?)
