@@ -254,13 +254,13 @@ fn rendered_diagnostics_snapshot() {
     let outcomes = verify(&program, &schema, &VerifyOptions::default()).expect("runs");
     let CheckOutcome::Failed { diagnostic } = &outcomes[3] else { panic!("{outcomes:?}") };
     expect_test::expect![[r#"
-        v3_sign.reward:9:1: error: check `sign(advantage) == sign(adv)` fails
-          |
-        9 | check sign(advantage) == sign(adv)
-          | ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
-          = help: found by property testing after 5 generated cases; shrunk to a minimal counterexample
-          = note: counterexample: group of 2 rollouts: #0: Fb(file) = 1, c = 1; #1: Fb(file) = 0, c = 0
-          = note: there: #0: reward = 1, adv = 0.9998, advantage = 0.4999; #1: reward = 0, adv = -0.9998, advantage = 0
+        v3_sign.reward:13:1: error: check `sign(advantage) == sign(adv)` fails
+           |
+        13 | check sign(advantage) == sign(adv)
+           | ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+           = help: found by property testing after 5 generated cases; shrunk to a minimal counterexample
+           = note: counterexample: group of 2 rollouts: #0: Fb(file) = 1, c = 1; #1: Fb(file) = 0, c = 0
+           = note: there: #0: reward = 1, adv = 0.9998, advantage = 0.4999; #1: reward = 0, adv = -0.9998, advantage = 0
     "#]]
     .assert_eq(&rewardlab_dsl::diag::render(&v3, diagnostic));
 }
