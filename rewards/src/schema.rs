@@ -72,6 +72,13 @@ pub fn feature_schema() -> FeatureSchema {
     schema
 }
 
+/// A leveled quality feature in [0, 1] scoring the predicted set against the target set.
+fn set_score(name: &str, what: &str) -> FeatureDecl {
+    FeatureDecl::number(name, Interval::UNIT, &format!("{what} of predicted vs target sets at a level"))
+        .with_levels(&LEVELS)
+        .with_role(Role::Quality)
+}
+
 fn features() -> FeatureSchema {
     let unit = Interval::UNIT;
     let counts = Interval::NON_NEGATIVE;
@@ -82,21 +89,9 @@ fn features() -> FeatureSchema {
                 .with_param("beta", DEFAULT_BETA, Interval::new(0.0, f64::INFINITY))
                 .with_role(Role::Quality),
         )
-        .with(
-            FeatureDecl::number("P", unit, "precision of predicted vs target sets at a level")
-                .with_levels(&LEVELS)
-                .with_role(Role::Quality),
-        )
-        .with(
-            FeatureDecl::number("R", unit, "recall of predicted vs target sets at a level")
-                .with_levels(&LEVELS)
-                .with_role(Role::Quality),
-        )
-        .with(
-            FeatureDecl::number("F1", unit, "F1 of predicted vs target sets at a level")
-                .with_levels(&LEVELS)
-                .with_role(Role::Quality),
-        )
+        .with(set_score("P", "precision"))
+        .with(set_score("R", "recall"))
+        .with(set_score("F1", "F1"))
         .with(
             FeatureDecl::number("c", Interval::new(0.0, 8.0), "average tool calls per turn, C / T")
                 .with_role(Role::Efficiency),

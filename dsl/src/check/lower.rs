@@ -107,6 +107,18 @@ impl<'s, 'a> Lowerer<'s, 'a> {
         }
     }
 
+    /// Lowers the conditions of `check` or `alert` statements (`statement` names which, for
+    /// the error), each of which must be a bool.
+    pub fn lower_conditions<'e>(&mut self, conds: impl Iterator<Item = &'e ast::Expr>, statement: &str) -> Vec<TExpr> {
+        conds
+            .map(|cond| {
+                let t = self.lower(cond);
+                self.expect(&t, Type::Bool, statement);
+                t
+            })
+            .collect()
+    }
+
     pub fn lower(&mut self, e: &ast::Expr) -> TExpr {
         let (kind, ty) = match &e.kind {
             ExprKind::Number(x) => (TKind::Number(*x), Some(Type::Number)),

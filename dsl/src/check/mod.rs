@@ -195,26 +195,10 @@ fn check_into(
         lowerer.slot_types[slot] = ty;
         bodies[slot] = Some(body);
     }
-    let checks: Vec<TExpr> = scope
-        .checks
-        .iter()
-        .map(|c| {
-            let t = lowerer.lower(&c.cond);
-            lowerer.expect(&t, Type::Bool, "`check`");
-            t
-        })
-        .collect();
+    let checks = lowerer.lower_conditions(scope.checks.iter().map(|c| &c.cond), "`check`");
     let check_deps: Vec<_> = scope.checks.iter().map(|c| order::references(&c.cond, &scope)).collect();
     lowerer.in_alert = true;
-    let alert_conds: Vec<TExpr> = scope
-        .alerts
-        .iter()
-        .map(|a| {
-            let t = lowerer.lower(&a.cond);
-            lowerer.expect(&t, Type::Bool, "`alert`");
-            t
-        })
-        .collect();
+    let alert_conds = lowerer.lower_conditions(scope.alerts.iter().map(|a| &a.cond), "`alert`");
     lowerer.in_alert = false;
     {
         let mut uniform = alerts::Uniform::new(&bodies);

@@ -71,15 +71,7 @@ impl Query {
         match (self, other) {
             (Query::All, q) | (q, Query::All) => q,
             (Query::Nothing, _) | (_, Query::Nothing) => Query::Nothing,
-            (Query::And(mut a), Query::And(b)) => {
-                a.extend(b);
-                Query::And(a)
-            }
-            (Query::And(mut a), q) | (q, Query::And(mut a)) => {
-                a.push(q);
-                Query::And(a)
-            }
-            (a, b) => Query::And(vec![a, b]),
+            (a, b) => Query::And(flattened(a, b, |q| if let Query::And(v) = q { Ok(v) } else { Err(q) })),
         }
     }
 
@@ -87,16 +79,25 @@ impl Query {
         match (self, other) {
             (Query::All, _) | (_, Query::All) => Query::All,
             (Query::Nothing, q) | (q, Query::Nothing) => q,
-            (Query::Or(mut a), Query::Or(b)) => {
-                a.extend(b);
-                Query::Or(a)
-            }
-            (Query::Or(mut a), q) | (q, Query::Or(mut a)) => {
-                a.push(q);
-                Query::Or(a)
-            }
-            (a, b) => Query::Or(vec![a, b]),
+            (a, b) => Query::Or(flattened(a, b, |q| if let Query::Or(v) = q { Ok(v) } else { Err(q) })),
         }
+    }
+}
+
+/// The operands of `a ∘ b` with nested `∘`s flattened one level: `operands` takes a query of the
+/// same operation apart (`Ok`) and hands any other back (`Err`). A nested side's operands come
+/// first, in order; a plain side follows them.
+fn flattened(a: Query, b: Query, operands: fn(Query) -> Result<Vec<Query>, Query>) -> Vec<Query> {
+    match (operands(a), operands(b)) {
+        (Ok(mut x), Ok(y)) => {
+            x.extend(y);
+            x
+        }
+        (Ok(mut x), Err(q)) | (Err(q), Ok(mut x)) => {
+            x.push(q);
+            x
+        }
+        (Err(a), Err(b)) => vec![a, b],
     }
 }
 
