@@ -11,6 +11,7 @@
 # sphinx-doc__sphinx.git, pydata__xarray.git, sympy__sympy.git): every repository of the Lite file
 # with a clone there takes part. The mirrors are only read. Knobs (environment):
 #   SEEDS=3 STEPS=80 PROMPTS=8 GROUP=8 EVAL_EVERY=20 MAX_TASKS=600 (mined per repository)
+#   KINDS=both (what is mined: "commits", "pull_requests" or "both")
 #   VARIANTS="v3" (shipped reward files rewards/codegrep_<v>.reward) BIN=target/release
 #   PROXY="" (extra `key = value` lines for the proxy's [policy] table, e.g. "ranking_prior = true",
 #   which the README's numbers use, $'ranking_prior = true\neval_average = 0.9' for session 7's,
@@ -59,7 +60,7 @@ study=$out/real.toml
 [[tasks]]
 source = "commits"
 repo = "$mirrors/${repo/\//__}.git"
-kinds = "both"
+kinds = "${KINDS:-both}"
 max_tasks = ${MAX_TASKS:-600}
 TOML
   done
