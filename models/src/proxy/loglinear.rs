@@ -82,6 +82,17 @@ pub(crate) fn decide(theta: &[f64], options: Vec<Features>, draw: Draw, rng: &mu
             chosen
         }
     };
+    unit(options, &logp, chosen, temperature)
+}
+
+/// The unit of a decision taken as `chosen` whatever the draw (a greedy plan made over
+/// several decisions at once), with its log-probability and entropy under `theta`.
+pub(crate) fn forced(theta: &[f64], options: Vec<Features>, chosen: usize) -> Unit {
+    let logp = log_softmax(&logits(theta, &options, 1.0));
+    unit(options, &logp, chosen, 1.0)
+}
+
+fn unit(options: Vec<Features>, logp: &[f64], chosen: usize, temperature: f64) -> Unit {
     let entropy = -logp.iter().map(|l| l.exp() * l).sum::<f64>();
     Unit { logp: logp[chosen], options, chosen, temperature, entropy }
 }

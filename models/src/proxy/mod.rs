@@ -126,6 +126,7 @@
 //! | [`ProxyConfig::source_greps`] | no source-only repeat of a grep whose output was cut |
 //! | [`ProxyConfig::eval_average`] (0, off, by default) | β > 0: greedy episodes use the moving average θ̄ of θ |
 //! | [`ProxyConfig::think`] | no thinking decisions: the length is a fixed count per action |
+//! | [`ProxyConfig::greedy_think_length`] (off by default) | on: greedy episodes think the likeliest number of chunks, not chunk by chunk |
 //!
 //! A study sets them under `[policy]` (`kind = "proxy"`, then e.g.
 //! `definitions = false`), or per variant (`policy = { definitions = false }`),
@@ -270,6 +271,12 @@ pub struct ProxyConfig {
     pub think: bool,
     /// Thinking chunks a turn may hold.
     pub max_think_chunks: usize,
+    /// Greedy episodes think the most likely number of chunks (the mode of the length the
+    /// stop/continue chain samples) instead of taking each decision at its argmax. Off by
+    /// default. Chunk by chunk, a "continue" just above ½ makes every greedy turn think to the
+    /// cap, so greedy episodes run out of budget while sampled ones stay short (README,
+    /// "Session 11"); the mode of that chain is no thinking at all.
+    pub greedy_think_length: bool,
     /// The rollout's generation budget in token equivalents (`max_completion_tokens` of an LLM
     /// rollout): a rollout that would exceed it is cut there, without an answer (`truncated`).
     pub max_completion_tokens: usize,
@@ -294,6 +301,7 @@ impl Default for ProxyConfig {
             eval_average: 0.0,
             think: true,
             max_think_chunks: 16,
+            greedy_think_length: false,
             max_completion_tokens: 1024,
         }
     }
@@ -401,13 +409,18 @@ impl ProxyPolicy {
         episode.temperature.map_or(Draw::Greedy, Draw::Sample)
     }
 
+    /// The parameters greedy episodes act with: θ̄ under [`ProxyConfig::eval_average`], else θ.
+    fn greedy_params(&self) -> &[f64] {
+        if self.config.eval_average > 0.0 { &self.average } else { &self.theta }
+    }
+
     /// Takes one decision, recording a unit unless it had a single option.
     fn decide(&self, episode: &mut ProxyEpisode, options: Vec<loglinear::Features>) -> usize {
         if options.len() == 1 {
             return 0;
         }
         let draw = Self::draw(episode);
-        let params = if draw == Draw::Greedy && self.config.eval_average > 0.0 { &self.average } else { &self.theta };
+        let params = if draw == Draw::Greedy { self.greedy_params() } else { &self.theta };
         let unit = decide(params, options, draw, &mut episode.rng);
         let chosen = unit.chosen;
         episode.units.push(unit);
@@ -453,8 +466,19 @@ impl ProxyPolicy {
     /// generation budget (the rollout is cut inside it).
     fn think(&self, episode: &mut ProxyEpisode, state: &[f64; features::STATE], answer_turn: bool) -> bool {
         let cap = self.config.max_think_chunks;
+        let planned = (self.config.greedy_think_length && Self::draw(episode) == Draw::Greedy)
+            .then(|| likeliest_length(self.greedy_params(), state, answer_turn, cap));
         for chunk in 0..cap {
-            if self.decide(episode, features::think_options(state, answer_turn, chunk, cap)) == 0 {
+            let options = features::think_options(state, answer_turn, chunk, cap);
+            let go_on = match planned {
+                Some(n) => {
+                    let unit = loglinear::forced(self.greedy_params(), options, usize::from(chunk < n));
+                    episode.units.push(unit);
+                    chunk < n
+                }
+                None => self.decide(episode, options) == 1,
+            };
+            if !go_on {
                 break;
             }
             if !episode.spend(TOKENS_PER_THINK_CHUNK) {
@@ -520,6 +544,35 @@ impl ProxyPolicy {
         picked.truncate(k);
         picked
     }
+}
+
+/// The most likely number of thinking chunks of a turn under `params`: the chain stops after
+/// `n < cap` chunks with probability `p_0 ⋯ p_{n−1} (1 − p_n)` and thinks all `cap` with
+/// `p_0 ⋯ p_{cap−1}`, where `p_i` is chunk `i`'s "continue" probability. Ties go to fewer chunks,
+/// as a greedy decision's go to "stop".
+fn likeliest_length(params: &[f64], state: &[f64; features::STATE], answer_turn: bool, cap: usize) -> usize {
+    // log p_i and log(1 − p_i) from the two options' log-softmax ("stop" first).
+    let steps: Vec<(f64, f64)> = (0..cap)
+        .map(|chunk| {
+            let logp = loglinear::log_softmax(&loglinear::logits(
+                params,
+                &features::think_options(state, answer_turn, chunk, cap),
+                1.0,
+            ));
+            (logp[1], logp[0])
+        })
+        .collect();
+    let (mut best, mut best_logp, mut prefix) = (0, f64::NEG_INFINITY, 0.0);
+    for n in 0..=cap {
+        let logp = prefix + steps.get(n).map_or(0.0, |&(_, stop)| stop);
+        if logp > best_logp {
+            (best, best_logp) = (n, logp);
+        }
+        if let Some(&(go_on, _)) = steps.get(n) {
+            prefix += go_on;
+        }
+    }
+    best
 }
 
 /// Hit lines widened by `margin` and merged where they touch.

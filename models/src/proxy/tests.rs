@@ -881,6 +881,51 @@ fn thinking_adds_chunks_the_policy_chooses_and_the_budget_cuts_the_rollout() {
 }
 
 #[test]
+fn greedy_thinking_by_length_takes_the_likeliest_number_of_chunks() {
+    let config = ProxyConfig { max_completion_tokens: 100_000, ..ProxyConfig::default() };
+    let by_length = ProxyConfig { greedy_think_length: true, ..config };
+    let turn = TurnInfo { index: 0, max_turns: 4, max_calls_per_turn: 8, must_answer: false };
+    let task = TaskPrompt { id: "t".into(), text: ISSUE.into() };
+    let think_tokens = |policy: &ProxyPolicy| {
+        let mut episode = policy.begin(&task, Sampling::Greedy, 0).expect("begin");
+        let out = policy.act(&mut [&mut episode], turn).expect("act").pop().expect("an output");
+        let TurnOutput::Calls(calls) = out else { panic!("turn 0 calls: {out:?}") };
+        policy.completion_tokens(&episode) - TOKENS_PER_TURN - TOKENS_PER_CALL * calls.len()
+    };
+    // "Continue" at σ(0.2) ≈ 0.55 in every chunk: chunk by chunk, greedy thinks to the cap; the
+    // likeliest length of that chain is none (0.45 against 0.55 · 0.45 for one chunk, and so on).
+    let cap = config.max_think_chunks * TOKENS_PER_THINK_CHUNK;
+    assert_eq!(think_tokens(&thinker(0.2, config)), cap);
+    assert_eq!(think_tokens(&thinker(0.2, by_length)), 0);
+    // Nearly sure to continue: both think to the cap. Nearly sure to stop: neither thinks.
+    assert_eq!(think_tokens(&thinker(12.0, by_length)), cap);
+    assert_eq!(think_tokens(&thinker(-12.0, by_length)), 0);
+    // Sampled episodes are unchanged by the switch (same draws, same tokens).
+    let sample = Sampling::Sample { temperature: 1.0 };
+    let (a, _) = rollout(&thinker(0.2, config), sample, 3, 4);
+    let (b, _) = rollout(&thinker(0.2, by_length), sample, 3, 4);
+    assert_eq!((a.tokens, a.used), (b.tokens, b.used));
+
+    // A "continue" that fades with the chunks thought: the mode against every length's
+    // probability written out.
+    let mut theta = vec![0.0; DIM];
+    theta[features::THINK_CONTINUE] = 2.0;
+    theta[features::THINK_CONTINUE + features::STATE + 1] = -8.0;
+    let state = [1.0; features::STATE];
+    let cap = 16;
+    let go_on = |chunk: usize| {
+        let logits = loglinear::logits(&theta, &features::think_options(&state, false, chunk, cap), 1.0);
+        1.0 / (1.0 + (logits[0] - logits[1]).exp())
+    };
+    let probability = |n: usize| (0..n).map(go_on).product::<f64>() * if n < cap { 1.0 - go_on(n) } else { 1.0 };
+    let total: f64 = (0..=cap).map(probability).sum();
+    assert!((total - 1.0).abs() < 1e-12, "the lengths' probabilities sum to {total}");
+    let mode = (0..=cap).fold(0, |best, n| if probability(n) > probability(best) { n } else { best });
+    assert_eq!(likeliest_length(&theta, &state, false, cap), mode);
+    assert!(mode > 0 && mode < cap, "an interior mode: {mode}");
+}
+
+#[test]
 fn the_thinking_decision_learns_from_the_advantage_like_any_other() {
     // REINFORCE that pays for long completions raises the continue logit; paying for short ones lowers it.
     for (sign, expect_up) in [(1.0, true), (-1.0, false)] {
