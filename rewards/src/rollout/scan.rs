@@ -404,7 +404,7 @@ mod tests {
                         state ^= state >> 7;
                         state ^= state << 17;
                         // Mostly plain bytes, so the special one lands anywhere.
-                        if state % 8 == 0 {
+                        if state.is_multiple_of(8) {
                             alphabet[(state >> 8) as usize % alphabet.len()]
                         } else {
                             b'a' + (state >> 8) as u8 % 26
