@@ -185,14 +185,10 @@ impl<'a> Scanner<'a> {
             return Some(None);
         }
         let mut out = Vec::new();
-        if self.open(b'[', b']')? {
-            loop {
-                out.push(Text(Cow::Borrowed(self.str()?)));
-                if !self.more(b']')? {
-                    break;
-                }
-            }
-        }
+        self.array(|s| {
+            out.push(Text(Cow::Borrowed(s.str()?)));
+            Some(())
+        })?;
         Some(Some(out))
     }
 
@@ -201,15 +197,24 @@ impl<'a> Scanner<'a> {
             return Some(None);
         }
         let mut out = Vec::new();
+        self.array(|s| {
+            out.push(LineRange::parse(s.str()?).ok()?);
+            Some(())
+        })?;
+        Some(Some(out))
+    }
+
+    /// Each element of an array in turn (`item(self)` reads it).
+    fn array(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
         if self.open(b'[', b']')? {
             loop {
-                out.push(LineRange::parse(self.str()?).ok()?);
+                item(self)?;
                 if !self.more(b']')? {
                     break;
                 }
             }
         }
-        Some(Some(out))
+        Some(())
     }
 
     /// Each key of an object in turn (`field(self, key)` reads its value).
@@ -275,23 +280,15 @@ impl<'a> Scanner<'a> {
             return Some(None);
         }
         let mut turns = Vec::new();
-        if self.open(b'[', b']')? {
-            loop {
-                let mut calls = Vec::new();
-                if self.open(b'[', b']')? {
-                    loop {
-                        calls.push(self.call()?);
-                        if !self.more(b']')? {
-                            break;
-                        }
-                    }
-                }
-                turns.push(calls);
-                if !self.more(b']')? {
-                    break;
-                }
-            }
-        }
+        self.array(|s| {
+            let mut calls = Vec::new();
+            s.array(|s| {
+                calls.push(s.call()?);
+                Some(())
+            })?;
+            turns.push(calls);
+            Some(())
+        })?;
         Some(Some(turns))
     }
 
@@ -314,17 +311,7 @@ impl<'a> Scanner<'a> {
         match self.peek()? {
             b'"' => self.skip_string(),
             b'{' => self.object(|s, _| s.skip(depth + 1)),
-            b'[' => {
-                if self.open(b'[', b']')? {
-                    loop {
-                        self.skip(depth + 1)?;
-                        if !self.more(b']')? {
-                            break;
-                        }
-                    }
-                }
-                Some(())
-            }
+            b'[' => self.array(|s| s.skip(depth + 1)),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),
