@@ -5,7 +5,17 @@
 //! - `compiled`: the fused CPU backend (`CompiledProgram::eval`);
 //! - `hand_written`: a Rust loop written for that formula alone — one pass
 //!   per group, the group's rewards on the stack, no allocation per row;
-//! - `interpreter`: the tree-walking oracle.
+//! - `interpreter`: the tree-walking oracle;
+//!
+//! and the first two again evaluating into outputs kept from the previous
+//! iteration (`compiled_into`: `CompiledProgram::eval_into` with one
+//! `Workspace`; `hand_written_into`: the same loop writing into the same
+//! `Outputs`). The pairs compare like with like: `compiled`/`hand_written`
+//! both allocate three fresh 8 MB output columns per evaluation (the system
+//! faults their pages in and unmaps them again, the same cost on both sides
+//! and most of a cheap formula's time); the `_into` pair allocates nothing,
+//! so its ratio is the kernels' own, which is what a caller evaluating many
+//! tables (training steps, re-scoring runs) pays.
 //!
 //! A last group measures parse + check + compile of each reward file.
 //! Every bench first checks that the compiled and hand-written values agree.
@@ -17,7 +27,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rewardlab_dsl::check::{CheckOptions, compile_source};
-use rewardlab_dsl::cpu::CompiledProgram;
+use rewardlab_dsl::cpu::{CompiledProgram, Workspace};
 use rewardlab_dsl::{EvalOptions, FeatureTable, Outputs, Program, SourceFile, interp};
 
 const ROLLOUTS: usize = 1 << 20;
@@ -64,11 +74,24 @@ fn grpo_group(r: &[f64; GROUP], discount: impl Fn(usize) -> f64, adv: &mut [f64]
     }
 }
 
-/// The baseline loop shared by the formulas: `reward_of(row)`, GRPO, and a
-/// per-row advantage discount.
+/// `column` sized to `n` values, kept when large enough, else a fresh zeroed
+/// allocation: what `eval_into` does with its buffers.
+fn sized(column: &mut Vec<f64>, n: usize) {
+    if column.capacity() < n {
+        *column = vec![0.0; n];
+    } else {
+        column.truncate(n);
+        column.resize(n, 0.0);
+    }
+}
+
+/// The baseline loop shared by the formulas, into `out`: `reward_of(row)`,
+/// GRPO, and a per-row advantage discount.
 #[inline(always)]
-fn hand_loop(n: usize, reward_of: impl Fn(usize) -> f64, discount: impl Fn(usize) -> f64) -> Outputs {
-    let mut out = Outputs { reward: vec![0.0; n], adv: vec![0.0; n], advantage: vec![0.0; n] };
+fn hand_loop(n: usize, reward_of: impl Fn(usize) -> f64, discount: impl Fn(usize) -> f64, out: &mut Outputs) {
+    for column in [&mut out.reward, &mut out.adv, &mut out.advantage] {
+        sized(column, n);
+    }
     let groups = out
         .reward
         .chunks_exact_mut(GROUP)
@@ -80,19 +103,18 @@ fn hand_loop(n: usize, reward_of: impl Fn(usize) -> f64, discount: impl Fn(usize
         reward.copy_from_slice(&r);
         grpo_group(&r, |i| discount(base + i), adv, advantage);
     }
-    out
 }
 
 fn col<'t>(t: &'t FeatureTable, key: &str) -> &'t [f64] {
     t.column(key).unwrap_or_else(|| panic!("bench table has `{key}`"))
 }
 
-fn codegrep_v1(t: &FeatureTable) -> Outputs {
+fn codegrep_v1(t: &FeatureTable, out: &mut Outputs) {
     let (fbf, fbl, c) = (col(t, "Fb(file)"), col(t, "Fb(lr)"), col(t, "c"));
-    hand_loop(t.rows(), |i| (fbf[i] + fbl[i]) / 2.0 / f64::max(1.0, c[i] / 4.0), |_| 1.0)
+    hand_loop(t.rows(), |i| (fbf[i] + fbl[i]) / 2.0 / f64::max(1.0, c[i] / 4.0), |_| 1.0, out)
 }
 
-fn codegrep_v2(t: &FeatureTable) -> Outputs {
+fn codegrep_v2(t: &FeatureTable, out: &mut Outputs) {
     let (fbf, fbl, c) = (col(t, "Fb(file)"), col(t, "Fb(lr)"), col(t, "c"));
     hand_loop(
         t.rows(),
@@ -100,15 +122,16 @@ fn codegrep_v2(t: &FeatureTable) -> Outputs {
             if c[i] > 0.0 { (fbf[i] + fbl[i]) / 2.0 } else { 0.0 }
         },
         |i| f64::min(c[i] / 4.0, 1.0).sqrt(),
+        out,
     )
 }
 
-fn codegrep_v3(t: &FeatureTable) -> Outputs {
+fn codegrep_v3(t: &FeatureTable, out: &mut Outputs) {
     let (fbf, c) = (col(t, "Fb(file)"), col(t, "c"));
-    hand_loop(t.rows(), |i| if c[i] > 0.0 { fbf[i] } else { 0.0 }, |i| f64::min(c[i] / 4.0, 1.0).sqrt())
+    hand_loop(t.rows(), |i| if c[i] > 0.0 { fbf[i] } else { 0.0 }, |i| f64::min(c[i] / 4.0, 1.0).sqrt(), out)
 }
 
-fn fusesearch_f1_times_e(t: &FeatureTable) -> Outputs {
+fn fusesearch_f1_times_e(t: &FeatureTable, out: &mut Outputs) {
     let (f1f, f1g, e) = (col(t, "F1(file)"), col(t, "F1(func)"), col(t, "e"));
     let (w, alpha, gamma) = (0.5, 1.0, 0.5);
     hand_loop(
@@ -118,10 +141,11 @@ fn fusesearch_f1_times_e(t: &FeatureTable) -> Outputs {
             alpha * f1 + gamma * (f1 * e[i])
         },
         |_| 1.0,
+        out,
     )
 }
 
-type HandWritten = fn(&FeatureTable) -> Outputs;
+type HandWritten = fn(&FeatureTable, &mut Outputs);
 
 const FORMULAS: [(&str, &str, HandWritten); 4] = [
     ("codegrep_v1", "codegrep_v1.reward", codegrep_v1),
@@ -146,9 +170,16 @@ fn evaluation(c: &mut Criterion) {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("one-thread pool");
     for (name, file, hand) in FORMULAS {
         let compiled = CompiledProgram::new(&compile(file));
-        let want = hand(&table);
+        let fresh = |table: &FeatureTable| {
+            let mut out = Outputs::default();
+            hand(table, &mut out);
+            out
+        };
+        let want = fresh(&table);
         let got = pool.install(|| compiled.eval(&table, &options)).expect("finite");
         assert_close(name, &got, &want);
+        let (mut space, mut compiled_out, mut hand_out) =
+            (Workspace::default(), Outputs::default(), Outputs::default());
 
         let mut group = c.benchmark_group(format!("reward_eval/{name}"));
         group.throughput(Throughput::Elements(ROLLOUTS as u64));
@@ -156,11 +187,20 @@ fn evaluation(c: &mut Criterion) {
         group.bench_function("compiled", |b| {
             b.iter(|| pool.install(|| compiled.eval(black_box(&table), &options)).expect("finite"))
         });
-        group.bench_function("hand_written", |b| b.iter(|| hand(black_box(&table))));
+        group.bench_function("hand_written", |b| b.iter(|| fresh(black_box(&table))));
+        group.bench_function("compiled_into", |b| {
+            b.iter(|| {
+                pool.install(|| compiled.eval_into(black_box(&table), &options, &mut space, &mut compiled_out))
+                    .expect("finite")
+            })
+        });
+        group.bench_function("hand_written_into", |b| b.iter(|| hand(black_box(&table), &mut hand_out)));
         group.bench_function("interpreter", |b| {
             b.iter(|| pool.install(|| interp::eval(compiled.program(), black_box(&table), &options)).expect("finite"))
         });
         group.finish();
+        assert_close(name, &compiled_out, &want);
+        assert_close(name, &hand_out, &want);
     }
 }
 

@@ -10,7 +10,8 @@
 //! rollout with no calls has `e = 0`.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::collections::hash_map::Entry;
+use std::hash::Hash;
 
 use rewardlab_protocol::Entity;
 
@@ -61,8 +62,10 @@ pub(crate) fn efficiency_of<C, E: Eq + Hash>(
     let total_entities: usize = turns.iter().flatten().map(|c| entities(c).map_or(0, <[E]>::len)).sum();
     // Each entity maps to the last call that returned it: one lookup per entity
     // tells a new entity, one returned earlier, and a repeat within this call apart.
-    let mut last_call: HashMap<&E, usize, BuildHasherDefault<Fnv>> =
-        HashMap::with_capacity_and_hasher(total_entities, Default::default());
+    // foldhash (fixed seed): entities are short and not adversarial, and the
+    // hash is most of `e`'s time.
+    let mut last_call: HashMap<&E, usize, foldhash::fast::FixedState> =
+        HashMap::with_capacity_and_hasher(total_entities, foldhash::fast::FixedState::default());
     let mut total = 0.0;
     let mut n = 0usize;
     for (t, turn) in turns.iter().enumerate() {
@@ -71,15 +74,16 @@ pub(crate) fn efficiency_of<C, E: Eq + Hash>(
             n += 1;
             let (mut distinct, mut new) = (0usize, 0usize);
             for e in entities {
-                match last_call.get_mut(e) {
-                    None => {
-                        last_call.insert(e, n);
+                // One hash per entity: the entry is found or made at once.
+                match last_call.entry(e) {
+                    Entry::Vacant(slot) => {
+                        slot.insert(n);
                         distinct += 1;
                         new += 1;
                     }
-                    Some(last) if *last == n => {}
-                    Some(last) => {
-                        *last = n;
+                    Entry::Occupied(slot) if *slot.get() == n => {}
+                    Entry::Occupied(mut slot) => {
+                        *slot.get_mut() = n;
                         distinct += 1;
                     }
                 }
@@ -90,30 +94,6 @@ pub(crate) fn efficiency_of<C, E: Eq + Hash>(
         }
     }
     Ok(if n == 0 { 0.0 } else { total / n as f64 })
-}
-
-/// FNV-1a: entities are short and not adversarial, so a simple hash
-/// beats SipHash here (the `e` column dominated the feature benchmark).
-#[derive(Clone, Copy, Debug)]
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Fnv {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 ^= u64::from(b);
-            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rayon::prelude::*;
 
-use super::CompiledProgram;
 use super::kernels;
 use super::plan::{Loc, StagePlan, Step};
+use super::{CompiledProgram, Workspace};
 use crate::ast::BinOp;
 use crate::hir::ReduceOp;
 use crate::interp::ops;
@@ -55,20 +55,45 @@ pub(crate) struct Run {
     pub non_finite: bool,
 }
 
-/// Evaluates every stage.
-pub(crate) fn run(program: &CompiledProgram, table: &FeatureTable, features: &[Option<&[f64]>]) -> Run {
+/// `buffer` resized to `n` values, its allocation kept when it is large
+/// enough. Every value is overwritten by the stage that writes the column, so
+/// only a grown tail is zeroed; a buffer too small is replaced by a fresh
+/// zeroed allocation (whose pages the system zeroes lazily) rather than grown.
+pub(crate) fn sized(mut buffer: Vec<f64>, n: usize) -> Vec<f64> {
+    if buffer.capacity() < n {
+        return vec![0.0; n];
+    }
+    buffer.truncate(n);
+    buffer.resize(n, 0.0);
+    buffer
+}
+
+/// Evaluates every stage into `space`: the columns it writes reuse the
+/// buffers found there (see [`sized`]) and stay there when it returns, `true`
+/// when some output value is NaN or infinite.
+pub(crate) fn run(
+    program: &CompiledProgram,
+    table: &FeatureTable,
+    features: &[Option<&[f64]>],
+    space: &mut Workspace,
+) -> bool {
     let ir = &program.ir;
     let o = ir.outputs;
     let is_output = |c: ColumnId| c == o.reward || c == o.adv || c == o.advantage;
     let non_finite = AtomicBool::new(false);
-    let mut columns: Vec<Vec<f64>> = vec![Vec::new(); ir.columns.len()];
-    let mut group_values: Vec<Vec<f64>> = vec![Vec::new(); ir.group_values];
+    space.columns.resize_with(ir.columns.len(), Vec::new);
+    space.group_values.resize_with(ir.group_values, Vec::new);
+    let Workspace { columns, group_values } = space;
     let mut batch_values: Vec<f64> = vec![0.0; ir.batch_values];
     let params: Vec<f64> = ir.params.iter().map(|(_, v)| *v).collect();
     let blocks = blocks(table);
     for step in &program.steps {
         match step {
             Step::Batch(s) => {
+                let mut ranks = match &ir.stages[*s] {
+                    Stage::BatchRank { out, .. } => sized(std::mem::take(&mut columns[*out]), table.rows()),
+                    _ => Vec::new(),
+                };
                 let source = |arg: &Source| -> &[f64] {
                     match *arg {
                         Source::Feature(f) => features[f].expect("reached features are resolved"),
@@ -86,7 +111,6 @@ pub(crate) fn run(program: &CompiledProgram, table: &FeatureTable, features: &[O
                         };
                     }
                     Stage::BatchRank { arg, mask, out } => {
-                        let mut ranks = vec![0.0; table.rows()];
                         match mask {
                             Some(m) => ops::rank_masked_into(source(arg), source(m), &mut ranks),
                             None => ops::rank_into(source(arg), &mut ranks),
@@ -104,13 +128,13 @@ pub(crate) fn run(program: &CompiledProgram, table: &FeatureTable, features: &[O
                 let mut fresh_cols: Vec<Vec<f64>> = Vec::with_capacity(written.len());
                 for (slot, &c) in written.iter().enumerate() {
                     col_slot[c] = Some(slot);
-                    fresh_cols.push(vec![0.0; table.rows()]);
+                    fresh_cols.push(sized(std::mem::take(&mut columns[c]), table.rows()));
                 }
                 let mut group_slot = vec![None; ir.group_values];
                 let mut fresh_groups: Vec<Vec<f64>> = Vec::with_capacity(written_groups.len());
                 for (slot, &g) in written_groups.iter().enumerate() {
                     group_slot[g] = Some(slot);
-                    fresh_groups.push(vec![0.0; table.groups()]);
+                    fresh_groups.push(sized(std::mem::take(&mut group_values[g]), table.groups()));
                 }
                 let mut outs: Vec<BlockOut<'_>> = blocks
                     .iter()
@@ -135,9 +159,9 @@ pub(crate) fn run(program: &CompiledProgram, table: &FeatureTable, features: &[O
                 let env = Env {
                     program,
                     features,
-                    columns: &columns,
+                    columns,
                     col_slot: &col_slot,
-                    group_values: &group_values,
+                    group_values,
                     group_slot: &group_slot,
                     batch_values: &batch_values,
                     params: &params,
@@ -162,7 +186,7 @@ pub(crate) fn run(program: &CompiledProgram, table: &FeatureTable, features: &[O
             }
         }
     }
-    Run { columns, non_finite: non_finite.into_inner() }
+    non_finite.into_inner()
 }
 
 /// Evaluates several programs whose stages are all one pass of block steps

@@ -100,10 +100,60 @@ impl CompiledProgram {
 
     /// Evaluates `reward`, `adv` and `advantage` for every row, in table order.
     pub fn eval(&self, table: &FeatureTable, options: &EvalOptions) -> Result<Outputs, EvalError> {
-        let features = interp::prepare(&self.program, table, options, &self.reach)?;
-        let run = exec::run(self, table, &features);
-        self.finish(table, options, run)
+        let mut outputs = Outputs::default();
+        self.eval_into(table, options, &mut Workspace::default(), &mut outputs)?;
+        Ok(outputs)
     }
+
+    /// [`CompiledProgram::eval`] into buffers kept between calls: `outputs`'
+    /// three vectors are overwritten (resized to the table's rows, their
+    /// allocations reused when large enough) and the columns and group values
+    /// the passes write in between live in `space`, which keeps them for the
+    /// next call. The values are bit for bit those of `eval`, whatever the
+    /// buffers held before and whatever table they last saw. Evaluating many
+    /// tables this way (training steps, re-scoring runs) allocates nothing per
+    /// call once the buffers have grown to the largest table, so no fresh
+    /// pages are faulted in and unmapped per evaluation.
+    ///
+    /// On an error `outputs` is left unspecified (sized to the table, or as
+    /// it was when the features were missing).
+    pub fn eval_into(
+        &self,
+        table: &FeatureTable,
+        options: &EvalOptions,
+        space: &mut Workspace,
+        outputs: &mut Outputs,
+    ) -> Result<(), EvalError> {
+        let features = interp::prepare(&self.program, table, options, &self.reach)?;
+        // The output columns are written into the caller's own buffers: lent
+        // to the workspace for the run, taken back after it.
+        space.columns.resize_with(self.ir.columns.len(), Vec::new);
+        let o = self.ir.outputs;
+        for (c, buffer, later) in [
+            (o.advantage, &mut outputs.advantage, &[][..]),
+            (o.adv, &mut outputs.adv, &[o.advantage][..]),
+            (o.reward, &mut outputs.reward, &[o.adv, o.advantage][..]),
+        ] {
+            if !later.contains(&c) && buffer.capacity() > space.columns[c].capacity() {
+                space.columns[c] = std::mem::take(buffer);
+            }
+        }
+        let non_finite = exec::run(self, table, &features, space);
+        self.finish(table, options, &mut space.columns, non_finite, outputs)
+    }
+}
+
+/// The buffers [`CompiledProgram::eval_into`] evaluates in, kept from call to
+/// call: the full-length columns and per-group values that one pass writes and
+/// a later one reads. Any program may use any workspace (it is resized to the
+/// program's columns), but one per program avoids regrowing.
+#[derive(Clone, Debug, Default)]
+pub struct Workspace {
+    /// By [`ir::ColumnId`]; the outputs' columns are lent by the caller's
+    /// [`Outputs`] during a run and are empty between runs.
+    columns: Vec<Vec<f64>>,
+    /// By [`ir::GroupValueId`], one value per group.
+    group_values: Vec<Vec<f64>>,
 }
 
 impl CompiledProgram {
@@ -127,25 +177,44 @@ impl CompiledProgram {
         let Some(runs) = runs else {
             return programs.iter().map(|p| p.eval(table, options)).collect();
         };
-        programs.iter().zip(runs).map(|(p, run)| p.finish(table, options, run)).collect()
+        programs
+            .iter()
+            .zip(runs)
+            .map(|(p, mut run)| {
+                let mut outputs = Outputs::default();
+                p.finish(table, options, &mut run.columns, run.non_finite, &mut outputs).map(|()| outputs)
+            })
+            .collect()
     }
 
-    /// The outputs of a run, or the interpreter's account of its first non-finite value.
-    fn finish(&self, table: &FeatureTable, options: &EvalOptions, run: exec::Run) -> Result<Outputs, EvalError> {
-        let exec::Run { mut columns, non_finite } = run;
+    /// Moves a run's output columns into `outputs`, or returns the
+    /// interpreter's account of its first non-finite value.
+    fn finish(
+        &self,
+        table: &FeatureTable,
+        options: &EvalOptions,
+        columns: &mut [Vec<f64>],
+        non_finite: bool,
+        outputs: &mut Outputs,
+    ) -> Result<(), EvalError> {
         let o = self.ir.outputs;
-        // Outputs may share a column (`advantage = adv`): clone only then.
-        let mut take = |c: usize, later: &[usize]| {
-            if later.contains(&c) { columns[c].clone() } else { std::mem::take(&mut columns[c]) }
-        };
-        let reward = take(o.reward, &[o.adv, o.advantage]);
-        let adv = take(o.adv, &[o.advantage]);
-        let advantage = take(o.advantage, &[]);
-        let outputs = Outputs { reward, adv, advantage };
-        if options.non_finite == NonFinite::Error && non_finite {
-            return Err(interp::explain_non_finite(&self.program, table, &outputs));
+        // Outputs share a column only when a rank is output twice: copied then
+        // (into the buffer the output already has), moved otherwise.
+        for (c, buffer, later) in [
+            (o.reward, &mut outputs.reward, &[o.adv, o.advantage][..]),
+            (o.adv, &mut outputs.adv, &[o.advantage][..]),
+            (o.advantage, &mut outputs.advantage, &[][..]),
+        ] {
+            if later.contains(&c) {
+                buffer.clone_from(&columns[c]);
+            } else {
+                *buffer = std::mem::take(&mut columns[c]);
+            }
         }
-        Ok(outputs)
+        if options.non_finite == NonFinite::Error && non_finite {
+            return Err(interp::explain_non_finite(&self.program, table, outputs));
+        }
+        Ok(())
     }
 }
 

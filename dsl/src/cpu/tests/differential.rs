@@ -210,6 +210,15 @@ proptest! {
             let other = pool.install(|| compiled.eval(&table, &allow)).expect("same as one thread");
             prop_assert!(same_bits(&got, &other), "thread count changed the results");
         }
+        // Evaluating into buffers that other tables (larger or smaller) left
+        // behind changes nothing.
+        let (mut space, mut outputs) = (Workspace::default(), Outputs::default());
+        for seed in [1, 2] {
+            let other = Gen { rng: ChaCha8Rng::seed_from_u64(data_seed ^ seed) }.table();
+            let _ = compiled.eval_into(&other, &allow, &mut space, &mut outputs);
+            one.install(|| compiled.eval_into(&table, &allow, &mut space, &mut outputs)).expect("every feature is present");
+            prop_assert!(same_bits(&got, &outputs), "reused buffers changed the results");
+        }
         // With the default policy, both fail the same way (or both succeed).
         let strict = EvalOptions::default();
         let want = interp::eval(&program, &table, &strict);

@@ -105,6 +105,65 @@ fn layered_program_matches_and_folds() {
     assert!(ir.contains(": batch b0 = std(") && ir.contains(": group c"), "{ir}");
 }
 
+/// `eval_into` with one workspace and one `Outputs` over tables of 900, 3
+/// and 500 groups (growing, shrinking, growing within the kept capacity),
+/// the outputs filled with garbage before each call: every call equals a
+/// fresh `eval` bit for bit. `layered` has batch steps between its passes and
+/// a group rank; `ranked` outputs one batch rank three times, so its outputs
+/// share a column and two are copied.
+#[test]
+fn eval_into_reused_buffers_give_a_fresh_evaluations_bits() {
+    let mut b = Builder::default();
+    let c = b.feature("cost");
+    let r = b.reward(batch(ReduceOp::Rank, c));
+    b.adv(r);
+    let ranked = b.build();
+    for program in [layered(), gated_program(), ranked] {
+        let compiled = CompiledProgram::new(&program);
+        let (mut space, mut outputs) = (Workspace::default(), Outputs::default());
+        for groups in [900, 3, 500, 900] {
+            let t = big_table(|g| 1 + g % 9, groups);
+            let want = compiled.eval(&t, &EvalOptions::default()).expect("finite");
+            for column in [&mut outputs.reward, &mut outputs.adv, &mut outputs.advantage] {
+                column.iter_mut().for_each(|x| *x = f64::NAN);
+            }
+            compiled.eval_into(&t, &EvalOptions::default(), &mut space, &mut outputs).expect("finite");
+            assert!(same_bits(&outputs, &want), "{groups} groups");
+        }
+    }
+}
+
+#[test]
+fn eval_into_keeps_the_output_allocations() {
+    let compiled = CompiledProgram::new(&gated_program());
+    let (mut space, mut outputs) = (Workspace::default(), Outputs::default());
+    let t = big_table(|_| 8, 400);
+    compiled.eval_into(&t, &EvalOptions::default(), &mut space, &mut outputs).expect("finite");
+    let pointers = |o: &Outputs| [o.reward.as_ptr(), o.adv.as_ptr(), o.advantage.as_ptr()];
+    let before = pointers(&outputs);
+    let smaller = big_table(|_| 8, 100);
+    compiled.eval_into(&smaller, &EvalOptions::default(), &mut space, &mut outputs).expect("finite");
+    assert_eq!(pointers(&outputs), before);
+    assert_eq!(outputs.reward.len(), smaller.rows());
+    compiled.eval_into(&t, &EvalOptions::default(), &mut space, &mut outputs).expect("finite");
+    assert_eq!(pointers(&outputs), before);
+}
+
+#[test]
+fn eval_into_reports_the_errors_eval_does() {
+    let p = gated_program();
+    let compiled = CompiledProgram::new(&p);
+    let (mut space, mut outputs) = (Workspace::default(), Outputs::default());
+    let missing = table(&[2], &[("cost", &[1.0, 2.0])]);
+    assert_eq!(
+        compiled.eval_into(&missing, &EvalOptions::default(), &mut space, &mut outputs),
+        Err(EvalError::MissingFeature { key: "grade(word)".into() })
+    );
+    let t = big_table(|_| 8, 20);
+    compiled.eval_into(&t, &EvalOptions::default(), &mut space, &mut outputs).expect("finite after an error");
+    assert!(same_bits(&outputs, &compiled.eval(&t, &EvalOptions::default()).expect("finite")));
+}
+
 #[test]
 fn set_param_takes_effect_without_recompiling() {
     let mut p = layered();

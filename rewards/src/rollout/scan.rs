@@ -1,0 +1,405 @@
+//! A hand-written reader of the common rollout line, for [`RolloutRef::parse`].
+//!
+//! `serde_json` spends most of a big log's time dispatching through its
+//! visitors; this reader knows the record's shape and walks the bytes once,
+//! borrowing every string. It is a fast path only: it accepts a strict subset
+//! of what `serde_json` accepts and gives up (`None`) on anything outside it,
+//! and the caller then reads the line with `serde_json` as before, so every
+//! verdict and message stays `serde_json`'s. What it gives up on:
+//!
+//! - any backslash in a string it keeps (group, paths, entities, tools) or in
+//!   a key; in a skipped value (`args`, unknown keys), `\u` escapes (the
+//!   others are checked as JSON defines them);
+//! - numbers with an exponent or more than 15 digits in skipped values (so
+//!   each is a finite `f64`, as `serde_json` requires), and any
+//!   `completion_tokens` but a plain `u64`;
+//! - a struct written as an array, a duplicated key of the record, a
+//!   selection or a call, an unknown key of a selection, a missing `group` or
+//!   `tool`, a line range that does not parse, nesting deeper than
+//!   [`MAX_DEPTH`], and everything that is not JSON.
+//!
+//! The differential test in `rollout`'s tests checks that whatever it accepts
+//! `serde_json` reads into the same record.
+
+use std::borrow::Cow;
+
+use super::{CallRef, RolloutRef, SelectionRef, Text};
+use crate::metrics::LineRange;
+
+/// Deepest nesting of a skipped value this reader follows (`serde_json`
+/// allows 128 levels in all, of which the record uses at most 5).
+const MAX_DEPTH: usize = 64;
+
+/// The record of one line, or `None` where `serde_json` must decide.
+pub(super) fn scan(text: &str) -> Option<RolloutRef<'_>> {
+    let mut s = Scanner { text, bytes: text.as_bytes(), at: 0 };
+    let r = s.record()?;
+    s.ws();
+    (s.at == s.bytes.len()).then_some(r)
+}
+
+/// The offset of the first `"`, `\\` or control character of `bytes`, eight
+/// bytes at a time (SWAR): a string's body is scanned for its end this way.
+fn special(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut words = bytes.chunks_exact(8);
+    let mut at = 0;
+    for word in &mut words {
+        let x = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+        // The high bit of each byte that is zero after the xor (or below
+        // 0x20): exact up to the first such byte, which is all that is read.
+        let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+        let hits = zero(x ^ (ONES * u64::from(b'"')))
+            | zero(x ^ (ONES * u64::from(b'\\')))
+            | (x.wrapping_sub(ONES * 0x20) & !x & HIGH);
+        if hits != 0 {
+            return Some(at + hits.trailing_zeros() as usize / 8);
+        }
+        at += 8;
+    }
+    words.remainder().iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20).map(|p| at + p)
+}
+
+struct Scanner<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    at: usize,
+}
+
+/// Sets a field once: a second value of the same key is `serde_json`'s
+/// "duplicate field" error, so the scanner gives up.
+fn once<T>(slot: &mut Option<T>, value: T) -> Option<()> {
+    if slot.is_some() {
+        return None;
+    }
+    *slot = Some(value);
+    Some(())
+}
+
+impl<'a> Scanner<'a> {
+    /// JSON's whitespace.
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.at) {
+            self.at += 1;
+        }
+    }
+
+    /// The next byte after whitespace, not consumed.
+    fn peek(&mut self) -> Option<u8> {
+        self.ws();
+        self.bytes.get(self.at).copied()
+    }
+
+    fn eat(&mut self, byte: u8) -> Option<()> {
+        (self.peek()? == byte).then(|| self.at += 1)
+    }
+
+    /// After an element of an object or array: `true` at a comma (another
+    /// element follows), `false` at `close` (consumed).
+    fn more(&mut self, close: u8) -> Option<bool> {
+        match self.peek()? {
+            b',' => {
+                self.at += 1;
+                Some(true)
+            }
+            b if b == close => {
+                self.at += 1;
+                Some(false)
+            }
+            _ => None,
+        }
+    }
+
+    /// Opens `open`; `false` when `close` follows at once (empty, consumed).
+    fn open(&mut self, open: u8, close: u8) -> Option<bool> {
+        self.eat(open)?;
+        if self.peek()? == close {
+            self.at += 1;
+            return Some(false);
+        }
+        Some(true)
+    }
+
+    /// A string with no escapes or control characters, borrowed.
+    fn str(&mut self) -> Option<&'a str> {
+        self.eat(b'"')?;
+        let start = self.at;
+        self.at += special(&self.bytes[self.at..])?;
+        if self.bytes[self.at] != b'"' {
+            return None;
+        }
+        self.at += 1;
+        // The quotes are ASCII, so these are char boundaries of the `str`.
+        Some(&self.text[start..self.at - 1])
+    }
+
+    /// `null` (consumed, `true`) or something else (`false`, not consumed).
+    fn null(&mut self) -> Option<bool> {
+        if self.peek()? != b'n' {
+            return Some(false);
+        }
+        self.literal(b"null")?;
+        Some(true)
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        let end = self.at + word.len();
+        (self.bytes.get(self.at..end)? == word).then(|| self.at = end)
+    }
+
+    fn bool(&mut self) -> Option<Option<bool>> {
+        match self.peek()? {
+            b't' => self.literal(b"true").map(|()| Some(true)),
+            b'f' => self.literal(b"false").map(|()| Some(false)),
+            b'n' => self.literal(b"null").map(|()| None),
+            _ => None,
+        }
+    }
+
+    /// `null` or a plain unsigned integer that fits a `u64`.
+    fn u64(&mut self) -> Option<Option<u64>> {
+        if self.null()? {
+            return Some(None);
+        }
+        let start = self.at;
+        let mut n: u64 = 0;
+        while let Some(&d @ b'0'..=b'9') = self.bytes.get(self.at) {
+            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+            self.at += 1;
+        }
+        let digits = self.at - start;
+        // No leading zero, and no fraction or exponent (a float is not a u64).
+        if digits == 0 || (digits > 1 && self.bytes[start] == b'0') {
+            return None;
+        }
+        if let Some(b'.' | b'e' | b'E') = self.bytes.get(self.at) {
+            return None;
+        }
+        Some(Some(n))
+    }
+
+    /// `null` or an array of strings.
+    fn texts(&mut self) -> Option<Option<Vec<Text<'a>>>> {
+        if self.null()? {
+            return Some(None);
+        }
+        let mut out = Vec::new();
+        self.array(|s| {
+            out.push(Text(Cow::Borrowed(s.str()?)));
+            Some(())
+        })?;
+        Some(Some(out))
+    }
+
+    fn line_ranges(&mut self) -> Option<Option<Vec<LineRange>>> {
+        if self.null()? {
+            return Some(None);
+        }
+        let mut out = Vec::new();
+        self.array(|s| {
+            out.push(LineRange::parse(s.str()?).ok()?);
+            Some(())
+        })?;
+        Some(Some(out))
+    }
+
+    /// Each element of an array in turn (`item(self)` reads it).
+    fn array(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        if self.open(b'[', b']')? {
+            loop {
+                item(self)?;
+                if !self.more(b']')? {
+                    break;
+                }
+            }
+        }
+        Some(())
+    }
+
+    /// Each key of an object in turn (`field(self, key)` reads its value).
+    fn object(&mut self, mut field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+        if !self.open(b'{', b'}')? {
+            return Some(());
+        }
+        loop {
+            let key = self.str()?;
+            self.eat(b':')?;
+            field(self, key)?;
+            if !self.more(b'}')? {
+                return Some(());
+            }
+        }
+    }
+
+    fn record(&mut self) -> Option<RolloutRef<'a>> {
+        let (mut group, mut predicted, mut target, mut turns) = (None, None, None, None);
+        let (mut tokens, mut valid, mut truncated) = (None, None, None);
+        self.object(|s, key| match key {
+            "group" => once(&mut group, Text(Cow::Borrowed(s.str()?))),
+            "predicted" => once(&mut predicted, s.selection()?),
+            "target" => once(&mut target, s.selection()?),
+            "turns" => once(&mut turns, s.turns()?),
+            "completion_tokens" => once(&mut tokens, s.u64()?),
+            "valid" => once(&mut valid, s.bool()?),
+            "truncated" => once(&mut truncated, s.bool()?),
+            _ => s.skip(1),
+        })?;
+        Some(RolloutRef {
+            group: group?,
+            predicted: predicted.flatten(),
+            target: target.flatten(),
+            turns: turns.flatten(),
+            completion_tokens: tokens.flatten(),
+            valid: valid.flatten(),
+            truncated: truncated.flatten(),
+        })
+    }
+
+    fn selection(&mut self) -> Option<Option<SelectionRef<'a>>> {
+        if self.null()? {
+            return Some(None);
+        }
+        let (mut files, mut line_ranges, mut functions) = (None, None, None);
+        self.object(|s, key| match key {
+            "files" => once(&mut files, s.texts()?),
+            "line_ranges" => once(&mut line_ranges, s.line_ranges()?),
+            "functions" => once(&mut functions, s.texts()?),
+            // `deny_unknown_fields`: `serde_json` rejects the line.
+            _ => None,
+        })?;
+        Some(Some(SelectionRef {
+            files: files.flatten(),
+            line_ranges: line_ranges.flatten(),
+            functions: functions.flatten(),
+        }))
+    }
+
+    fn turns(&mut self) -> Option<Option<Vec<Vec<CallRef<'a>>>>> {
+        if self.null()? {
+            return Some(None);
+        }
+        let mut turns = Vec::new();
+        self.array(|s| {
+            let mut calls = Vec::new();
+            s.array(|s| {
+                calls.push(s.call()?);
+                Some(())
+            })?;
+            turns.push(calls);
+            Some(())
+        })?;
+        Some(Some(turns))
+    }
+
+    fn call(&mut self) -> Option<CallRef<'a>> {
+        let (mut tool, mut args, mut entities) = (None, None, None);
+        self.object(|s, key| match key {
+            "tool" => once(&mut tool, Text(Cow::Borrowed(s.str()?))),
+            "args" => once(&mut args, s.skip(1)?),
+            "entities" => once(&mut entities, s.texts()?),
+            _ => s.skip(1),
+        })?;
+        Some(CallRef { _tool: tool?, _args: super::AnyJson, entities: entities.flatten() })
+    }
+
+    /// Any JSON value, checked and not kept, at nesting `depth`.
+    fn skip(&mut self, depth: usize) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match self.peek()? {
+            b'"' => self.skip_string(),
+            b'{' => self.object(|s, _| s.skip(depth + 1)),
+            b'[' => self.array(|s| s.skip(depth + 1)),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            b'-' | b'0'..=b'9' => self.skip_number(),
+            _ => None,
+        }
+    }
+
+    /// A string, escapes checked (`\u` gives up: its surrogate rules are
+    /// `serde_json`'s to apply).
+    fn skip_string(&mut self) -> Option<()> {
+        self.eat(b'"')?;
+        loop {
+            match *self.bytes.get(self.at)? {
+                b'"' => break,
+                b'\\' => {
+                    match *self.bytes.get(self.at + 1)? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+                        _ => return None,
+                    }
+                    self.at += 2;
+                }
+                0..=0x1f => return None,
+                _ => self.at += 1,
+            }
+        }
+        self.at += 1;
+        Some(())
+    }
+
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?` with at most 15 digits: always a finite `f64`.
+    fn skip_number(&mut self) -> Option<()> {
+        if self.bytes[self.at] == b'-' {
+            self.at += 1;
+        }
+        let digits = |s: &mut Self| {
+            let start = s.at;
+            while let Some(b'0'..=b'9') = s.bytes.get(s.at) {
+                s.at += 1;
+            }
+            s.at - start
+        };
+        let start = self.at;
+        let int = digits(self);
+        if int == 0 || (int > 1 && self.bytes[start] == b'0') {
+            return None;
+        }
+        let mut frac = 0;
+        if self.bytes.get(self.at) == Some(&b'.') {
+            self.at += 1;
+            frac = digits(self);
+            if frac == 0 {
+                return None;
+            }
+        }
+        if int + frac > 15 || matches!(self.bytes.get(self.at), Some(b'e' | b'E')) {
+            return None;
+        }
+        Some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::special;
+
+    #[test]
+    fn special_finds_the_first_quote_backslash_or_control_byte() {
+        let naive = |b: &[u8]| b.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
+        let alphabet = [b'a', b'"', b'\\', 0x00, 0x1f, 0x20, 0x7f, 0x80, 0x9f, 0xa0, 0xff, b'!', b'#', b'[', b']'];
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        for len in 0..40 {
+            for _ in 0..400 {
+                let bytes: Vec<u8> = (0..len)
+                    .map(|_| {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        // Mostly plain bytes, so the special one lands anywhere.
+                        if state.is_multiple_of(8) {
+                            alphabet[(state >> 8) as usize % alphabet.len()]
+                        } else {
+                            b'a' + (state >> 8) as u8 % 26
+                        }
+                    })
+                    .collect();
+                assert_eq!(special(&bytes), naive(&bytes), "{bytes:?}");
+            }
+        }
+    }
+}
