@@ -479,17 +479,18 @@ pub fn map_jsonl<T: Send>(
             let mut part =
                 Part { loaded: Loaded { records: Vec::new(), errors: Vec::new() }, lines: 0, bad_utf8: None };
             let body = chunk.strip_suffix(b"\n").unwrap_or(chunk);
-            // Lines split as `str`s where the chunk is UTF-8 (`str::split`
-            // finds the newlines with memchr, not byte by byte); a chunk that
-            // is not is split as bytes, and its bad line found below.
-            let lines: Box<dyn Iterator<Item = &[u8]>> = match std::str::from_utf8(body) {
-                Ok(text) => Box::new(text.split('\n').map(str::as_bytes)),
-                Err(_) => Box::new(body.split(|&b| b == b'\n')),
+            // Lines split as `str`s where the chunk is UTF-8 (checked once for
+            // the chunk; `str::split` finds the newlines with memchr, not byte
+            // by byte); a chunk that is not is split as bytes and each line
+            // checked, so its bad line is found (`None`).
+            let lines: Box<dyn Iterator<Item = Option<&str>>> = match std::str::from_utf8(body) {
+                Ok(text) => Box::new(text.split('\n').map(Some)),
+                Err(_) => Box::new(body.split(|&b| b == b'\n').map(|line| std::str::from_utf8(line).ok())),
             };
             for (i, line) in lines.enumerate() {
                 let line_no = i + 1;
                 part.lines = line_no;
-                let Ok(text) = std::str::from_utf8(line) else {
+                let Some(text) = line else {
                     part.bad_utf8 = Some(line_no);
                     break;
                 };
