@@ -12,6 +12,8 @@
 # with a clone there takes part. The mirrors are only read. Knobs (environment):
 #   SEEDS=3 STEPS=80 PROMPTS=8 GROUP=8 EVAL_EVERY=20 MAX_TASKS=600 (mined per repository)
 #   KINDS=both (what is mined: "commits", "pull_requests" or "both")
+#   SCHEDULE=constant (the learning rate 0.05 at every step) or cosine (the seeds' schedule: 5%
+#   linear warmup, then a half cosine to 0 at the last step)
 #   VARIANTS="v3" (shipped reward files rewards/codegrep_<v>.reward) BIN=target/release
 #   PROXY="" (extra `key = value` lines for the proxy's [policy] table, e.g. "ranking_prior = true",
 #   which the README's numbers use, $'ranking_prior = true\neval_average = 0.9' for session 7's,
@@ -19,6 +21,9 @@
 #   ABLATION="rarity=false definitions=false ..." makes one study of the first variant's reward:
 #   a "full" variant and one variant per `key=value` proxy override (the README's ablation table)
 #   CHECK_ONLY=1 stops after `study check` (mining, the leakage report)
+#   DEV=0.05 judges on the development split instead of Lite: no `[eval]`, and this share of
+#   each repository's mined tasks is held out (the protocol for proxy changes, README "Session 7");
+#   the Lite file then only says which repositories take part
 set -euo pipefail
 
 mirrors=$(cd "${1:?usage: $0 MIRRORS_DIR [OUT_DIR]}" && pwd)
@@ -29,6 +34,11 @@ bin=${BIN:-$repo_root/target/release}
 seeds=${SEEDS:-3}
 steps=${STEPS:-80}
 variants=${VARIANTS:-v3}
+case "${SCHEDULE:-constant}" in
+  constant) schedule='{ kind = "constant" }' ;;
+  cosine) schedule='{ kind = "cosine", warmup_fraction = 0.05, min_lr_ratio = 0.0 }' ;;
+  *) echo "SCHEDULE=$SCHEDULE: expected constant or cosine" >&2; exit 2 ;;
+esac
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
@@ -63,13 +73,17 @@ repo = "$mirrors/${repo/\//__}.git"
 kinds = "${KINDS:-both}"
 max_tasks = ${MAX_TASKS:-600}
 TOML
+    if [ -n "${DEV:-}" ]; then echo "held_out_fraction = $DEV"; fi
   done
-  cat <<TOML
+  if [ -z "${DEV:-}" ]; then cat <<TOML
 
 [eval]
 source = "swebench"
 path = "eval.jsonl"
 repos = "$mirrors"
+TOML
+  fi
+  cat <<TOML
 
 [policy]
 kind = "proxy"
@@ -83,7 +97,7 @@ eval_every = ${EVAL_EVERY:-20}
 
 [training.optim]
 lr = 0.05
-schedule = { kind = "constant" }
+schedule = $schedule
 
 [summary]
 precision_gate = 0.45
@@ -113,6 +127,8 @@ echo "training and evaluation: $(( $(date +%s) - start )) s" >&2
 for f in summary_by_repo.md; do
   [ -f "$out/real/$f" ] && cat "$out/real/$f"
 done
+# The development split has no benchmark instances to locate.
+if [ -n "${DEV:-}" ]; then exit 0; fi
 first=$(echo "$variants" | awk '{print $1}')
 [ -n "${ABLATION:-}" ] && first=full
 "$bin/rewardlab" locate --run "$out/real/runs/$first/seed-000" --instances "$out/eval.jsonl" --repos "$mirrors" \

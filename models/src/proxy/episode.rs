@@ -129,6 +129,10 @@ pub struct ProxyEpisode {
     pub(crate) title_names: HashSet<String>,
     /// Rarity weight of each term text whose grep returned, for later call features.
     pub(crate) term_rarity: HashMap<String, f64>,
+    /// Term texts whose own grep over the whole tree hit no line: the name is the issue's, not
+    /// the repository's (a user's variable, a package the repository does not contain), and a
+    /// rarity of 1 would otherwise make it look like the rarest term of all.
+    pub(crate) found_nothing: HashSet<String>,
 }
 
 impl ProxyEpisode {
@@ -174,6 +178,7 @@ impl ProxyEpisode {
             issue_names,
             title_names,
             term_rarity: HashMap::new(),
+            found_nothing: HashSet::new(),
         };
         episode.text_candidates = text_candidates(&episode.terms, &config);
         episode
@@ -184,7 +189,10 @@ impl ProxyEpisode {
     pub(crate) fn available(&self, max_reads: usize) -> Vec<Candidate> {
         let mut out: Vec<Candidate> =
             self.text_candidates.iter().filter(|c| !self.used.contains(&key(&c.call))).cloned().collect();
-        let mut unread: Vec<usize> = (0..self.seen.len()).filter(|&i| !self.seen[i].read).collect();
+        let code_only = self.config.code_reads;
+        let mut unread: Vec<usize> = (0..self.seen.len())
+            .filter(|&i| !self.seen[i].read && (!code_only || super::features::is_code(&self.seen[i].path)))
+            .collect();
         // `is_code` lowercases the path: once per file, not once per comparison.
         unread.sort_by_cached_key(|&i| {
             (!super::features::is_code(&self.seen[i].path), std::cmp::Reverse(self.seen[i].hits), i)
@@ -297,6 +305,10 @@ impl ProxyEpisode {
         let rare = result.status == Status::Ok && files.len() <= RARE_FILES;
         if let Some((t, _)) = term {
             self.term_rarity.insert(self.terms[t].text.clone(), weight);
+            let literal = kind.is_message() || matches!(kind, CallKind::GrepIdentifier | CallKind::GrepWord);
+            if literal && total_lines == 0 && result.status == Status::Ok {
+                self.found_nothing.insert(self.terms[t].text.clone());
+            }
         }
         let term_source = term.map(|(t, _)| self.terms[t].source);
         // Grep output lines are `path:line:text`, one per entity, in entity order.

@@ -27,9 +27,11 @@
 //!    penalised less per unit the longer it is, which `seq-mean-token-sum-norm`
 //!    (a constant divisor) removes (Dr. GRPO). A rollout whose tokens would
 //!    pass [`ProxyConfig::max_completion_tokens`] is cut there without an
-//!    answer (`truncated`), like an LLM at its generation budget. At θ = 0 a
-//!    sampled turn thinks one chunk on average and a greedy one none (ties go
-//!    to "stop").
+//!    answer (`truncated`), like an LLM at its generation budget. A greedy
+//!    turn thinks the likeliest number of chunks of that chain (its mode,
+//!    [`ProxyConfig::greedy_think_length`]), not each decision at its argmax,
+//!    which would think to the cap once "continue" passes ½. At θ = 0 a
+//!    sampled turn thinks one chunk on average and a greedy one none.
 //!
 //! Then each turn that is not the forced last one:
 //!
@@ -42,15 +44,17 @@
 //!    yet made in this rollout: grep of every issue term (quoted phrases, error
 //!    message heads and whole messages escaped as regex literals, identifiers —
 //!    names shaped like code, and plain names the issue writes as code, called
-//!    (`bell(n)`, `trigsimp(f)`) or alone in backticks, Python builtins aside —
-//!    and prose words); for identifiers also a **definition grep**
+//!    (`bell(n)`, `trigsimp(f)`) or alone in backticks, Python builtins aside,
+//!    and dotted names without a variable receiver (`e.subs` → `subs`,
+//!    `self._print` → `_print`) — and prose words); for identifiers also a **definition grep**
 //!    `(?:def|class) name\b` of the last dotted part and of each CamelCase part
 //!    (`Session.resolve_redirects` → `Session`, `resolve_redirects`); glob of
 //!    identifiers (`**/pkg/sub*`, `**/*retry_policy*`), of **dotted module
 //!    paths** (`sympy.core.basic.Basic` → `**/sympy/core/basic.py`,
 //!    `**/sympy/core.py`) and of paths, traceback frames included (`File
 //!    "…/site-packages/pkg/mod.py", line N` → `**/pkg/mod.py`); read of the six
-//!    unread seen files with the most grep hits, source code first (±20 lines around the hits); and
+//!    unread seen source files with the most grep hits (±20 lines around the hits;
+//!    tests, docs and changelogs are not read); and
 //!    — when [`ProxyConfig::mine_result_names`] is on — grep of `name\(` for each
 //!    function or class defined in what was read; and, once a grep's output was
 //!    cut at the output limit, the **same grep over source files only**
@@ -60,13 +64,17 @@
 //!    one-hot, length bucket, position in the issue, rare-looking, in a
 //!    traceback / code block / title, word count, occurrences, earlier calls
 //!    with the same term, term in a seen path, the term's rarity from an earlier
-//!    grep, a seen file already defines it; for reads: hits, distinct terms, hit
-//!    by a message grep, rank, defines an issue name, rarity, named path.
+//!    grep, a seen file already defines it, an earlier grep of it found nothing
+//!    (the issue's own name: a variable, a package the repository lacks); for
+//!    reads: hits, distinct terms, hit by a message grep, rank, defines an issue
+//!    name, rarity, named path.
 //! 3. **Answer** — a **ranking, then a size**. Up to K =
 //!    [`ProxyConfig::max_answer_size`] files are picked one at a time from the
-//!    seen files (the first [`ProxyConfig::max_answer_files`], 64, by grep hits;
-//!    on real repositories a cap of 16 left the gold file out of the candidates
-//!    in 31 of the 79 episodes that had seen it): each pick is a softmax over the
+//!    seen source files (tests, docs and changelogs are never answered once a
+//!    source file was seen, [`ProxyConfig::code_answers`]; the first
+//!    [`ProxyConfig::max_answer_files`], 64, by grep hits; on real repositories a
+//!    cap of 16 left the gold file out of the candidates in 31 of the 79 episodes
+//!    that had seen it): each pick is a softmax over the
 //!    files not yet picked, with logits `θ_rank · φ_file` (a Plackett–Luce
 //!    ranking, so greedy is "sort by the learned score"). Then a softmax over
 //!    k = 1 … K answers the first k: option k has a bias of its own and the sum
@@ -105,7 +113,7 @@
 //! One flat θ of [`DIM`] parameters, in blocks (sizes and indices in
 //! `features.rs`): count bias (answer, 1 … 8 calls); the turn state on
 //! "answer now" and, scaled by n/8, on "n calls"; the call kind (tool × source,
-//! 12 kinds); grep-term and glob-term features (16 each); read features (9);
+//! 12 kinds); grep-term and glob-term features (17 each); read features (9);
 //! the rank block (23 file features); the size biases (k = 1 … 8); the size ×
 //! files block (23, the summed features of picks 2 … k); and the Bernoulli
 //! include block (a bias and 23 file features) that only the ablation without
@@ -126,7 +134,9 @@
 //! | [`ProxyConfig::source_greps`] | no source-only repeat of a grep whose output was cut |
 //! | [`ProxyConfig::eval_average`] (0, off, by default) | β > 0: greedy episodes use the moving average θ̄ of θ |
 //! | [`ProxyConfig::think`] | no thinking decisions: the length is a fixed count per action |
-//! | [`ProxyConfig::greedy_think_length`] (off by default) | on: greedy episodes think the likeliest number of chunks, not chunk by chunk |
+//! | [`ProxyConfig::code_reads`] | reads of any seen file (source code first), not of source code only |
+//! | [`ProxyConfig::code_answers`] | any seen file may be answered, not source code only |
+//! | [`ProxyConfig::greedy_think_length`] | off: greedy episodes take each thinking stop/continue at its argmax (chunk by chunk), not the likeliest number of chunks |
 //!
 //! A study sets them under `[policy]` (`kind = "proxy"`, then e.g.
 //! `definitions = false`), or per variant (`policy = { definitions = false }`),
@@ -269,13 +279,22 @@ pub struct ProxyConfig {
     /// completion length, so only the reward (`len`) and the loss aggregation move it.
     /// Off: no thinking units (the layout before issue 19).
     pub think: bool,
+    /// Read candidates are source code only (`features::is_code`: a source file outside test, doc
+    /// and example paths). Off: any seen file may be read, source code first. A read shows the
+    /// policy one file's lines, and a changelog or docs page is never an answer worth its call.
+    pub code_reads: bool,
+    /// Answers name source code only (`features::is_code`) once any seen file is code: mined
+    /// targets are source files by construction (`tasks::commits` keeps source extensions outside
+    /// tests and docs), and so are SWE-bench gold patches. Off: any seen file may be answered,
+    /// and the "not source code" file feature is all the ranking has against a changelog.
+    pub code_answers: bool,
     /// Thinking chunks a turn may hold.
     pub max_think_chunks: usize,
     /// Greedy episodes think the most likely number of chunks (the mode of the length the
-    /// stop/continue chain samples) instead of taking each decision at its argmax. Off by
-    /// default. Chunk by chunk, a "continue" just above ½ makes every greedy turn think to the
-    /// cap, so greedy episodes run out of budget while sampled ones stay short (README,
-    /// "Session 11"); the mode of that chain is no thinking at all.
+    /// stop/continue chain samples) instead of taking each decision at its argmax. On by
+    /// default (since session 12). Chunk by chunk (off), a "continue" just above ½ makes every
+    /// greedy turn think to the cap, so greedy episodes run out of budget while sampled ones stay
+    /// short (README, "Session 11"); the mode of that chain is no thinking at all.
     pub greedy_think_length: bool,
     /// The rollout's generation budget in token equivalents (`max_completion_tokens` of an LLM
     /// rollout): a rollout that would exceed it is cut there, without an answer (`truncated`).
@@ -300,8 +319,10 @@ impl Default for ProxyConfig {
             source_greps: true,
             eval_average: 0.0,
             think: true,
+            code_reads: true,
+            code_answers: true,
             max_think_chunks: 16,
-            greedy_think_length: false,
+            greedy_think_length: true,
             max_completion_tokens: 1024,
         }
     }
@@ -495,7 +516,12 @@ impl ProxyPolicy {
     }
 
     fn answer(&self, episode: &mut ProxyEpisode) -> Answer {
-        let ranked: Vec<usize> = episode.ranked_files().into_iter().take(self.config.max_answer_files).collect();
+        let mut ranked = episode.ranked_files();
+        let code = |i: &usize| features::is_code(&episode.seen[*i].path);
+        if self.config.code_answers && ranked.iter().any(code) {
+            ranked.retain(code);
+        }
+        ranked.truncate(self.config.max_answer_files);
         let phis: Vec<Vec<(usize, f64)>> = ranked
             .iter()
             .enumerate()

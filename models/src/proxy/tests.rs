@@ -199,6 +199,34 @@ fn terms_come_from_messages_tracebacks_identifiers_and_prose() {
 }
 
 #[test]
+fn the_first_line_is_the_title_and_a_variable_receiver_is_not_part_of_a_name() {
+    // A SWE-bench problem statement or a commit subject: the title is the first line with text,
+    // without a Markdown heading.
+    let issue = "\nlambdify fails on MatrixSymbol names\nThe `e.subs(x, 1)` call and \
+                 `sy.Matrix.hstack(a, b)` differ, e.g. in self._print_Pow and np.array.\n";
+    let terms = text::extract(issue, true);
+    let find = |source, text: &str| terms.iter().find(|t| t.source == source && t.text == text);
+    assert!(find(text::Source::Word, "lambdify").expect("a title word").in_title);
+    assert!(find(text::Source::Identifier, "MatrixSymbol").expect("a title name").in_title);
+    assert!(!find(text::Source::Identifier, "subs").expect("a name of line two").in_title, "only the first line");
+    // The receivers `e`, `sy`, `self` and `np` are the issue's variables: the names are what follows.
+    for name in ["subs", "Matrix.hstack", "_print_Pow", "array"] {
+        assert!(find(text::Source::Identifier, name).is_some(), "{name}: {terms:?}");
+    }
+    assert!(
+        terms
+            .iter()
+            .filter(|t| t.source == text::Source::Identifier)
+            .all(|t| !["e.", "sy.", "self.", "np."].iter().any(|r| t.text.starts_with(r))),
+        "no receiver is kept: {terms:?}"
+    );
+    assert!(terms.iter().all(|t| t.text != "e.g" && t.text != "g"), "`e.g.` is no name: {terms:?}");
+    // A module path keeps its first part (`sympy.core` is not a variable).
+    let module = text::extract("sympy.core.basic.Basic is slow", true);
+    assert!(module.iter().any(|t| t.text == "sympy.core.basic.Basic"), "{module:?}");
+}
+
+#[test]
 fn gradient_matches_finite_differences() {
     let policy = perturbed();
     let mut episodes = episodes(&policy, 6);
@@ -407,6 +435,7 @@ fn calls_never_repeat_in_a_rollout_and_reads_target_seen_files() {
                         assert!(made.insert(call.to_json().to_string()), "seed {seed}: {call:?} repeated");
                         if let ToolCall::Read(args) = call {
                             assert!(seen_before.contains(&args.path), "read of an unseen file {}", args.path);
+                            assert!(features::is_code(&args.path), "read of a file that is not code {}", args.path);
                         }
                     }
                     let results: Vec<ToolResult> = calls.iter().map(run).collect();
@@ -590,6 +619,52 @@ fn rarity_weights_follow_how_many_lines_a_grep_hit_including_cut_ones() {
 }
 
 #[test]
+fn a_term_whose_grep_found_nothing_is_marked_and_only_code_is_read() {
+    let task = TaskPrompt { id: "t".into(), text: ISSUE.into() };
+    let mut episode = ProxyPolicy::default().begin(&task, Sampling::Greedy, 0).expect("begin");
+    let term = |episode: &ProxyEpisode, text: &str| episode.terms.iter().position(|t| t.text == text).expect("a term");
+    // `cache.max_entries` is the issue's spelling: no file writes it, though one defines `max_entries`.
+    let dotted = term(&episode, "cache.max_entries");
+    feed(&mut episode, episode::CallKind::GrepIdentifier, grep("cache\\.max_entries"), Some(dotted));
+    assert!(episode.found_nothing.contains("cache.max_entries"));
+    let nothing = features::GREP_TEXT + 16;
+    let later: Vec<&episode::Candidate> = episode.text_candidates.iter().filter(|c| c.term == Some(dotted)).collect();
+    assert!(later.len() >= 2, "its glob and definition grep are still offered");
+    for candidate in later {
+        let base = if candidate.kind.is_grep() { features::GREP_TEXT } else { features::GLOB_TEXT };
+        assert!(features::call_features(&episode, candidate).contains(&(base + 16, 1.0)), "{candidate:?}");
+    }
+    // A term whose grep hit lines is not marked, and a restricted repeat that hits nothing does not count.
+    let budget = term(&episode, "budget");
+    feed(&mut episode, episode::CallKind::GrepWord, grep("budget"), Some(budget));
+    let empty = ToolCall::Grep(rewardlab_sandbox::GrepArgs {
+        pattern: "no_such_name".into(),
+        path: Some("*.md".into()),
+        case_sensitive: None,
+    });
+    let timer = term(&episode, "RetryTimer");
+    feed(&mut episode, episode::CallKind::GrepSource, empty, Some(timer));
+    assert_eq!(episode.found_nothing.len(), 1, "{:?}", episode.found_nothing);
+    assert!(!features::call_features(&episode, &episode.text_candidates[0]).iter().any(|&(i, _)| i == nothing));
+    // `budget` hit the docs page and the code; only the code is offered for reading, unless asked.
+    assert!(episode.seen_index.contains_key("docs/budget.md"));
+    let reads = |episode: &ProxyEpisode| -> Vec<String> {
+        episode
+            .available(8)
+            .into_iter()
+            .filter_map(|c| match c.call {
+                ToolCall::Read(args) => Some(args.path),
+                _ => None,
+            })
+            .collect()
+    };
+    let code_only = reads(&episode);
+    assert!(!code_only.is_empty() && code_only.iter().all(|p| features::is_code(p)), "{code_only:?}");
+    episode.config.code_reads = false;
+    assert!(reads(&episode).contains(&"docs/budget.md".to_string()), "off: any seen file");
+}
+
+#[test]
 fn dotted_modules_and_traceback_paths_become_globs_of_named_paths() {
     let issue = "Wrong result from sympy.core.basic.Basic.subs\n\n```\nTraceback (most recent call last):\n  File \"/usr/lib/python3/site-packages/acme/net/retry.py\", line 3, in send\nValueError: bad\n```\n";
     let task = TaskPrompt { id: "t".into(), text: issue.into() };
@@ -622,7 +697,8 @@ fn dotted_modules_and_traceback_paths_become_globs_of_named_paths() {
 #[test]
 fn the_answer_is_a_ranking_and_a_learned_size() {
     let task = TaskPrompt { id: "t".into(), text: ISSUE.into() };
-    let policy = ProxyPolicy::default();
+    // Every seen file is a candidate here (the docs page too), so the count below is of all of them.
+    let policy = ProxyPolicy::new(ProxyConfig { code_answers: false, ..ProxyConfig::default() });
     let mut episode = policy.begin(&task, Sampling::Sample { temperature: 1.0 }, 3).expect("begin");
     feed(&mut episode, episode::CallKind::GrepWord, grep("budget"), None);
     let seen = episode.seen.len();
@@ -662,7 +738,7 @@ fn the_answer_is_a_ranking_and_a_learned_size() {
     let best = (0..after.len()).max_by(|&a, &b| after[a].total_cmp(&after[b])).expect("options");
     assert_eq!(best, 2, "{after:?}");
     // With the size switched off every file gets its own include decision.
-    let bernoulli = ProxyPolicy::new(ProxyConfig { answer_size: false, ..ProxyConfig::default() });
+    let bernoulli = ProxyPolicy::new(ProxyConfig { answer_size: false, code_answers: false, ..ProxyConfig::default() });
     let mut episode = bernoulli.begin(&task, Sampling::Greedy, 0).expect("begin");
     feed(&mut episode, episode::CallKind::GrepWord, grep("budget"), None);
     let Answer::Structured { files, .. } = bernoulli.answer(&mut episode) else { panic!("structured") };
@@ -704,7 +780,7 @@ fn names_written_as_code_are_identifiers_and_builtins_are_not() {
 #[test]
 fn files_that_are_not_source_code_are_marked_and_ranked_last_by_the_prior() {
     let issue = "`frobnicate` misbehaves";
-    let policy = ProxyPolicy::new(ProxyConfig { ranking_prior: true, ..ProxyConfig::default() });
+    let policy = ProxyPolicy::new(ProxyConfig { ranking_prior: true, code_answers: false, ..ProxyConfig::default() });
     let mut episode = ProxyEpisode::new(issue, ChaCha8Rng::seed_from_u64(0), None, *policy.config());
     let paths = ["CHANGELOG.rst", "docs/api.py", "pkg/tests/test_core.py", "pkg/core.py", "data/frob.json"];
     let output: String = paths.iter().map(|p| format!("{p}:3:frobnicate()\n")).collect();
@@ -729,6 +805,34 @@ fn files_that_are_not_source_code_are_marked_and_ranked_last_by_the_prior() {
     // although it was found fourth.
     let Answer::Structured { files, .. } = policy.answer(&mut episode) else { panic!("structured") };
     assert_eq!(files[0], "pkg/core.py", "{files:?}");
+    // Without the prior the ranking starts in hit order (the changelog first); answering source
+    // code only, every answer size names the source file alone.
+    let uniform = ProxyPolicy::new(ProxyConfig { code_answers: false, ..ProxyConfig::default() });
+    let Answer::Structured { files, .. } = uniform.answer(&mut episode.clone()) else { panic!("structured") };
+    assert_eq!(files[0], "CHANGELOG.rst", "{files:?}");
+    let code_only = ProxyPolicy::default();
+    for seed in 0..8 {
+        let mut sampled = episode.clone();
+        sampled.rng = ChaCha8Rng::seed_from_u64(seed);
+        sampled.temperature = Some(1.0);
+        let Answer::Structured { files, .. } = code_only.answer(&mut sampled) else { panic!("structured") };
+        assert_eq!(files, ["pkg/core.py"], "seed {seed}");
+    }
+    // With no source file seen, the answer still names what was seen.
+    let mut no_code = ProxyEpisode::new(issue, ChaCha8Rng::seed_from_u64(0), None, *code_only.config());
+    no_code.pending.push(episode::Candidate {
+        kind: episode::CallKind::GrepIdentifier,
+        call: grep("x"),
+        term: Some(0),
+        seen: None,
+    });
+    no_code.observe(&[ToolResult {
+        status: Status::Ok,
+        output: "CHANGELOG.rst:3:frobnicate()\n".into(),
+        entities: vec![rewardlab_sandbox::Entity::Line { path: "CHANGELOG.rst".into(), line: 3 }],
+    }]);
+    let Answer::Structured { files, .. } = code_only.answer(&mut no_code) else { panic!("structured") };
+    assert_eq!(files, ["CHANGELOG.rst"]);
 }
 
 #[test]
@@ -882,7 +986,7 @@ fn thinking_adds_chunks_the_policy_chooses_and_the_budget_cuts_the_rollout() {
 
 #[test]
 fn greedy_thinking_by_length_takes_the_likeliest_number_of_chunks() {
-    let config = ProxyConfig { max_completion_tokens: 100_000, ..ProxyConfig::default() };
+    let config = ProxyConfig { max_completion_tokens: 100_000, greedy_think_length: false, ..ProxyConfig::default() };
     let by_length = ProxyConfig { greedy_think_length: true, ..config };
     let turn = TurnInfo { index: 0, max_turns: 4, max_calls_per_turn: 8, must_answer: false };
     let task = TaskPrompt { id: "t".into(), text: ISSUE.into() };

@@ -1,7 +1,11 @@
 //! Search terms from an issue's text, extracted deterministically.
 //!
 //! The issue is scanned line by line, tracking fenced code blocks (and
-//! whether a block is a Python traceback) and the title. Each term carries
+//! whether a block is a Python traceback) and the title (the first line with
+//! text: a SWE-bench problem statement's title, a commit's subject, a pull
+//! request's title; a Markdown `# ` is optional). A dotted name whose first
+//! part is a variable (`self`, `cls`, one or two lowercase letters: `e.subs`,
+//! `sy.Matrix.hstack`) is taken without it. Each term carries
 //! what the proxy policy's features need: its source kind, where it first
 //! occurs, how often, and whether it was seen in a traceback, a code block
 //! or the title. Terms are returned in order of first occurrence (ties by
@@ -192,6 +196,7 @@ pub(crate) fn extract(text: &str, code_names: bool) -> Vec<Term> {
     let mut offset = 0usize;
     let mut in_code = false;
     let mut traceback = false;
+    let mut seen_text = false;
     let lines: Vec<&str> = text.split('\n').collect();
     let mut i = 0;
     while i < lines.len() {
@@ -209,7 +214,11 @@ pub(crate) fn extract(text: &str, code_names: bool) -> Vec<Term> {
                     .any(|l| l.contains("Traceback (most recent call last)") || l.trim_start().starts_with("File \""));
             continue;
         }
-        let ctx = Ctx { in_code, in_traceback: in_code && traceback, in_title: start == 0 && line.starts_with("# ") };
+        // The title is the first line with text: a SWE-bench problem statement, a commit subject
+        // or a pull request's title come first, with or without a Markdown heading's `# `.
+        let in_title = !seen_text && !in_code && !line.trim().is_empty();
+        seen_text |= !line.trim().is_empty();
+        let ctx = Ctx { in_code, in_traceback: in_code && traceback, in_title };
         scan_line(&mut out, line, start, ctx);
     }
     finish(out.terms)
@@ -354,6 +363,19 @@ fn classify(out: &mut Collector, token: &str, at: usize, ctx: Ctx) {
         }
         return;
     }
+    // `e.subs`, `self._print`, `sy.Matrix.hstack`: the receiver is the issue's own variable (or
+    // its alias of the package), which no file of the repository names; the attribute is the name.
+    if let Some((receiver, attribute)) = token.split_once('.')
+        && is_receiver(receiver)
+    {
+        let at = at + receiver.len() + 1;
+        if looks_rare(attribute) {
+            out.add(Source::Identifier, attribute, at, ctx);
+        } else if is_name(attribute) {
+            code_name(out, attribute, at, ctx);
+        }
+        return;
+    }
     if looks_rare(token) {
         out.add(Source::Identifier, token, at, ctx);
     } else if token.len() >= MIN_WORD_LEN
@@ -389,6 +411,12 @@ pub(crate) fn looks_rare(token: &str) -> bool {
         || token.contains('.')
         || token.bytes().any(|b| b.is_ascii_digit())
         || token.bytes().skip(1).any(|b| b.is_ascii_uppercase())
+}
+
+/// The first part of a dotted name that is a variable, not a module: `self`, `cls`, or a
+/// lowercase name of one or two letters (`e`, `f`, `sy`, `np`).
+fn is_receiver(part: &str) -> bool {
+    matches!(part, "self" | "cls") || (part.len() <= 2 && part.bytes().all(|b| b.is_ascii_lowercase()))
 }
 
 /// `ValueError`, `KeyError`, `RetryTimeout`, `Exception`.
