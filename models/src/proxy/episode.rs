@@ -189,15 +189,14 @@ impl ProxyEpisode {
     pub(crate) fn available(&self, max_reads: usize) -> Vec<Candidate> {
         let mut out: Vec<Candidate> =
             self.text_candidates.iter().filter(|c| !self.used.contains(&key(&c.call))).cloned().collect();
-        let code_only = self.config.code_reads;
-        let mut unread: Vec<usize> = (0..self.seen.len())
-            .filter(|&i| !self.seen[i].read && (!code_only || super::features::is_code(&self.seen[i].path)))
+        // `is_code` lowercases the path: once per file, for both the filter and the order.
+        let mut unread: Vec<(bool, usize)> = (0..self.seen.len())
+            .filter(|&i| !self.seen[i].read)
+            .map(|i| (!super::features::is_code(&self.seen[i].path), i))
+            .filter(|&(not_code, _)| !(self.config.code_reads && not_code))
             .collect();
-        // `is_code` lowercases the path: once per file, not once per comparison.
-        unread.sort_by_cached_key(|&i| {
-            (!super::features::is_code(&self.seen[i].path), std::cmp::Reverse(self.seen[i].hits), i)
-        });
-        for i in unread {
+        unread.sort_by_key(|&(not_code, i)| (not_code, std::cmp::Reverse(self.seen[i].hits), i));
+        for (_, i) in unread {
             if out.iter().filter(|c| c.kind == CallKind::ReadSeen).count() >= max_reads {
                 break;
             }

@@ -517,9 +517,12 @@ impl ProxyPolicy {
 
     fn answer(&self, episode: &mut ProxyEpisode) -> Answer {
         let mut ranked = episode.ranked_files();
-        let code = |i: &usize| features::is_code(&episode.seen[*i].path);
-        if self.config.code_answers && ranked.iter().any(code) {
-            ranked.retain(code);
+        if self.config.code_answers {
+            let code: Vec<usize> =
+                ranked.iter().copied().filter(|&i| features::is_code(&episode.seen[i].path)).collect();
+            if !code.is_empty() {
+                ranked = code;
+            }
         }
         ranked.truncate(self.config.max_answer_files);
         let phis: Vec<Vec<(usize, f64)>> = ranked

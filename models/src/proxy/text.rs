@@ -216,8 +216,9 @@ pub(crate) fn extract(text: &str, code_names: bool) -> Vec<Term> {
         }
         // The title is the first line with text: a SWE-bench problem statement, a commit subject
         // or a pull request's title come first, with or without a Markdown heading's `# `.
-        let in_title = !seen_text && !in_code && !line.trim().is_empty();
-        seen_text |= !line.trim().is_empty();
+        let has_text = !line.trim().is_empty();
+        let in_title = !seen_text && !in_code && has_text;
+        seen_text |= has_text;
         let ctx = Ctx { in_code, in_traceback: in_code && traceback, in_title };
         scan_line(&mut out, line, start, ctx);
     }
