@@ -4,8 +4,15 @@
 //! zero-disk views of 50 commits of one repository decompress a shared file once. With the
 //! content goes whether it holds a NUL byte (binary, as `git grep -I` decides), found once when
 //! the blob is inflated, so no later grep of any commit scans it for one again.
+//!
+//! A blob is also inflated once *at a time* ([`BlobCache::get_or_load`]): the first greps of a
+//! commit nobody has read yet run side by side (a GRPO group's rollouts issue theirs together,
+//! and the content index builds beside them), all walking the same files in the same order, so
+//! without this each would inflate every blob of the commit itself. A caller that finds another
+//! one loading the same blob waits for its result instead ([`BlobCacheStats::joined`]).
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use gix::ObjectId;
 use lru::LruCache;
@@ -42,6 +49,9 @@ pub struct BlobCacheStats {
     pub hits: u64,
     /// Lookups that did not.
     pub misses: u64,
+    /// Misses answered by waiting for another caller's load of the same blob
+    /// ([`BlobCache::get_or_load`]), which inflated it once for both.
+    pub joined: u64,
     /// Blobs held now.
     pub entries: usize,
     /// Bytes held now.
@@ -56,6 +66,49 @@ struct Inner {
     bytes: usize,
     hits: u64,
     misses: u64,
+    joined: u64,
+    /// Blobs some caller of [`BlobCache::get_or_load`] is loading now.
+    loading: HashMap<ObjectId, Arc<Flight>, foldhash::fast::RandomState>,
+}
+
+/// One load in progress: its outcome once published (`Some(None)` when it failed).
+#[derive(Debug, Default)]
+struct Flight {
+    outcome: Mutex<Option<Option<Blob>>>,
+    done: Condvar,
+}
+
+impl Flight {
+    fn publish(&self, outcome: Option<Blob>) {
+        *self.outcome.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(outcome);
+        self.done.notify_all();
+    }
+
+    fn wait(&self) -> Option<Blob> {
+        let mut outcome = self.outcome.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        loop {
+            match &*outcome {
+                Some(result) => return result.clone(),
+                None => outcome = self.done.wait(outcome).unwrap_or_else(|poisoned| poisoned.into_inner()),
+            }
+        }
+    }
+}
+
+/// Takes a load's flight out of the cache's table and publishes its outcome, also when the
+/// loader unwinds (waiters then load for themselves), so no waiter is left waiting.
+struct Publish<'a> {
+    cache: &'a BlobCache,
+    id: ObjectId,
+    flight: Arc<Flight>,
+    outcome: Option<Blob>,
+}
+
+impl Drop for Publish<'_> {
+    fn drop(&mut self) {
+        self.cache.lock().loading.remove(&self.id);
+        self.flight.publish(self.outcome.take());
+    }
 }
 
 impl BlobCache {
@@ -67,6 +120,8 @@ impl BlobCache {
                 bytes: 0,
                 hits: 0,
                 misses: 0,
+                joined: 0,
+                loading: HashMap::with_hasher(foldhash::fast::RandomState::default()),
             }),
             capacity_bytes,
         }
@@ -81,6 +136,45 @@ impl BlobCache {
             None => inner.misses += 1,
         }
         found
+    }
+
+    /// The blob from the cache, or else from `load` (which inflates it), cached as
+    /// [`BlobCache::insert`] does. One caller at a time loads a given blob: a caller that finds
+    /// another one loading it waits for that load and shares its blob. When that load fails, each
+    /// waiter runs its own `load` (whose error, say a size cap lower than the other caller's,
+    /// may be its own).
+    pub fn get_or_load<E>(&self, id: &ObjectId, load: impl FnOnce() -> Result<Arc<[u8]>, E>) -> Result<Blob, E> {
+        let flight = {
+            let mut inner = self.lock();
+            if let Some(blob) = inner.map.get(id).cloned() {
+                inner.hits += 1;
+                return Ok(blob);
+            }
+            inner.misses += 1;
+            match inner.loading.get(id) {
+                Some(flight) => Err(flight.clone()),
+                None => {
+                    let flight = Arc::new(Flight::default());
+                    inner.loading.insert(*id, flight.clone());
+                    Ok(flight)
+                }
+            }
+        };
+        match flight {
+            Ok(flight) => {
+                let mut publish = Publish { cache: self, id: *id, flight, outcome: None };
+                let blob = self.insert(*id, load()?);
+                publish.outcome = Some(blob.clone());
+                Ok(blob)
+            }
+            Err(theirs) => match theirs.wait() {
+                Some(blob) => {
+                    self.lock().joined += 1;
+                    Ok(blob)
+                }
+                None => load().map(|data| self.insert(*id, data)),
+            },
+        }
     }
 
     /// Checks freshly inflated `data` for NUL bytes ([`Blob::new`]) and caches it under `id`
@@ -108,7 +202,13 @@ impl BlobCache {
     /// Current counters.
     pub fn stats(&self) -> BlobCacheStats {
         let inner = self.lock();
-        BlobCacheStats { hits: inner.hits, misses: inner.misses, entries: inner.map.len(), bytes: inner.bytes }
+        BlobCacheStats {
+            hits: inner.hits,
+            misses: inner.misses,
+            joined: inner.joined,
+            entries: inner.map.len(),
+            bytes: inner.bytes,
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -142,6 +242,74 @@ mod tests {
         cache.insert(id(10), vec![10; 100].into());
         assert!(cache.get(&id(2)).is_some());
         assert!(cache.get(&id(3)).is_none());
+    }
+
+    #[test]
+    fn concurrent_loads_of_one_blob_inflate_it_once() {
+        use std::sync::Barrier;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        let cache = BlobCache::new(1 << 20);
+        let loads = AtomicUsize::new(0);
+        let start = Barrier::new(8);
+        let blobs: Vec<Blob> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    scope.spawn(|| {
+                        start.wait();
+                        cache
+                            .get_or_load(&id(7), || {
+                                loads.fetch_add(1, Ordering::SeqCst);
+                                // Long enough that the other callers arrive while it loads.
+                                std::thread::sleep(std::time::Duration::from_millis(50));
+                                Ok::<_, ()>(Arc::from(&b"shared\n"[..]))
+                            })
+                            .expect("loads")
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("no panic")).collect()
+        });
+        assert_eq!(loads.load(Ordering::SeqCst), 1, "one inflation for eight callers");
+        assert!(blobs.iter().all(|b| &*b.data == b"shared\n" && b.text));
+        let stats = cache.stats();
+        // Callers slower than the load (a loaded machine) hit the cache instead of joining.
+        assert_eq!((stats.hits + stats.misses, stats.joined + 1, stats.entries), (8, stats.misses, 1), "{stats:?}");
+        // Later callers hit the cache and never load.
+        let hit = cache.get_or_load(&id(7), || -> Result<Arc<[u8]>, ()> { panic!("cached") });
+        assert_eq!(hit.map(|b| b.data), Ok(Arc::from(&b"shared\n"[..])));
+    }
+
+    #[test]
+    fn a_failed_or_unwound_load_leaves_each_waiter_to_load_for_itself() {
+        use std::sync::Barrier;
+
+        let cache = BlobCache::new(1 << 20);
+        let started = Barrier::new(2);
+        std::thread::scope(|scope| {
+            let failing = scope.spawn(|| {
+                cache.get_or_load(&id(1), || {
+                    started.wait();
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    Err("too large for this caller")
+                })
+            });
+            started.wait();
+            // Arrives while the first load runs: waits for it, sees it fail, loads itself.
+            let own = cache.get_or_load(&id(1), || Ok::<_, &str>(Arc::from(&b"mine"[..])));
+            assert_eq!(own.map(|b| b.data), Ok(Arc::from(&b"mine"[..])));
+            assert_eq!(failing.join().expect("no panic").map(|b| b.data), Err("too large for this caller"));
+        });
+        // A loader that panics publishes nothing, yet nobody is left waiting and the next one loads.
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            cache.get_or_load(&id(2), || -> Result<Arc<[u8]>, ()> { panic!("inflate failed") })
+        }));
+        assert!(unwound.is_err());
+        assert!(cache.lock().loading.is_empty());
+        assert_eq!(
+            cache.get_or_load(&id(2), || Ok::<_, ()>(Arc::from(&b"again"[..]))).map(|b| b.data),
+            Ok(Arc::from(&b"again"[..]))
+        );
     }
 
     #[test]

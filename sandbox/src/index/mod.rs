@@ -439,7 +439,8 @@ impl Drop for ContentIndex {
     }
 }
 
-/// Reads one blob (through the blob cache, which a grep of the same tree then hits) and
+/// Reads one blob (through the blob cache, which a grep of the same tree then hits, and which
+/// inflates it once when greps of the tree want it at the same time) and
 /// extracts its trigrams; `None` when it is missing from the object store.
 fn build_entry(
     repo: &gix::Repository,
@@ -447,15 +448,17 @@ fn build_entry(
     shared: &RepoShared,
     id: ObjectId,
 ) -> Option<Built> {
-    let blob = match shared.blobs.get(&id) {
-        Some(blob) => blob,
-        None => {
-            let size = repo.find_header(id).ok()?.size();
-            if size > MAX_INDEXED_BLOB {
-                return Some(Built { size, content: BuiltContent::Unindexed });
-            }
-            shared.blobs.insert(id, Arc::from(repo.find_blob(id).ok()?.take_data()))
+    let loaded = shared.blobs.get_or_load(&id, || {
+        let size = repo.find_header(id).map_err(|_| None)?.size();
+        if size > MAX_INDEXED_BLOB {
+            return Err(Some(size));
         }
+        Ok(Arc::from(repo.find_blob(id).map_err(|_| None)?.take_data()))
+    });
+    let blob = match loaded {
+        Ok(blob) => blob,
+        Err(Some(size)) => return Some(Built { size, content: BuiltContent::Unindexed }),
+        Err(None) => return None,
     };
     let content = if blob.text { BuiltContent::Text(extractor.grams(&blob.data)) } else { BuiltContent::Binary };
     Some(Built { size: blob.data.len() as u64, content })

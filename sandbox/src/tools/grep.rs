@@ -35,11 +35,11 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
         Ok(filter) => filter,
         Err(result) => return result,
     };
-    let mut searcher = SearcherBuilder::new()
-        .line_number(true)
-        .binary_detection(BinaryDetection::quit(b'\0'))
-        .bom_sniffing(false)
-        .build();
+    // No binary detection in the searcher: a file reaches it only once it is known to hold no
+    // NUL (the index's or the blob cache's verdict, or the check below), and the searcher's own
+    // detection scanned every searched byte for one again (9% of a real study's tool time, perf).
+    let mut searcher =
+        SearcherBuilder::new().line_number(true).binary_detection(BinaryDetection::none()).bom_sniffing(false).build();
     // The path filter has already narrowed the files; the index narrows them further. Its
     // sizes and binary flags serve every pattern, its trigrams only one with a usable query.
     let indexed = tree.index_entries();

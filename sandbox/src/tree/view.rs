@@ -234,21 +234,22 @@ impl View {
         })
     }
 
-    /// The blob's content from the shared cache or the object store. Sizes are checked against
-    /// the object header before decompressing, so a huge blob costs nothing to refuse.
+    /// The blob's content from the shared cache or the object store (inflated by one caller at a
+    /// time, [`crate::blob_cache::BlobCache::get_or_load`]). Sizes are checked against the object
+    /// header before decompressing, so a huge blob costs nothing to refuse.
     fn blob(&self, reader: &Reader<'_>, id: ObjectId, path: &str, max_bytes: u64) -> Result<Blob, AccessError> {
         let too_large = |size: u64| AccessError::TooLarge { path: path.to_owned(), size, cap: max_bytes };
-        if let Some(blob) = self.shared.blobs.get(&id) {
-            let size = blob.data.len() as u64;
-            return if size > max_bytes { Err(too_large(size)) } else { Ok(blob) };
-        }
-        let missing = |_| AccessError::MissingObject { path: path.to_owned(), id };
-        let repo = reader.shared_repo(&self.shared);
-        let size = repo.find_header(id).map_err(missing)?.size();
-        if size > max_bytes {
-            return Err(too_large(size));
-        }
-        let mut blob = repo.find_blob(id).map_err(missing)?;
-        Ok(self.shared.blobs.insert(id, Arc::from(blob.take_data())))
+        let blob = self.shared.blobs.get_or_load(&id, || {
+            let missing = |_| AccessError::MissingObject { path: path.to_owned(), id };
+            let repo = reader.shared_repo(&self.shared);
+            let size = repo.find_header(id).map_err(missing)?.size();
+            if size > max_bytes {
+                return Err(too_large(size));
+            }
+            Ok(Arc::from(repo.find_blob(id).map_err(missing)?.take_data()))
+        })?;
+        // A blob another caller loaded (or cached) under a larger cap than this one's.
+        let size = blob.data.len() as u64;
+        if size > max_bytes { Err(too_large(size)) } else { Ok(blob) }
     }
 }
