@@ -55,6 +55,8 @@ pub(super) struct Evaluation {
     pub records: Vec<EvalRecord>,
     /// Wall seconds of the phase.
     pub seconds: f64,
+    /// The part of `seconds` spent waiting for the held-out episodes' tool calls.
+    pub tool_seconds: f64,
 }
 
 impl<P: Policy> Engine<P> {
@@ -65,13 +67,14 @@ impl<P: Policy> Engine<P> {
         let c = &self.config;
         let due = c.eval_every > 0 && (step_no.is_multiple_of(c.eval_every) || step_no == c.total_steps);
         let held = if due { self.held_out(step_no)? } else { None };
-        let (columns, records) = held.map_or((None, Vec::new()), |(columns, records)| (Some(columns), records));
-        Ok(Evaluation { columns, records, seconds: start.elapsed().as_secs_f64() })
+        let (columns, records, tool_seconds) =
+            held.map_or((None, Vec::new(), 0.0), |(columns, records, tools)| (Some(columns), records, tools));
+        Ok(Evaluation { columns, records, seconds: start.elapsed().as_secs_f64(), tool_seconds })
     }
 
-    /// The held-out rollouts, their columns and per-task records; `None`
-    /// without held-out tasks.
-    fn held_out(&self, step_no: usize) -> Result<Option<(EvalColumns, Vec<EvalRecord>)>, EngineError> {
+    /// The held-out rollouts, their columns and per-task records, and the
+    /// seconds spent waiting for their tool calls; `None` without held-out tasks.
+    fn held_out(&self, step_no: usize) -> Result<Option<(EvalColumns, Vec<EvalRecord>, f64)>, EngineError> {
         let c = &self.config;
         let tasks = self.tasks.clone();
         let all = tasks.tasks();
@@ -119,6 +122,6 @@ impl<P: Policy> Engine<P> {
             fb_ge_0_8: summary.fb.iter().filter(|&&f| f >= 0.8).count() as f64 / summary.fb.len() as f64,
             turns: mean(&summary.turns),
         };
-        Ok(Some((columns, records)))
+        Ok(Some((columns, records, batch.tool_seconds)))
     }
 }

@@ -111,6 +111,10 @@ pub struct Timings {
     pub eval_s: f64,
     /// Scoring the rollouts with the shadow variants (0 without shadows; issue 17).
     pub shadow_s: f64,
+    /// The part of `eval_s` spent waiting for the held-out episodes' tool calls (so the tools'
+    /// whole share of a step is `tools_s + eval_tools_s`). Absent (0) in files written before it.
+    #[serde(default)]
+    pub eval_tools_s: f64,
 }
 
 /// The column names of `metrics.csv`, in order.
@@ -156,7 +160,7 @@ pub fn metrics_header() -> Vec<&'static str> {
 
 /// The column names of `timings.csv`, in order.
 pub fn timings_header() -> Vec<&'static str> {
-    vec!["step", "rollout_s", "tools_s", "reward_s", "update_s", "eval_s", "shadow_s"]
+    vec!["step", "rollout_s", "tools_s", "reward_s", "update_s", "eval_s", "shadow_s", "eval_tools_s"]
 }
 
 /// Appends rows to a CSV file, flushing after each.

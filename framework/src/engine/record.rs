@@ -108,6 +108,7 @@ pub(super) fn outcome<E>(
         update_s: update.seconds,
         eval_s: eval.seconds,
         shadow_s: 0.0,
+        eval_tools_s: eval.tool_seconds,
     };
     let rollouts = if log_rollouts {
         batch

@@ -166,6 +166,53 @@ pub fn baseline_tasks(
     Ok(records.into_iter().map(|(_, bm25, heuristic)| (bm25, heuristic)).unzip())
 }
 
+/// The file beside `baseline_tasks.jsonl` that says which inputs its records were computed from
+/// (see [`cache_key`]).
+pub const CACHE_KEY_FILE: &str = "baseline.key";
+
+/// What the baselines' records depend on, as a fingerprint: `k`, the heuristic's parameters and
+/// every held-out task's id, repository, commit, issue text and target (not where the repository
+/// lies: a full object id names the same tree in any clone). A study that finds this key beside its `baseline_tasks.jsonl` (a rerun, a resumed
+/// run, another Slurm array task) reads the records instead of reading every held-out commit
+/// again, which on real repositories takes minutes. `None` — never cached — when a task's commit
+/// is not a full object id: a branch or tag name may move between two processes.
+pub fn cache_key(tasks: &dyn TaskSource, k: usize, params: &HeuristicParams) -> Option<String> {
+    let mut text = format!("baselines v1\nk={k}\n{params:?}\n");
+    for &i in tasks.held_out() {
+        let task = &tasks.tasks()[i];
+        if task.commit.len() != 40 || !task.commit.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let target = serde_json::to_string(&task.target).ok()?;
+        // Lengths first, so no two different task lists write the same text.
+        for field in [task.id.as_str(), &task.repo, &task.commit, &task.prompt, &target] {
+            text.push_str(&format!("{}:{field}\n", field.len()));
+        }
+    }
+    Some(format!("{:016x}-{}\n", crate::engine::seed::fnv1a(text.as_bytes()), tasks.held_out().len()))
+}
+
+/// The BM25 and heuristic records of `study_dir`'s `baseline_tasks.jsonl` when its
+/// [`CACHE_KEY_FILE`] holds `key`, split as [`baseline_tasks`] returns them; `None` when the key
+/// differs or is missing, or the records do not read back whole.
+pub fn cached(
+    study_dir: &std::path::Path,
+    key: &str,
+    k: usize,
+    params: &HeuristicParams,
+) -> Option<(Vec<BaselineTask>, Vec<BaselineTask>)> {
+    let stored = std::fs::read_to_string(study_dir.join(CACHE_KEY_FILE)).ok()?;
+    if stored != key {
+        return None;
+    }
+    let path = study_dir.join(super::summary::BASELINE_TASKS_FILE);
+    let records = super::by_repo::read_jsonl::<BaselineTask>(&path).ok()??;
+    let (bm25, heuristic) = (bm25_name(k), heuristic_name(params));
+    let (first, rest): (Vec<_>, Vec<_>) = records.into_iter().partition(|r| r.baseline == bm25);
+    let held = key.rsplit_once('-').and_then(|(_, n)| n.trim().parse::<usize>().ok())?;
+    (first.len() == held && rest.len() == held && rest.iter().all(|r| r.baseline == heuristic)).then_some((first, rest))
+}
+
 /// Positions in the held-out split, grouped by (repository, commit) in order of first
 /// appearance.
 fn held_out_groups(tasks: &dyn TaskSource) -> Vec<Vec<usize>> {

@@ -297,6 +297,51 @@ fn study_heuristic_baseline_on_a_synthetic_source() {
 }
 
 #[test]
+fn study_baselines_are_read_back_only_while_their_inputs_are_unchanged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config =
+        crate::synthetic::SyntheticConfig { seed: 3, files: 60, commits: 2, tasks: 16, held_out_fraction: 0.25 };
+    let source = crate::synthetic::generate(&config, &dir.path().join("repo")).expect("generate");
+    let mut tasks = crate::engine::TaskSet::from_synthetic(&source, 0.15).expect("tasks");
+    let (study, params, repo_dir) =
+        (dir.path(), crate::heuristic::HeuristicParams::default(), |r: &str| PathBuf::from(r));
+    let key = baseline::cache_key(&tasks, 2, &params).expect("full commit ids are cached");
+    assert_eq!(baseline::cached(study, &key, 2, &params), None, "nothing written yet");
+
+    let computed = baseline::baseline_tasks(&tasks, 2, params, &repo_dir, &|_, _| {}).expect("baselines");
+    publish::write_baseline_tasks(study, &[computed.0.clone(), computed.1.clone()].concat()).expect("records");
+    publish::write_text(study, baseline::CACHE_KEY_FILE, &key, "key").expect("key");
+    assert_eq!(baseline::cached(study, &key, 2, &params).as_ref(), Some(&computed));
+    // Another k or another heuristic names other rows: not these.
+    assert_ne!(baseline::cache_key(&tasks, 3, &params).as_ref(), Some(&key));
+    let top2 = crate::heuristic::HeuristicParams { top_k: 2, ..params };
+    assert_eq!(baseline::cached(study, &key, 2, &top2), None);
+
+    // Any held-out task's text, target or commit changes the key.
+    let first = tasks.held_out[0];
+    let mut edited = tasks.clone();
+    edited.tasks[first].prompt.push_str(" (edited)");
+    let other = baseline::cache_key(&edited, 2, &params).expect("key");
+    assert_ne!(other, key);
+    assert_eq!(baseline::cached(study, &other, 2, &params), None);
+    let mut edited = tasks.clone();
+    edited.tasks[first].target.files = Some(vec!["elsewhere.py".into()]);
+    assert_ne!(baseline::cache_key(&edited, 2, &params).as_ref(), Some(&key));
+    // A revision name may move: never cached.
+    tasks.tasks[first].commit = "HEAD".into();
+    assert_eq!(baseline::cache_key(&tasks, 2, &params), None);
+
+    // Records that do not read back whole are recomputed.
+    let path = study.join(summary::BASELINE_TASKS_FILE);
+    let text = std::fs::read_to_string(&path).expect("records");
+    let shorter: Vec<&str> = text.lines().skip(1).collect();
+    std::fs::write(&path, shorter.join("\n")).expect("write");
+    assert_eq!(baseline::cached(study, &key, 2, &params), None);
+    std::fs::write(&path, text.replace('{', "[")).expect("write");
+    assert_eq!(baseline::cached(study, &key, 2, &params), None);
+}
+
+#[test]
 fn study_checkpoints_about_twenty_times_per_run_unless_told() {
     let variant = "[[variants]]\nname = \"a\"\nreward = 'Fb(file)'\n";
     let every = |training: &str| parse(&format!("{HEAD}{training}{variant}")).expect("valid").training.checkpoint_every;

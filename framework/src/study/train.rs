@@ -195,7 +195,9 @@ pub enum TrainError {
 /// held-out tasks first (so `runs` may be empty to prepare a study): the BM25
 /// and grep heuristic rows in `baseline_bm25.csv` (the file keeps its first
 /// name so older studies and tools still find it) and their per-task records
-/// in `baseline_tasks.jsonl`.
+/// in `baseline_tasks.jsonl`; when `baseline.key` says those records were
+/// computed from the same held-out tasks ([`baseline::cache_key`]), they are
+/// read back instead of recomputed (a rerun, a resumed run, a Slurm task).
 ///
 /// Errors of single runs are collected and returned together
 /// ([`TrainError::RunsFailed`]) after every other run had its turn.
@@ -223,11 +225,19 @@ where
     }
     let repo_dir = |repo: &str| tasks.repo_dirs.get(repo).cloned().unwrap_or_else(|| repo.into());
     let params = crate::heuristic::HeuristicParams::default();
-    let (bm25, heuristic) =
-        baseline::baseline_tasks(tasks.tasks.as_ref(), study.summary.bm25_k, params, &repo_dir, &|done, total| {
-            progress.baselines(done, total)
-        })
-        .map_err(TrainError::Baseline)?;
+    let key = baseline::cache_key(tasks.tasks.as_ref(), study.summary.bm25_k, &params);
+    let (bm25, heuristic) = match key
+        .as_deref()
+        .and_then(|key| baseline::cached(study_dir, key, study.summary.bm25_k, &params))
+    {
+        Some(records) => records,
+        None => {
+            baseline::baseline_tasks(tasks.tasks.as_ref(), study.summary.bm25_k, params, &repo_dir, &|done, total| {
+                progress.baselines(done, total)
+            })
+            .map_err(TrainError::Baseline)?
+        }
+    };
     let rows = [
         baseline_row(baseline::bm25_name(study.summary.bm25_k), &bm25),
         baseline_row(baseline::heuristic_name(&params), &heuristic),
@@ -235,6 +245,11 @@ where
     // Atomically: concurrent runners of the study (Slurm array tasks) all write them.
     publish::write_baseline(study_dir, &rows)?;
     publish::write_baseline_tasks(study_dir, &[bm25, heuristic].concat())?;
+    if let Some(key) = &key {
+        // Written after the records it vouches for: a process killed between the two leaves an
+        // old key (or none), which only costs the next process a recomputation.
+        publish::write_text(study_dir, baseline::CACHE_KEY_FILE, key, "the baselines' cache key")?;
+    }
 
     let group_size = study.training.group_size;
     let variants = study

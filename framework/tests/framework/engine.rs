@@ -107,7 +107,7 @@ fn a_run_writes_one_flushed_row_per_step_with_eval_columns_on_eval_steps() {
     assert!(rows.iter().any(|r| num(r, "kl") > 0.0), "the policy moves away from its reference");
     let timings = read(&dir.join("timings.csv"));
     assert_eq!(timings.lines().count(), 5, "header and one row per step");
-    assert!(timings.starts_with("step,rollout_s,tools_s,reward_s,update_s,eval_s,shadow_s\n"));
+    assert!(timings.starts_with("step,rollout_s,tools_s,reward_s,update_s,eval_s,shadow_s,eval_tools_s\n"));
 }
 
 #[test]
