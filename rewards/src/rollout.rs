@@ -310,7 +310,23 @@ impl<'a> RolloutRef<'a> {
     pub fn parse(text: &'a str) -> Option<RolloutRef<'a>> {
         // The hand-written reader takes the common lines (several times
         // faster); it declines the rest, which `serde_json` reads as before.
-        let mut r: RolloutRef<'a> = scan::scan(text).or_else(|| serde_json::from_str(text).ok())?;
+        let r: RolloutRef<'a> = scan::scan(text).or_else(|| serde_json::from_str(text).ok())?;
+        r.checked()
+    }
+
+    /// [`RolloutRef::parse`] and the line's [`logged_step`], read in the same
+    /// pass where the hand-written reader takes the line.
+    pub fn parse_with_step(text: &'a str) -> Option<(RolloutRef<'a>, u64)> {
+        let (r, step) = match scan::scan_with_step(text) {
+            Some(read) => read,
+            None => (serde_json::from_str(text).ok()?, logged_step(text)),
+        };
+        Some((r.checked()?, step))
+    }
+
+    /// What [`Rollout::from_json_line`] checks beyond serde, and its path normalisation.
+    fn checked(mut self) -> Option<RolloutRef<'a>> {
+        let r = &mut self;
         if r.group.0.is_empty() || r.turns.as_ref().is_some_and(Vec::is_empty) {
             return None;
         }
@@ -324,13 +340,26 @@ impl<'a> RolloutRef<'a> {
                 }
             }
         }
-        Some(r)
+        Some(self)
     }
 
     /// The group (prompt) the rollout belongs to.
     pub fn group(&self) -> &str {
         &self.group.0
     }
+}
+
+/// The training step a rollout log's line was logged at, as `study replay`'s
+/// alert replay reads it: the record's `step` when it is an unsigned integer,
+/// else 0 (no `step`, a `step` of another type, or a line that is not JSON).
+pub fn logged_step(text: &str) -> u64 {
+    /// A record's `step`, whatever its type; every other key skipped unread.
+    #[derive(Deserialize)]
+    struct StepOf {
+        #[serde(default)]
+        step: serde_json::Value,
+    }
+    serde_json::from_str::<StepOf>(text).ok().and_then(|s| s.step.as_u64()).unwrap_or(0)
 }
 
 /// [`Rollout`] with each call's `args` checked but dropped.
@@ -670,6 +699,48 @@ mod tests {
         }
         // Both sides are exercised.
         assert!(accepted > 1000 && declined > 1000, "{accepted} accepted, {declined} declined");
+    }
+
+    /// The step the hand-written reader reads with a record is
+    /// [`logged_step`]'s (`serde_json`'s) on every line it takes: steps of
+    /// every JSON type, duplicated, and each template mutated byte by byte.
+    #[test]
+    fn the_hand_written_reader_reads_the_step_as_serde_json_does() {
+        let body = r#""group": "g", "turns": [[{"tool": "grep", "entities": ["a.py:3"]}], []]"#;
+        let mut lines: Vec<String> = [
+            "3", "0", "18446744073709551615", "123456789012345", "-2", "-0", "2.5", "4.0", "\"4\"", "null", "true",
+            "[1]", "{\"step\": 2}",
+        ]
+        .iter()
+        .flat_map(|v| [format!("{{{body}, \"step\": {v}}}"), format!("{{\"step\":{v} , {body}}}")])
+        .collect();
+        lines.push(format!("{{{body}}}"));
+        lines.push(format!("{{\"step\": 2, {body}, \"step\": 2}}"));
+        lines.push(format!("{{\"steps\": 2, {body}}}"));
+        let (mut accepted, mut with_step) = (0, 0);
+        for line in lines.clone() {
+            let bytes = line.as_bytes();
+            let mut variants = vec![bytes.to_vec()];
+            for at in 0..bytes.len() {
+                variants.push([&bytes[..at], &bytes[at + 1..]].concat());
+                for &c in b"\"1-.0 " {
+                    variants.push([&bytes[..at], &[c][..], &bytes[at + 1..]].concat());
+                }
+            }
+            for v in variants {
+                let Ok(text) = std::str::from_utf8(&v) else { continue };
+                if let Some((_, step)) = scan::scan_with_step(text) {
+                    assert_eq!(step, logged_step(text), "{text}");
+                    accepted += 1;
+                    with_step += usize::from(step > 0);
+                }
+                // The public reader agrees wherever it reads the line, whichever reader took it.
+                if let Some((r, step)) = RolloutRef::parse_with_step(text) {
+                    assert_eq!((Some(r), step), (RolloutRef::parse(text), logged_step(text)), "{text}");
+                }
+            }
+        }
+        assert!(accepted > 500 && with_step > 100, "{accepted} accepted, {with_step} with a step");
     }
 
     #[test]

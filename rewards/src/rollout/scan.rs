@@ -32,10 +32,29 @@ const MAX_DEPTH: usize = 64;
 
 /// The record of one line, or `None` where `serde_json` must decide.
 pub(super) fn scan(text: &str) -> Option<RolloutRef<'_>> {
+    scan_with_step(text).map(|(r, _)| r)
+}
+
+/// [`scan`] and the line's step as [`super::logged_step`] reads it: the
+/// value of the record's one `step` key when it is a plain unsigned integer,
+/// else 0 (no `step`, another type, a negative or fractional number, or a
+/// duplicated `step`, which `serde_json` rejects). The scanner declines every
+/// key with an escape, so a line it takes has a `step` key exactly when one
+/// is spelt so.
+pub(super) fn scan_with_step(text: &str) -> Option<(RolloutRef<'_>, u64)> {
     let mut s = Scanner { text, bytes: text.as_bytes(), at: 0 };
     let r = s.record()?;
     s.ws();
     (s.at == s.bytes.len()).then_some(r)
+}
+
+/// A skipped value's text read as `serde_json::Value::as_u64` reads it:
+/// digits only, no leading zero (the scanner has checked it is a JSON value,
+/// and a number of at most 15 digits, so it fits).
+fn plain_u64(value: &str) -> Option<u64> {
+    let digits = value.as_bytes();
+    let plain = !digits.is_empty() && digits.iter().all(u8::is_ascii_digit) && (digits.len() == 1 || digits[0] != b'0');
+    plain.then(|| value.parse().ok()).flatten()
 }
 
 /// The offset of the first `"`, `\\` or control character of `bytes`, eight
@@ -232,9 +251,11 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    fn record(&mut self) -> Option<RolloutRef<'a>> {
+    /// The record and its step (see [`scan_with_step`]).
+    fn record(&mut self) -> Option<(RolloutRef<'a>, u64)> {
         let (mut group, mut predicted, mut target, mut turns) = (None, None, None, None);
         let (mut tokens, mut valid, mut truncated) = (None, None, None);
+        let (mut steps, mut step) = (0, None);
         self.object(|s, key| match key {
             "group" => once(&mut group, Text(Cow::Borrowed(s.str()?))),
             "predicted" => once(&mut predicted, s.selection()?),
@@ -243,9 +264,17 @@ impl<'a> Scanner<'a> {
             "completion_tokens" => once(&mut tokens, s.u64()?),
             "valid" => once(&mut valid, s.bool()?),
             "truncated" => once(&mut truncated, s.bool()?),
+            "step" => {
+                s.ws();
+                let start = s.at;
+                s.skip(1)?;
+                steps += 1;
+                step = plain_u64(&s.text[start..s.at]);
+                Some(())
+            }
             _ => s.skip(1),
         })?;
-        Some(RolloutRef {
+        let record = RolloutRef {
             group: group?,
             predicted: predicted.flatten(),
             target: target.flatten(),
@@ -253,7 +282,9 @@ impl<'a> Scanner<'a> {
             completion_tokens: tokens.flatten(),
             valid: valid.flatten(),
             truncated: truncated.flatten(),
-        })
+        };
+        // A duplicated key is `serde_json`'s error, which reads as step 0.
+        Some((record, if steps == 1 { step.unwrap_or(0) } else { 0 }))
     }
 
     fn selection(&mut self) -> Option<Option<SelectionRef<'a>>> {
