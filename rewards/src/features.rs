@@ -262,16 +262,31 @@ pub fn group_order(rollouts: &[Rollout]) -> Vec<usize> {
 
 /// [`group_order`] of rows given by their group names alone.
 pub fn group_order_of<'a>(groups: impl IntoIterator<Item = &'a str>) -> Vec<usize> {
-    let mut group_index: HashMap<&str, usize> = HashMap::new();
-    let mut members: Vec<Vec<usize>> = Vec::new();
-    for (i, group) in groups.into_iter().enumerate() {
+    // One pass numbers the groups and counts their rows, a second places
+    // each row after its group's earlier rows: no list per group. foldhash:
+    // `std`'s SipHash was most of this serial step on a big log.
+    let mut group_index: HashMap<&str, usize, foldhash::fast::RandomState> = HashMap::default();
+    let mut counts: Vec<usize> = Vec::new();
+    let mut ids: Vec<usize> = Vec::new();
+    for group in groups {
         let g = *group_index.entry(group).or_insert_with(|| {
-            members.push(Vec::new());
-            members.len() - 1
+            counts.push(0);
+            counts.len() - 1
         });
-        members[g].push(i);
+        counts[g] += 1;
+        ids.push(g);
     }
-    members.into_iter().flatten().collect()
+    let mut next = counts;
+    let mut start = 0;
+    for n in &mut next {
+        (*n, start) = (start, start + *n);
+    }
+    let mut order = vec![0; ids.len()];
+    for (i, g) in ids.into_iter().enumerate() {
+        order[next[g]] = i;
+        next[g] += 1;
+    }
+    order
 }
 
 /// The features of one rollout at a time, for a loader that computes them

@@ -347,6 +347,11 @@ impl<'a> RolloutRef<'a> {
     pub fn group(&self) -> &str {
         &self.group.0
     }
+
+    /// The group, borrowed from the line where it had no escapes.
+    pub fn into_group(self) -> Cow<'a, str> {
+        self.group.0
+    }
 }
 
 /// The training step a rollout log's line was logged at, as `study replay`'s
@@ -478,17 +483,18 @@ const JSONL_CHUNK: usize = 1 << 20;
 /// (rayon): the same records, errors and line numbers, and the same
 /// [`ReadError`] at the first line that is not UTF-8. `parse` may turn each
 /// line into something smaller than the record (the features a loader needs),
-/// so that a big log never holds all its records at once.
-pub fn map_jsonl<T: Send>(
-    data: &[u8],
+/// so that a big log never holds all its records at once; it may borrow from
+/// `data` (a group name read in place).
+pub fn map_jsonl<'d, T: Send>(
+    data: &'d [u8],
     what: &str,
-    parse: impl Fn(&str) -> Result<T, String> + Sync,
+    parse: impl Fn(&'d str) -> Result<T, String> + Sync,
 ) -> Result<Loaded<T>, ReadError> {
     use rayon::prelude::*;
     let mut chunks = Vec::new();
     let mut rest = data;
     while !rest.is_empty() {
-        let cut = match rest.get(JSONL_CHUNK..).and_then(|tail| tail.iter().position(|&b| b == b'\n')) {
+        let cut = match rest.get(JSONL_CHUNK..).and_then(|tail| memchr::memchr(b'\n', tail)) {
             Some(p) => JSONL_CHUNK + p + 1,
             None => rest.len(),
         };
@@ -504,21 +510,26 @@ pub fn map_jsonl<T: Send>(
     }
     let parts: Vec<Part<T>> = chunks
         .par_iter()
-        .map(|chunk| {
+        .map(|chunk: &&'d [u8]| {
             let mut part =
                 Part { loaded: Loaded { records: Vec::new(), errors: Vec::new() }, lines: 0, bad_utf8: None };
-            let body = chunk.strip_suffix(b"\n").unwrap_or(chunk);
-            // Lines split as `str`s where the chunk is UTF-8 (checked once for
-            // the chunk; `str::split` finds the newlines with memchr, not byte
-            // by byte); a chunk that is not is split as bytes and each line
-            // checked, so its bad line is found (`None`).
-            let lines: Box<dyn Iterator<Item = Option<&str>>> = match std::str::from_utf8(body) {
-                Ok(text) => Box::new(text.split('\n').map(Some)),
-                Err(_) => Box::new(body.split(|&b| b == b'\n').map(|line| std::str::from_utf8(line).ok())),
-            };
-            for (i, line) in lines.enumerate() {
-                let line_no = i + 1;
+            let body: &'d [u8] = chunk.strip_suffix(b"\n").unwrap_or(chunk);
+            // The chunk is checked as UTF-8 once; where it is, its lines are
+            // cut at the newlines memchr finds (each cut is at an ASCII byte,
+            // so each line is a `str`). A chunk that is not is split as bytes
+            // and each line checked, so its bad line is found (`None`).
+            let text = std::str::from_utf8(body).ok();
+            let mut start = 0;
+            let mut line_no = 0;
+            while start <= body.len() {
+                let end = memchr::memchr(b'\n', &body[start..]).map_or(body.len(), |p| start + p);
+                line_no += 1;
                 part.lines = line_no;
+                let line = match text {
+                    Some(text) => Some(&text[start..end]),
+                    None => std::str::from_utf8(&body[start..end]).ok(),
+                };
+                start = end + 1;
                 let Some(text) = line else {
                     part.bad_utf8 = Some(line_no);
                     break;
@@ -535,7 +546,10 @@ pub fn map_jsonl<T: Send>(
             part
         })
         .collect();
-    let mut out = Loaded { records: Vec::new(), errors: Vec::new() };
+    // Sized once: growing a big log's records by doubling copies them into
+    // fresh pages, on one core, after the parallel part.
+    let records = parts.iter().map(|p| p.loaded.records.len()).sum();
+    let mut out = Loaded { records: Vec::with_capacity(records), errors: Vec::new() };
     let mut base = 0;
     for part in parts {
         if let Some(line) = part.bad_utf8 {
