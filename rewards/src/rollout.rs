@@ -242,6 +242,20 @@ pub struct RolloutRef<'a> {
     pub(crate) truncated: Option<bool>,
 }
 
+/// What a reader of [`RolloutRef::parse_keeping`] needs kept. The rest is
+/// checked as always but not built: a big log's line ranges are a `String`
+/// each, which a formula without a line-range feature never reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Keep {
+    /// The selections' `line_ranges`.
+    pub line_ranges: bool,
+}
+
+impl Keep {
+    /// Everything, as [`RolloutRef::parse`] keeps it.
+    pub const ALL: Keep = Keep { line_ranges: true };
+}
+
 /// [`Selection`] read in place.
 #[derive(Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -317,7 +331,14 @@ impl<'a> RolloutRef<'a> {
     /// [`RolloutRef::parse`] and the line's [`logged_step`], read in the same
     /// pass where the hand-written reader takes the line.
     pub fn parse_with_step(text: &'a str) -> Option<(RolloutRef<'a>, u64)> {
-        let (r, step) = match scan::scan_with_step(text) {
+        RolloutRef::parse_keeping(text, Keep::ALL)
+    }
+
+    /// [`RolloutRef::parse_with_step`] for a reader that needs only what
+    /// `keep` names: the same lines are accepted, and what is not kept may
+    /// read as absent (it is where the hand-written reader takes the line).
+    pub fn parse_keeping(text: &'a str, keep: Keep) -> Option<(RolloutRef<'a>, u64)> {
+        let (r, step) = match scan::scan_keeping(text, keep) {
             Some(read) => read,
             None => (serde_json::from_str(text).ok()?, logged_step(text)),
         };

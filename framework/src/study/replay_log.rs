@@ -14,6 +14,8 @@
 //! into records and replayed that way, so every error names the same variant,
 //! rollout and message as before.
 
+use std::borrow::Cow;
+
 use rewardlab_dsl::cpu::CompiledProgram;
 use rewardlab_dsl::check::{CheckOptions, compile_source};
 use rewardlab_dsl::{EvalOptions, FeatureRef, FeatureTable, Interval, SourceFile};
@@ -73,7 +75,7 @@ fn streamed(variants: &[Variant], data: &[u8]) -> Result<Option<LogReplay>, Repl
     if loaded.records.is_empty() {
         return Err(ReplayError::Empty.into());
     }
-    let lines: Vec<Line> = loaded.records.into_iter().map(|(_, line)| line).collect();
+    let lines: Vec<Line<'_>> = loaded.records.into_iter().map(|(_, line)| line).collect();
     Ok(LogTable::new(&row, lines).and_then(|log| log.replay(variants)))
 }
 
@@ -96,8 +98,9 @@ fn shared_features_of(variants: &[Variant]) -> Option<Vec<FeatureRef>> {
 }
 
 /// One line of the log as the replay keeps it.
-struct Line {
-    group: String,
+struct Line<'d> {
+    /// Borrowed from the log where it has no escapes.
+    group: Cow<'d, str>,
     step: usize,
     /// In [`RowFeatures::features`] order; `None` when one is unavailable or out of range.
     values: Option<Vec<f64>>,
@@ -105,28 +108,29 @@ struct Line {
 
 /// Reads one line in place when it can (`RolloutRef`), else as a record
 /// (whose reader's message a bad line gets, as in [`replay_records`]).
-fn read_line(line: &str, row: &RowFeatures, options: &FeatureOptions) -> Result<Line, String> {
-    if let Some((r, step)) = RolloutRef::parse_with_step(line) {
-        return Ok(Line { group: r.group().to_owned(), step: step as usize, values: row.values_of(&r, options) });
+fn read_line<'d>(line: &'d str, row: &RowFeatures, options: &FeatureOptions) -> Result<Line<'d>, String> {
+    if let Some((r, step)) = RolloutRef::parse_keeping(line, row.keep()) {
+        let values = row.values_of(&r, options);
+        return Ok(Line { group: r.into_group(), step: step as usize, values });
     }
     let r = Rollout::from_json_line_without_args(line)?;
-    Ok(Line { values: row.values(&r, options), step: logged_step(line) as usize, group: r.group })
+    Ok(Line { values: row.values(&r, options), step: logged_step(line) as usize, group: Cow::Owned(r.group) })
 }
 
 /// The log's shared feature table and each row's step.
-struct LogTable<'r> {
+struct LogTable<'r, 'd> {
     row: &'r RowFeatures,
     /// Every feature's column, rows grouped as [`rewardlab_rewards::feature_table`] groups them.
     table: FeatureTable,
     /// Each line's group and step, in file order.
-    lines: Vec<(String, usize)>,
+    lines: Vec<(Cow<'d, str>, usize)>,
     /// The values by line, in file order, [`RowFeatures::features`] order within a line.
     values: Vec<f64>,
 }
 
-impl<'r> LogTable<'r> {
+impl<'r, 'd> LogTable<'r, 'd> {
     /// `None` when a line lacks a value.
-    fn new(row: &'r RowFeatures, lines: Vec<Line>) -> Option<LogTable<'r>> {
+    fn new(row: &'r RowFeatures, lines: Vec<Line<'d>>) -> Option<LogTable<'r, 'd>> {
         let width = row.features().len();
         let mut values = Vec::with_capacity(lines.len() * width);
         let mut kept = Vec::with_capacity(lines.len());
@@ -193,18 +197,19 @@ impl<'r> LogTable<'r> {
 fn grouped_table(
     row: &RowFeatures,
     values: &[f64],
-    lines: &[(String, usize)],
+    lines: &[(Cow<'_, str>, usize)],
     rows: Vec<usize>,
     wanted: impl Fn(&FeatureRef) -> bool,
 ) -> Option<FeatureTable> {
     let width = row.features().len();
-    let order: Vec<usize> = group_order_of(rows.iter().map(|&i| lines[i].0.as_str())).into_iter().map(|k| rows[k]).collect();
+    let order: Vec<usize> =
+        group_order_of(rows.iter().map(|&i| lines[i].0.as_ref())).into_iter().map(|k| rows[k]).collect();
     let mut sizes: Vec<(String, usize)> = Vec::new();
     for &i in &order {
         let group = &lines[i].0;
         match sizes.last_mut() {
             Some((name, n)) if name == group => *n += 1,
-            _ => sizes.push((group.clone(), 1)),
+            _ => sizes.push((group.to_string(), 1)),
         }
     }
     let mut table = FeatureTable::new(sizes).ok()?;

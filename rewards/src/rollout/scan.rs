@@ -23,7 +23,7 @@
 
 use std::borrow::Cow;
 
-use super::{CallRef, RolloutRef, SelectionRef, Text};
+use super::{CallRef, Keep, RolloutRef, SelectionRef, Text};
 use crate::metrics::LineRange;
 
 /// Deepest nesting of a skipped value this reader follows (`serde_json`
@@ -42,7 +42,13 @@ pub(super) fn scan(text: &str) -> Option<RolloutRef<'_>> {
 /// key with an escape, so a line it takes has a `step` key exactly when one
 /// is spelt so.
 pub(super) fn scan_with_step(text: &str) -> Option<(RolloutRef<'_>, u64)> {
-    let mut s = Scanner { text, bytes: text.as_bytes(), at: 0 };
+    scan_keeping(text, Keep::ALL)
+}
+
+/// [`scan_with_step`] keeping only what `keep` asks for: the rest is checked
+/// exactly as before (the same lines are taken) and read as absent.
+pub(super) fn scan_keeping(text: &str, keep: Keep) -> Option<(RolloutRef<'_>, u64)> {
+    let mut s = Scanner { text, bytes: text.as_bytes(), at: 0, keep };
     let r = s.record()?;
     s.ws();
     (s.at == s.bytes.len()).then_some(r)
@@ -117,6 +123,7 @@ struct Scanner<'a> {
     text: &'a str,
     bytes: &'a [u8],
     at: usize,
+    keep: Keep,
 }
 
 /// Sets a field once: a second value of the same key is `serde_json`'s
@@ -236,7 +243,9 @@ impl<'a> Scanner<'a> {
         if self.null()? {
             return Some(None);
         }
-        let mut out = Vec::new();
+        // Room for a typical list at once (an entity list is often ten long):
+        // one allocation rather than one per doubling.
+        let mut out = Vec::with_capacity(8);
         self.array(|s| {
             out.push(Text(Cow::Borrowed(s.str()?)));
             Some(())
@@ -246,6 +255,11 @@ impl<'a> Scanner<'a> {
 
     fn line_ranges(&mut self) -> Option<Option<Vec<LineRange>>> {
         if self.null()? {
+            return Some(None);
+        }
+        if !self.keep.line_ranges {
+            // Checked as `LineRange::parse` checks them, nothing built.
+            self.array(|s| LineRange::is_valid(s.str()?).then_some(()))?;
             return Some(None);
         }
         let mut out = Vec::new();
@@ -269,13 +283,32 @@ impl<'a> Scanner<'a> {
         Some(())
     }
 
-    /// Each key of an object in turn (`field(self, key)` reads its value).
-    fn object(&mut self, mut field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+    /// A key: one of `known` compared in place (a record's keys are few and
+    /// come in much the same order, so this is cheaper than finding the
+    /// string's end), else any string as [`Scanner::str`] reads it. Either
+    /// way the same slice of the line.
+    fn key(&mut self, known: &[&str]) -> Option<&'a str> {
+        if self.peek()? == b'"' {
+            let start = self.at + 1;
+            let rest = &self.bytes[start..];
+            for k in known {
+                if rest.get(k.len()) == Some(&b'"') && rest.starts_with(k.as_bytes()) {
+                    self.at = start + k.len() + 1;
+                    return Some(&self.text[start..start + k.len()]);
+                }
+            }
+        }
+        self.str()
+    }
+
+    /// Each key of an object in turn (`field(self, key)` reads its value);
+    /// `known` are the keys the caller expects (see [`Scanner::key`]).
+    fn object(&mut self, known: &[&str], mut field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
         if !self.open(b'{', b'}')? {
             return Some(());
         }
         loop {
-            let key = self.str()?;
+            let key = self.key(known)?;
             self.eat(b':')?;
             field(self, key)?;
             if !self.more(b'}')? {
@@ -289,7 +322,9 @@ impl<'a> Scanner<'a> {
         let (mut group, mut predicted, mut target, mut turns) = (None, None, None, None);
         let (mut tokens, mut valid, mut truncated) = (None, None, None);
         let (mut steps, mut step) = (0, None);
-        self.object(|s, key| match key {
+        const KEYS: [&str; 8] =
+            ["group", "predicted", "target", "turns", "completion_tokens", "valid", "truncated", "step"];
+        self.object(&KEYS, |s, key| match key {
             "group" => once(&mut group, Text(Cow::Borrowed(s.str()?))),
             "predicted" => once(&mut predicted, s.selection()?),
             "target" => once(&mut target, s.selection()?),
@@ -325,7 +360,7 @@ impl<'a> Scanner<'a> {
             return Some(None);
         }
         let (mut files, mut line_ranges, mut functions) = (None, None, None);
-        self.object(|s, key| match key {
+        self.object(&["files", "line_ranges", "functions"], |s, key| match key {
             "files" => once(&mut files, s.texts()?),
             "line_ranges" => once(&mut line_ranges, s.line_ranges()?),
             "functions" => once(&mut functions, s.texts()?),
@@ -343,7 +378,7 @@ impl<'a> Scanner<'a> {
         if self.null()? {
             return Some(None);
         }
-        let mut turns = Vec::new();
+        let mut turns = Vec::with_capacity(8);
         self.array(|s| {
             let mut calls = Vec::new();
             s.array(|s| {
@@ -358,7 +393,7 @@ impl<'a> Scanner<'a> {
 
     fn call(&mut self) -> Option<CallRef<'a>> {
         let (mut tool, mut args, mut entities) = (None, None, None);
-        self.object(|s, key| match key {
+        self.object(&["tool", "args", "entities"], |s, key| match key {
             "tool" => once(&mut tool, Text(Cow::Borrowed(s.str()?))),
             "args" => once(&mut args, s.skip(1)?),
             "entities" => once(&mut entities, s.texts()?),
@@ -374,7 +409,7 @@ impl<'a> Scanner<'a> {
         }
         match self.peek()? {
             b'"' => self.skip_string(),
-            b'{' => self.object(|s, _| s.skip(depth + 1)),
+            b'{' => self.object(&[], |s, _| s.skip(depth + 1)),
             b'[' => self.array(|s| s.skip(depth + 1)),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),

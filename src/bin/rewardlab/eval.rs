@@ -135,11 +135,15 @@ fn jsonl_input(args: &EvalArgs, program: &Program, data: &[u8]) -> anyhow::Resul
     // chunks, keeping only the group and the values: the records themselves
     // would take many times the file's size.
     let row_features = RowFeatures::new(&program.features).ok();
+    let keep = row_features.as_ref().map(RowFeatures::keep);
     let loaded = map_jsonl(data, "rollouts", |line| {
         // Read in place (no string copied per file or entity, nor for the
-        // group unless it has escapes) when it can be; a line it declines is
-        // read as a record, with that reader's error.
-        if let (Some(f), Some(r)) = (row_features.as_ref(), RolloutRef::parse(line)) {
+        // group unless it has escapes, and only what the features read
+        // built) when it can be; a line it declines is read as a record,
+        // with that reader's error.
+        if let (Some(f), Some(keep)) = (row_features.as_ref(), keep)
+            && let Some((r, _)) = RolloutRef::parse_keeping(line, keep)
+        {
             let values = f.values_of(&r, &options);
             return Ok((r.into_group(), values));
         }
