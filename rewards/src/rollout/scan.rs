@@ -287,13 +287,21 @@ impl<'a> Scanner<'a> {
     /// come in much the same order, so this is cheaper than finding the
     /// string's end), else any string as [`Scanner::str`] reads it. Either
     /// way the same slice of the line.
-    fn key(&mut self, known: &[&str]) -> Option<&'a str> {
+    ///
+    /// `next` is where to start looking in `known`: just after the key last
+    /// found, so that keys in the expected order are each found at once.
+    fn key(&mut self, known: &[&str], next: &mut usize) -> Option<&'a str> {
         if self.peek()? == b'"' {
             let start = self.at + 1;
             let rest = &self.bytes[start..];
-            for k in known {
-                if rest.get(k.len()) == Some(&b'"') && rest.starts_with(k.as_bytes()) {
+            for i in 0..known.len() {
+                let j = if *next + i < known.len() { *next + i } else { *next + i - known.len() };
+                // Bytes compared in a loop: a key is short, and `memcmp`'s
+                // call cost more than the comparison.
+                let k = known[j].as_bytes();
+                if rest.get(k.len()) == Some(&b'"') && rest.iter().zip(k).all(|(a, b)| a == b) {
                     self.at = start + k.len() + 1;
+                    *next = if j + 1 < known.len() { j + 1 } else { 0 };
                     return Some(&self.text[start..start + k.len()]);
                 }
             }
@@ -307,8 +315,9 @@ impl<'a> Scanner<'a> {
         if !self.open(b'{', b'}')? {
             return Some(());
         }
+        let mut next = 0;
         loop {
-            let key = self.key(known)?;
+            let key = self.key(known, &mut next)?;
             self.eat(b':')?;
             field(self, key)?;
             if !self.more(b'}')? {
@@ -424,7 +433,9 @@ impl<'a> Scanner<'a> {
     fn skip_string(&mut self) -> Option<()> {
         self.eat(b'"')?;
         loop {
-            match *self.bytes.get(self.at)? {
+            // Plain bytes are passed over [`special`]'s way, many at a time.
+            self.at += special(&self.bytes[self.at..])?;
+            match self.bytes[self.at] {
                 b'"' => break,
                 b'\\' => {
                     match *self.bytes.get(self.at + 1)? {
@@ -433,8 +444,7 @@ impl<'a> Scanner<'a> {
                     }
                     self.at += 2;
                 }
-                0..=0x1f => return None,
-                _ => self.at += 1,
+                _ => return None,
             }
         }
         self.at += 1;
