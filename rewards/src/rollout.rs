@@ -736,6 +736,42 @@ mod tests {
         assert!(accepted > 1000 && declined > 1000, "{accepted} accepted, {declined} declined");
     }
 
+    /// A reader that keeps no line ranges takes exactly the lines the full
+    /// reader takes (bad ranges included: they are checked alike), and reads
+    /// the same record but for the ranges; through `parse_keeping` too, where
+    /// `serde_json` reads what the hand-written reader declines.
+    #[test]
+    fn not_keeping_line_ranges_accepts_the_same_lines() {
+        let lean = Keep { line_ranges: false };
+        let mut lines = scan_templates();
+        lines.push(r#"{"group": "g", "predicted": {"line_ranges": ["./a/../b.py:3", "a:b.py:4-4", "x.py:2-1"]}}"#.into());
+        let (mut accepted, mut compared) = (0, 0);
+        for line in lines {
+            let bytes = line.as_bytes();
+            for at in 0..bytes.len() {
+                for &c in b"\",:[]0-.1 /x" {
+                    let v = [&bytes[..at], &[c][..], &bytes[at + 1..]].concat();
+                    let Ok(text) = std::str::from_utf8(&v) else { continue };
+                    let full = scan::scan_with_step(text);
+                    let read = scan::scan_keeping(text, lean);
+                    assert_eq!(full.is_some(), read.is_some(), "{text}");
+                    if let (Some((mut want, step)), Some(got)) = (full, read) {
+                        for sel in [&mut want.predicted, &mut want.target].into_iter().flatten() {
+                            sel.line_ranges = None;
+                        }
+                        assert_eq!(Some((want, step)), Some(got), "{text}");
+                        accepted += 1;
+                    }
+                    let full = RolloutRef::parse_with_step(text).map(|(r, _)| (r.group, r.turns.map(|t| t.len())));
+                    let read = RolloutRef::parse_keeping(text, lean).map(|(r, _)| (r.group, r.turns.map(|t| t.len())));
+                    assert_eq!(full, read, "{text}");
+                    compared += 1;
+                }
+            }
+        }
+        assert!(accepted > 1000 && compared > 10_000, "{accepted} accepted, {compared} compared");
+    }
+
     /// The step the hand-written reader reads with a record is
     /// [`logged_step`]'s (`serde_json`'s) on every line it takes: steps of
     /// every JSON type, duplicated, and each template mutated byte by byte.
@@ -743,8 +779,19 @@ mod tests {
     fn the_hand_written_reader_reads_the_step_as_serde_json_does() {
         let body = r#""group": "g", "turns": [[{"tool": "grep", "entities": ["a.py:3"]}], []]"#;
         let mut lines: Vec<String> = [
-            "3", "0", "18446744073709551615", "123456789012345", "-2", "-0", "2.5", "4.0", "\"4\"", "null", "true",
-            "[1]", "{\"step\": 2}",
+            "3",
+            "0",
+            "18446744073709551615",
+            "123456789012345",
+            "-2",
+            "-0",
+            "2.5",
+            "4.0",
+            "\"4\"",
+            "null",
+            "true",
+            "[1]",
+            "{\"step\": 2}",
         ]
         .iter()
         .flat_map(|v| [format!("{{{body}, \"step\": {v}}}"), format!("{{\"step\":{v} , {body}}}")])

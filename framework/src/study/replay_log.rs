@@ -16,8 +16,8 @@
 
 use std::borrow::Cow;
 
-use rewardlab_dsl::cpu::CompiledProgram;
 use rewardlab_dsl::check::{CheckOptions, compile_source};
+use rewardlab_dsl::cpu::CompiledProgram;
 use rewardlab_dsl::{EvalOptions, FeatureRef, FeatureTable, Interval, SourceFile};
 use rewardlab_rewards::FeatureOptions;
 use rewardlab_rewards::features::{RowFeatures, group_order_of};
@@ -89,8 +89,7 @@ fn shared_features_of(variants: &[Variant]) -> Option<Vec<FeatureRef>> {
     let mut out = Vec::new();
     for v in variants {
         let (program, _) =
-            compile_source(&SourceFile::new(v.origin.clone(), v.source.clone()), &schema, &options)
-                .ok()?;
+            compile_source(&SourceFile::new(v.origin.clone(), v.source.clone()), &schema, &options).ok()?;
         out.extend(program.features);
     }
     out.extend(alert_features_of(variants)?);
@@ -162,10 +161,10 @@ impl<'r, 'd> LogTable<'r, 'd> {
             .into_iter()
             .collect::<Result<_, _>>()
             .ok()?;
-        let groups: Vec<std::ops::Range<usize>> =
-            (0..self.table.groups()).map(|g| self.table.group_rows(g)).collect();
+        let groups: Vec<std::ops::Range<usize>> = (0..self.table.groups()).map(|g| self.table.group_rows(g)).collect();
         let reference = &outputs[0].advantage;
-        let rows = variants.iter().zip(&outputs).map(|(v, o)| compare(&v.name, reference, &o.advantage, &groups)).collect();
+        let rows =
+            variants.iter().zip(&outputs).map(|(v, o)| compare(&v.name, reference, &o.advantage, &groups)).collect();
         Some(LogReplay { rows, alerts: self.alerts(variants) })
     }
 

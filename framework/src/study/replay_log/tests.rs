@@ -35,8 +35,12 @@ fn log(n: usize, steps: usize, escape: usize) -> String {
         for _ in 0..next(4) {
             let calls: Vec<String> = (0..next(3))
                 .map(|_| {
-                    let hits: Vec<String> = (0..next(4)).map(|_| format!("\"{}:{}\"", path(next(6)), 1 + next(9))).collect();
-                    format!(r#"{{"tool": "grep", "args": {{"pattern": "def f\\b"}}, "entities": [{}]}}"#, hits.join(", "))
+                    let hits: Vec<String> =
+                        (0..next(4)).map(|_| format!("\"{}:{}\"", path(next(6)), 1 + next(9))).collect();
+                    format!(
+                        r#"{{"tool": "grep", "args": {{"pattern": "def f\\b"}}, "entities": [{}]}}"#,
+                        hits.join(", ")
+                    )
                 })
                 .collect();
             turns.push(format!("[{}]", calls.join(", ")));
@@ -60,7 +64,14 @@ fn log(n: usize, steps: usize, escape: usize) -> String {
 }
 
 fn variant(name: &str, source: &str) -> Variant {
-    Variant { name: name.into(), origin: name.into(), source: source.into(), params: Vec::new(), proxy: None, loss: None }
+    Variant {
+        name: name.into(),
+        origin: name.into(),
+        source: source.into(),
+        params: Vec::new(),
+        proxy: None,
+        loss: None,
+    }
 }
 
 /// Variants with distinct and shared features, a param, and alerts on the step metrics.
@@ -77,7 +88,10 @@ fn variants() -> Vec<Variant> {
         ),
         variant("fe", "reward = Fb(file) * (0.5 + 0.5 * e)\nadvantage = reward - group.mean(reward)\n"),
         tuned,
-        variant("lr", "reward = (Fb(func) + F1(lr)) / 2 / max(1, c / 4)\nalert batch.mean(valid) < 0.9 : \"invalid\"\n"),
+        variant(
+            "lr",
+            "reward = (Fb(func) + F1(lr)) / 2 / max(1, c / 4)\nalert batch.mean(valid) < 0.9 : \"invalid\"\n",
+        ),
     ]
 }
 
@@ -100,7 +114,11 @@ fn the_streamed_replay_equals_the_replay_on_records_across_chunks() {
     let (got, want) = both(&vs, text.as_bytes());
     assert_eq!(got, want);
     // Lines the hand-written reader declines (escapes), blank lines and CRLF change nothing.
-    let mixed: String = log(3_000, 3, 7).lines().enumerate().map(|(i, l)| if i % 5 == 0 { format!("{l}\r\n\n") } else { format!("{l}\n") }).collect();
+    let mixed: String = log(3_000, 3, 7)
+        .lines()
+        .enumerate()
+        .map(|(i, l)| if i % 5 == 0 { format!("{l}\r\n\n") } else { format!("{l}\n") })
+        .collect();
     assert!(streamed_ok(&vs, &mixed));
     let (got, want) = both(&vs, mixed.as_bytes());
     assert_eq!(got, want);
@@ -123,7 +141,10 @@ fn what_the_stream_cannot_replay_fails_as_the_replay_on_records_does() {
     // A variant that does not compile, an unknown param.
     let mut bad_param = variant("p", "reward = Fb(file)\n");
     bad_param.params = vec![("gamma".into(), 1.0)];
-    for vs in [vec![variant("a", "reward = Fb(file)\n"), variant("bad", "reward = nope\n")], vec![variant("a", "reward = Fb(file)\n"), bad_param]] {
+    for vs in [
+        vec![variant("a", "reward = Fb(file)\n"), variant("bad", "reward = nope\n")],
+        vec![variant("a", "reward = Fb(file)\n"), bad_param],
+    ] {
         let (got, want) = both(&vs, text.as_bytes());
         assert_eq!(got, want);
         assert!(got.starts_with("Err(Replay("), "{got}");
