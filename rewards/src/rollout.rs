@@ -744,7 +744,9 @@ mod tests {
     fn not_keeping_line_ranges_accepts_the_same_lines() {
         let lean = Keep { line_ranges: false };
         let mut lines = scan_templates();
-        lines.push(r#"{"group": "g", "predicted": {"line_ranges": ["./a/../b.py:3", "a:b.py:4-4", "x.py:2-1"]}}"#.into());
+        lines.push(
+            r#"{"group": "g", "predicted": {"line_ranges": ["./a/../b.py:3", "a:b.py:4-4", "x.py:2-1"]}}"#.into(),
+        );
         let (mut accepted, mut compared) = (0, 0);
         for line in lines {
             let bytes = line.as_bytes();

@@ -111,6 +111,7 @@ fn the_streamed_replay_equals_the_replay_on_records_across_chunks() {
     let alerts = streamed.alerts.as_ref().expect("alerts replay");
     assert_eq!(alerts.steps, 7);
     assert_eq!(alerts.skipped.len(), 1, "{alerts:?}");
+    assert!(!alerts.fired.is_empty(), "{alerts:?}");
     let (got, want) = both(&vs, text.as_bytes());
     assert_eq!(got, want);
     // Lines the hand-written reader declines (escapes), blank lines and CRLF change nothing.
