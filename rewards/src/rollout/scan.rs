@@ -18,8 +18,13 @@
 //!   `tool`, a line range that does not parse, nesting deeper than
 //!   [`MAX_DEPTH`], and everything that is not JSON.
 //!
-//! The differential test in `rollout`'s tests checks that whatever it accepts
-//! `serde_json` reads into the same record.
+//! It also reads the record's `step` as [`super::logged_step`] does (for
+//! `study replay`'s alerts) and, for a reader that needs no line ranges
+//! ([`super::Keep`]), checks them without building them.
+//!
+//! The differential tests in `rollout`'s tests check that whatever it accepts
+//! `serde_json` reads into the same record and the same step, and that the
+//! reader keeping no line ranges takes exactly the same lines.
 
 use std::borrow::Cow;
 
