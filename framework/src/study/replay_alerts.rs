@@ -107,9 +107,12 @@ pub(super) fn alert_features_of(variants: &[Variant]) -> Option<Vec<FeatureRef>>
     Some(out)
 }
 
+/// An alert set aside: (variant, condition, metric), as [`AlertReplay::skipped`] lists it.
+type Skipped = (String, String, String);
+
 /// A variant's program compiled for its alerts, with the alerts that read a
 /// metric the log lacks set aside (never evaluated) and listed as skipped.
-fn alert_program(v: &Variant) -> Result<(Program, Vec<(String, String, String)>), ReplayError> {
+fn alert_program(v: &Variant) -> Result<(Program, Vec<Skipped>), ReplayError> {
     let schema = rewardlab_rewards::feature_schema();
     let options = CheckOptions { group_size: Interval::new(1.0, f64::INFINITY), lints: false };
     let source = SourceFile::new(v.origin.clone(), v.source.clone());
