@@ -67,6 +67,24 @@ impl LineRange {
         if hi >= lo { hi - lo + 1 } else { 0 }
     }
 
+    /// Whether [`LineRange::parse`] accepts `text`, without building the
+    /// range: a reader that checks ranges it does not keep allocates nothing
+    /// for a normal path.
+    pub fn is_valid(text: &str) -> bool {
+        let Some((path, span)) = text.rsplit_once(':') else {
+            return false;
+        };
+        let (start, end) = match span.split_once('-') {
+            Some((a, b)) => (parse_line(a), parse_line(b)),
+            None => (parse_line(span), parse_line(span)),
+        };
+        let (Some(start), Some(end)) = (start, end) else {
+            return false;
+        };
+        // A normal path is kept as it is by `normalize`; the rest are rare.
+        start > 0 && end >= start && (crate::paths::is_normal(path) || crate::paths::normalize(path).is_ok())
+    }
+
     /// Parses `path:start-end` (a single line `path:n` is accepted as `n-n`),
     /// normalising the path. The split is at the last `:` so paths may contain colons.
     pub fn parse(text: &str) -> Result<LineRange, LineRangeError> {
@@ -148,5 +166,32 @@ mod tests {
         let back: LineRange = serde_json::from_str(&json).expect("parses back");
         assert_eq!(back, LineRange::new("a.py", 3, 7));
         assert!(serde_json::from_str::<LineRange>("\"a.py:0-1\"").is_err());
+    }
+
+    #[test]
+    fn is_valid_is_exactly_what_parse_accepts() {
+        // Every text of up to 6 characters over the bytes that matter to a
+        // range, and some longer ones with each byte replaced.
+        let alphabet = ['a', '.', '/', ':', '-', '0', '1', '9', '+', ' '];
+        let mut texts = vec![String::new()];
+        let mut last = vec![String::new()];
+        for _ in 0..6 {
+            last = last.iter().flat_map(|t| alphabet.map(|c| format!("{t}{c}"))).collect();
+            texts.extend(last.iter().cloned());
+        }
+        for base in ["src/a.py:10-20", "./a/../b.py:3", "a:b.py:4294967295-4294967295", "/x.py:1-2", "x/:1"] {
+            for at in 0..base.len() {
+                for c in alphabet {
+                    texts.push(format!("{}{c}{}", &base[..at], &base[at + 1..]));
+                }
+            }
+            texts.push(base.to_string());
+        }
+        let mut valid = 0;
+        for t in &texts {
+            assert_eq!(LineRange::is_valid(t), LineRange::parse(t).is_ok(), "{t:?}");
+            valid += usize::from(LineRange::is_valid(t));
+        }
+        assert!(valid > 1000, "{valid} valid of {}", texts.len());
     }
 }

@@ -14,7 +14,7 @@ use rewardlab_dsl::{FeatureRef, FeatureSchema, FeatureTable};
 
 use crate::efficiency;
 use crate::metrics::{Counts, LineMatch, LineRange, match_line_ranges};
-use crate::rollout::{CallRef, LoggedCall, Rollout, RolloutRef, Selection, SelectionRef, Text};
+use crate::rollout::{CallRef, Keep, LoggedCall, Rollout, RolloutRef, Selection, SelectionRef, Text};
 
 /// How features are computed.
 #[derive(Clone, Debug)]
@@ -262,16 +262,38 @@ pub fn group_order(rollouts: &[Rollout]) -> Vec<usize> {
 
 /// [`group_order`] of rows given by their group names alone.
 pub fn group_order_of<'a>(groups: impl IntoIterator<Item = &'a str>) -> Vec<usize> {
-    let mut group_index: HashMap<&str, usize> = HashMap::new();
-    let mut members: Vec<Vec<usize>> = Vec::new();
-    for (i, group) in groups.into_iter().enumerate() {
-        let g = *group_index.entry(group).or_insert_with(|| {
-            members.push(Vec::new());
-            members.len() - 1
-        });
-        members[g].push(i);
+    // One pass numbers the groups and counts their rows, a second places
+    // each row after its group's earlier rows: no list per group. foldhash:
+    // `std`'s SipHash was most of this serial step on a big log.
+    let mut group_index: HashMap<&str, usize, foldhash::fast::RandomState> = HashMap::default();
+    let mut counts: Vec<usize> = Vec::new();
+    let mut ids: Vec<usize> = Vec::new();
+    // A log lists a group's rollouts mostly together: a row of the previous
+    // row's group is that group without a lookup.
+    let mut last: Option<(&str, usize)> = None;
+    for group in groups {
+        let g = match last {
+            Some((name, g)) if name == group => g,
+            _ => *group_index.entry(group).or_insert_with(|| {
+                counts.push(0);
+                counts.len() - 1
+            }),
+        };
+        last = Some((group, g));
+        counts[g] += 1;
+        ids.push(g);
     }
-    members.into_iter().flatten().collect()
+    let mut next = counts;
+    let mut start = 0;
+    for n in &mut next {
+        (*n, start) = (start, start + *n);
+    }
+    let mut order = vec![0; ids.len()];
+    for (i, g) in ids.into_iter().enumerate() {
+        order[next[g]] = i;
+        next[g] += 1;
+    }
+    order
 }
 
 /// The features of one rollout at a time, for a loader that computes them
@@ -307,6 +329,12 @@ impl RowFeatures {
     /// The features whose values [`RowFeatures::values`] gives, in that order.
     pub fn features(&self) -> &[FeatureRef] {
         &self.features
+    }
+
+    /// What [`RowFeatures::values_of`] reads of a record, for
+    /// [`RolloutRef::parse_keeping`].
+    pub fn keep(&self) -> Keep {
+        Keep { line_ranges: self.columns.iter().any(|&c| column_level(c) == Some(Level::LineRange)) }
     }
 
     /// One rollout's values, in [`RowFeatures::features`] order; `None` when

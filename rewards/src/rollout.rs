@@ -242,6 +242,20 @@ pub struct RolloutRef<'a> {
     pub(crate) truncated: Option<bool>,
 }
 
+/// What a reader of [`RolloutRef::parse_keeping`] needs kept. The rest is
+/// checked as always but not built: a big log's line ranges are a `String`
+/// each, which a formula without a line-range feature never reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Keep {
+    /// The selections' `line_ranges`.
+    pub line_ranges: bool,
+}
+
+impl Keep {
+    /// Everything, as [`RolloutRef::parse`] keeps it.
+    pub const ALL: Keep = Keep { line_ranges: true };
+}
+
 /// [`Selection`] read in place.
 #[derive(Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -310,7 +324,30 @@ impl<'a> RolloutRef<'a> {
     pub fn parse(text: &'a str) -> Option<RolloutRef<'a>> {
         // The hand-written reader takes the common lines (several times
         // faster); it declines the rest, which `serde_json` reads as before.
-        let mut r: RolloutRef<'a> = scan::scan(text).or_else(|| serde_json::from_str(text).ok())?;
+        let r: RolloutRef<'a> = scan::scan(text).or_else(|| serde_json::from_str(text).ok())?;
+        r.checked()
+    }
+
+    /// [`RolloutRef::parse`] and the line's [`logged_step`], read in the same
+    /// pass where the hand-written reader takes the line.
+    pub fn parse_with_step(text: &'a str) -> Option<(RolloutRef<'a>, u64)> {
+        RolloutRef::parse_keeping(text, Keep::ALL)
+    }
+
+    /// [`RolloutRef::parse_with_step`] for a reader that needs only what
+    /// `keep` names: the same lines are accepted, and what is not kept may
+    /// read as absent (it is where the hand-written reader takes the line).
+    pub fn parse_keeping(text: &'a str, keep: Keep) -> Option<(RolloutRef<'a>, u64)> {
+        let (r, step) = match scan::scan_keeping(text, keep) {
+            Some(read) => read,
+            None => (serde_json::from_str(text).ok()?, logged_step(text)),
+        };
+        Some((r.checked()?, step))
+    }
+
+    /// What [`Rollout::from_json_line`] checks beyond serde, and its path normalisation.
+    fn checked(mut self) -> Option<RolloutRef<'a>> {
+        let r = &mut self;
         if r.group.0.is_empty() || r.turns.as_ref().is_some_and(Vec::is_empty) {
             return None;
         }
@@ -324,13 +361,31 @@ impl<'a> RolloutRef<'a> {
                 }
             }
         }
-        Some(r)
+        Some(self)
     }
 
     /// The group (prompt) the rollout belongs to.
     pub fn group(&self) -> &str {
         &self.group.0
     }
+
+    /// The group, borrowed from the line where it had no escapes.
+    pub fn into_group(self) -> Cow<'a, str> {
+        self.group.0
+    }
+}
+
+/// The training step a rollout log's line was logged at, as `study replay`'s
+/// alert replay reads it: the record's `step` when it is an unsigned integer,
+/// else 0 (no `step`, a `step` of another type, or a line that is not JSON).
+pub fn logged_step(text: &str) -> u64 {
+    /// A record's `step`, whatever its type; every other key skipped unread.
+    #[derive(Deserialize)]
+    struct StepOf {
+        #[serde(default)]
+        step: serde_json::Value,
+    }
+    serde_json::from_str::<StepOf>(text).ok().and_then(|s| s.step.as_u64()).unwrap_or(0)
 }
 
 /// [`Rollout`] with each call's `args` checked but dropped.
@@ -449,17 +504,18 @@ const JSONL_CHUNK: usize = 1 << 20;
 /// (rayon): the same records, errors and line numbers, and the same
 /// [`ReadError`] at the first line that is not UTF-8. `parse` may turn each
 /// line into something smaller than the record (the features a loader needs),
-/// so that a big log never holds all its records at once.
-pub fn map_jsonl<T: Send>(
-    data: &[u8],
+/// so that a big log never holds all its records at once; it may borrow from
+/// `data` (a group name read in place).
+pub fn map_jsonl<'d, T: Send>(
+    data: &'d [u8],
     what: &str,
-    parse: impl Fn(&str) -> Result<T, String> + Sync,
+    parse: impl Fn(&'d str) -> Result<T, String> + Sync,
 ) -> Result<Loaded<T>, ReadError> {
     use rayon::prelude::*;
     let mut chunks = Vec::new();
     let mut rest = data;
     while !rest.is_empty() {
-        let cut = match rest.get(JSONL_CHUNK..).and_then(|tail| tail.iter().position(|&b| b == b'\n')) {
+        let cut = match rest.get(JSONL_CHUNK..).and_then(|tail| memchr::memchr(b'\n', tail)) {
             Some(p) => JSONL_CHUNK + p + 1,
             None => rest.len(),
         };
@@ -475,21 +531,26 @@ pub fn map_jsonl<T: Send>(
     }
     let parts: Vec<Part<T>> = chunks
         .par_iter()
-        .map(|chunk| {
+        .map(|chunk: &&'d [u8]| {
             let mut part =
                 Part { loaded: Loaded { records: Vec::new(), errors: Vec::new() }, lines: 0, bad_utf8: None };
-            let body = chunk.strip_suffix(b"\n").unwrap_or(chunk);
-            // Lines split as `str`s where the chunk is UTF-8 (checked once for
-            // the chunk; `str::split` finds the newlines with memchr, not byte
-            // by byte); a chunk that is not is split as bytes and each line
-            // checked, so its bad line is found (`None`).
-            let lines: Box<dyn Iterator<Item = Option<&str>>> = match std::str::from_utf8(body) {
-                Ok(text) => Box::new(text.split('\n').map(Some)),
-                Err(_) => Box::new(body.split(|&b| b == b'\n').map(|line| std::str::from_utf8(line).ok())),
-            };
-            for (i, line) in lines.enumerate() {
-                let line_no = i + 1;
+            let body: &'d [u8] = chunk.strip_suffix(b"\n").unwrap_or(chunk);
+            // The chunk is checked as UTF-8 once; where it is, its lines are
+            // cut at the newlines memchr finds (each cut is at an ASCII byte,
+            // so each line is a `str`). A chunk that is not is split as bytes
+            // and each line checked, so its bad line is found (`None`).
+            let text = std::str::from_utf8(body).ok();
+            let mut start = 0;
+            let mut line_no = 0;
+            while start <= body.len() {
+                let end = memchr::memchr(b'\n', &body[start..]).map_or(body.len(), |p| start + p);
+                line_no += 1;
                 part.lines = line_no;
+                let line = match text {
+                    Some(text) => Some(&text[start..end]),
+                    None => std::str::from_utf8(&body[start..end]).ok(),
+                };
+                start = end + 1;
                 let Some(text) = line else {
                     part.bad_utf8 = Some(line_no);
                     break;
@@ -506,7 +567,10 @@ pub fn map_jsonl<T: Send>(
             part
         })
         .collect();
-    let mut out = Loaded { records: Vec::new(), errors: Vec::new() };
+    // Sized once: growing a big log's records by doubling copies them into
+    // fresh pages, on one core, after the parallel part.
+    let records = parts.iter().map(|p| p.loaded.records.len()).sum();
+    let mut out = Loaded { records: Vec::with_capacity(records), errors: Vec::new() };
     let mut base = 0;
     for part in parts {
         if let Some(line) = part.bad_utf8 {
@@ -670,6 +734,97 @@ mod tests {
         }
         // Both sides are exercised.
         assert!(accepted > 1000 && declined > 1000, "{accepted} accepted, {declined} declined");
+    }
+
+    /// A reader that keeps no line ranges takes exactly the lines the full
+    /// reader takes (bad ranges included: they are checked alike), and reads
+    /// the same record but for the ranges; through `parse_keeping` too, where
+    /// `serde_json` reads what the hand-written reader declines.
+    #[test]
+    fn not_keeping_line_ranges_accepts_the_same_lines() {
+        let lean = Keep { line_ranges: false };
+        let mut lines = scan_templates();
+        lines.push(
+            r#"{"group": "g", "predicted": {"line_ranges": ["./a/../b.py:3", "a:b.py:4-4", "x.py:2-1"]}}"#.into(),
+        );
+        let (mut accepted, mut compared) = (0, 0);
+        for line in lines {
+            let bytes = line.as_bytes();
+            for at in 0..bytes.len() {
+                for &c in b"\",:[]0-.1 /x" {
+                    let v = [&bytes[..at], &[c][..], &bytes[at + 1..]].concat();
+                    let Ok(text) = std::str::from_utf8(&v) else { continue };
+                    let full = scan::scan_with_step(text);
+                    let read = scan::scan_keeping(text, lean);
+                    assert_eq!(full.is_some(), read.is_some(), "{text}");
+                    if let (Some((mut want, step)), Some(got)) = (full, read) {
+                        for sel in [&mut want.predicted, &mut want.target].into_iter().flatten() {
+                            sel.line_ranges = None;
+                        }
+                        assert_eq!(Some((want, step)), Some(got), "{text}");
+                        accepted += 1;
+                    }
+                    let full = RolloutRef::parse_with_step(text).map(|(r, _)| (r.group, r.turns.map(|t| t.len())));
+                    let read = RolloutRef::parse_keeping(text, lean).map(|(r, _)| (r.group, r.turns.map(|t| t.len())));
+                    assert_eq!(full, read, "{text}");
+                    compared += 1;
+                }
+            }
+        }
+        assert!(accepted > 1000 && compared > 10_000, "{accepted} accepted, {compared} compared");
+    }
+
+    /// The step the hand-written reader reads with a record is
+    /// [`logged_step`]'s (`serde_json`'s) on every line it takes: steps of
+    /// every JSON type, duplicated, and each template mutated byte by byte.
+    #[test]
+    fn the_hand_written_reader_reads_the_step_as_serde_json_does() {
+        let body = r#""group": "g", "turns": [[{"tool": "grep", "entities": ["a.py:3"]}], []]"#;
+        let mut lines: Vec<String> = [
+            "3",
+            "0",
+            "18446744073709551615",
+            "123456789012345",
+            "-2",
+            "-0",
+            "2.5",
+            "4.0",
+            "\"4\"",
+            "null",
+            "true",
+            "[1]",
+            "{\"step\": 2}",
+        ]
+        .iter()
+        .flat_map(|v| [format!("{{{body}, \"step\": {v}}}"), format!("{{\"step\":{v} , {body}}}")])
+        .collect();
+        lines.push(format!("{{{body}}}"));
+        lines.push(format!("{{\"step\": 2, {body}, \"step\": 2}}"));
+        lines.push(format!("{{\"steps\": 2, {body}}}"));
+        let (mut accepted, mut with_step) = (0, 0);
+        for line in lines.clone() {
+            let bytes = line.as_bytes();
+            let mut variants = vec![bytes.to_vec()];
+            for at in 0..bytes.len() {
+                variants.push([&bytes[..at], &bytes[at + 1..]].concat());
+                for &c in b"\"1-.0 " {
+                    variants.push([&bytes[..at], &[c][..], &bytes[at + 1..]].concat());
+                }
+            }
+            for v in variants {
+                let Ok(text) = std::str::from_utf8(&v) else { continue };
+                if let Some((_, step)) = scan::scan_with_step(text) {
+                    assert_eq!(step, logged_step(text), "{text}");
+                    accepted += 1;
+                    with_step += usize::from(step > 0);
+                }
+                // The public reader agrees wherever it reads the line, whichever reader took it.
+                if let Some((r, step)) = RolloutRef::parse_with_step(text) {
+                    assert_eq!((Some(r), step), (RolloutRef::parse(text), logged_step(text)), "{text}");
+                }
+            }
+        }
+        assert!(accepted > 500 && with_step > 100, "{accepted} accepted, {with_step} with a step");
     }
 
     #[test]

@@ -73,19 +73,16 @@ pub fn write_f64(out: &mut Vec<u8>, value: f64) {
 
 /// Significant digits of a formatted number (`-0.00120e-5` has 2).
 fn significant_digits(text: &[u8]) -> usize {
-    // Called once per number written: counted in place, without collecting
-    // the digits (an allocation per number serialised the writer threads on
-    // the allocator's lock).
-    let mantissa = text.split(|&b| b == b'e').next().unwrap_or(text);
-    let (mut seen, mut first, mut last) = (0usize, None, 0usize);
-    for &b in mantissa.iter().filter(|b| b.is_ascii_digit()) {
-        if b != b'0' {
-            first.get_or_insert(seen);
-            last = seen + 1;
-        }
-        seen += 1;
-    }
-    first.map_or(0, |start| last - start)
+    // Called once per number written: the mantissa's digits from the first
+    // nonzero one to the last, found from both ends (no allocation, and no
+    // branch per digit in between), less the point if it lies between them.
+    let mantissa = &text[..text.iter().position(|&b| b == b'e').unwrap_or(text.len())];
+    let nonzero = |b: &u8| matches!(b, b'1'..=b'9');
+    let (Some(first), Some(last)) = (mantissa.iter().position(nonzero), mantissa.iter().rposition(nonzero)) else {
+        return 0;
+    };
+    let span = &mantissa[first..=last];
+    span.len() - usize::from(span.contains(&b'.'))
 }
 
 /// Whether the exact decimal value of a finite `value` may have `shortest + 1`

@@ -4,7 +4,8 @@
 //! runs ([`train`] over the worker [`pool`], the done/resume protocol in
 //! [`runs`]), what concurrent runners share, published atomically
 //! ([`publish`]), Slurm array scripts and run manifests ([`slurm`]), offline
-//! replay of variants on logged rollouts ([`replay`](mod@replay)), and the outputs of a
+//! replay of variants on logged rollouts ([`replay`](mod@replay), streamed over a whole log by
+//! [`replay_log`]), and the outputs of a
 //! finished study — summary tables with confidence intervals, baselines and
 //! plots ([`summary`], [`by_repo`], [`plots`]).
 //!
@@ -36,6 +37,7 @@ pub use spec::{
 pub mod plots;
 pub mod replay;
 pub mod replay_alerts;
+pub mod replay_log;
 pub mod stats;
 pub mod summary;
 

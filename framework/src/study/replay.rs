@@ -161,12 +161,23 @@ fn check_options(rollouts: &[Rollout]) -> CheckOptions {
     for r in rollouts {
         *sizes.entry(&r.group).or_default() += 1;
     }
-    let lo = sizes.values().copied().min().unwrap_or(1) as f64;
-    let hi = sizes.values().copied().max().unwrap_or(1) as f64;
-    CheckOptions { group_size: Interval::new(lo, hi), ..CheckOptions::default() }
+    check_options_of(sizes.into_values())
 }
 
-fn compare(name: &str, reference: &[f64], adv: &[f64], groups: &[std::ops::Range<usize>]) -> ReplayRow {
+/// The checker's options for a log with these group sizes.
+pub(super) fn check_options_of(sizes: impl IntoIterator<Item = usize>) -> CheckOptions {
+    let (mut lo, mut hi) = (usize::MAX, 0);
+    for n in sizes {
+        (lo, hi) = (lo.min(n), hi.max(n));
+    }
+    if hi == 0 {
+        (lo, hi) = (1, 1);
+    }
+    CheckOptions { group_size: Interval::new(lo as f64, hi as f64), ..CheckOptions::default() }
+}
+
+/// One variant's statistics from its advantages and the reference's.
+pub(super) fn compare(name: &str, reference: &[f64], adv: &[f64], groups: &[std::ops::Range<usize>]) -> ReplayRow {
     let a = Agreement::of(reference, adv, groups);
     ReplayRow {
         variant: name.to_owned(),

@@ -12,7 +12,7 @@
 use rewardlab_dsl::check::{CheckOptions, compile_source};
 use rewardlab_dsl::hir::{AlertExpr, Program};
 use rewardlab_dsl::interp::alerts::eval_alerts;
-use rewardlab_dsl::{FeatureRef, Interval, SourceFile};
+use rewardlab_dsl::{FeatureRef, FeatureTable, Interval, SourceFile};
 use rewardlab_rewards::rollout::Rollout;
 use rewardlab_rewards::{FeatureOptions, feature_table};
 
@@ -53,47 +53,103 @@ pub fn replay_alerts(variants: &[Variant], rollouts: &[Rollout], steps: &[usize]
     order.dedup();
     // Each step's rollouts, copied out only once a variant has an alert to
     // evaluate (a big log replayed with no alerts is never copied).
-    let mut batches: Option<Vec<(usize, Vec<Rollout>)>> = None;
-    let mut out = AlertReplay { steps: order.len(), ..AlertReplay::default() };
-    let schema = rewardlab_rewards::feature_schema();
-    let options = CheckOptions { group_size: Interval::new(1.0, f64::INFINITY), lints: false };
+    let mut batches: Option<Vec<Vec<Rollout>>> = None;
+    alerts_with(variants, &order, |at, features| {
+        let batches = batches.get_or_insert_with(|| {
+            order
+                .iter()
+                .map(|&s| rollouts.iter().zip(steps).filter(|(_, t)| **t == s).map(|(r, _)| r.clone()).collect())
+                .collect()
+        });
+        let grouped = feature_table(features, &batches[at], &FeatureOptions::default()).map_err(|e| e.to_string())?;
+        Ok(grouped.table)
+    })
+}
+
+/// Every variant's alerts, step by step: `steps` are the distinct steps in
+/// order, and `table_of(i, features)` is the feature table of `steps[i]`'s
+/// rollouts (grouped as [`feature_table`] groups them) with those features.
+pub(super) fn alerts_with(
+    variants: &[Variant],
+    steps: &[usize],
+    mut table_of: impl FnMut(usize, &[FeatureRef]) -> Result<FeatureTable, String>,
+) -> Result<AlertReplay, ReplayError> {
+    let mut out = AlertReplay { steps: steps.len(), ..AlertReplay::default() };
     for v in variants {
-        let source = SourceFile::new(v.origin.clone(), v.source.clone());
-        let (mut program, _) = compile_source(&source, &schema, &options).map_err(|d| ReplayError::Compile {
-            variant: v.name.clone(),
-            rendered: rewardlab_dsl::diag::render_all(&source, &d),
-        })?;
-        for (param, value) in &v.params {
-            program.set_param(param, *value);
-        }
-        // Alerts that read a metric the log lacks are set aside, never evaluated.
-        let mut kept = Vec::new();
-        for alert in std::mem::take(&mut program.alerts) {
-            let mut read = Vec::new();
-            metrics_of(&alert.cond, &mut read);
-            match read.iter().map(|&i| &program.metrics[i]).find(|m| !reproducible(m)) {
-                Some(m) => out.skipped.push((v.name.clone(), alert.text.clone(), m.clone())),
-                None => kept.push(alert),
-            }
-        }
-        program.alerts = kept;
+        let (program, skipped) = alert_program(v)?;
+        out.skipped.extend(skipped);
         if program.alerts.is_empty() {
             continue;
         }
         let mut streaks = Vec::new();
-        let batches = batches.get_or_insert_with(|| {
-            order
-                .iter()
-                .map(|&s| (s, rollouts.iter().zip(steps).filter(|(_, t)| **t == s).map(|(r, _)| r.clone()).collect()))
-                .collect()
-        });
-        for (step, batch) in batches.iter() {
-            let fired = batch_alerts(&program, batch, *step, &mut streaks)
+        let features = alert_features(&program);
+        for (at, &step) in steps.iter().enumerate() {
+            let fired = table_of(at, &features)
+                .and_then(|table| batch_alerts(&program, &table, step, &mut streaks))
                 .map_err(|message| ReplayError::Eval { variant: v.name.clone(), message })?;
             out.fired.extend(fired.into_iter().map(|f| (v.name.clone(), f)));
         }
     }
     Ok(out)
+}
+
+/// The features an alert replay reads: the step metrics' and the alert
+/// program's, for every variant that has an alert the log can evaluate;
+/// `None` when a variant does not compile (the replay then reports it).
+pub(super) fn alert_features_of(variants: &[Variant]) -> Option<Vec<FeatureRef>> {
+    let mut out = Vec::new();
+    for v in variants {
+        let (program, _) = alert_program(v).ok()?;
+        if !program.alerts.is_empty() {
+            out.extend(alert_features(&program));
+        }
+    }
+    Some(out)
+}
+
+/// An alert set aside: (variant, condition, metric), as [`AlertReplay::skipped`] lists it.
+type Skipped = (String, String, String);
+
+/// A variant's program compiled for its alerts, with the alerts that read a
+/// metric the log lacks set aside (never evaluated) and listed as skipped.
+fn alert_program(v: &Variant) -> Result<(Program, Vec<Skipped>), ReplayError> {
+    let schema = rewardlab_rewards::feature_schema();
+    let options = CheckOptions { group_size: Interval::new(1.0, f64::INFINITY), lints: false };
+    let source = SourceFile::new(v.origin.clone(), v.source.clone());
+    let (mut program, _) = compile_source(&source, &schema, &options).map_err(|d| ReplayError::Compile {
+        variant: v.name.clone(),
+        rendered: rewardlab_dsl::diag::render_all(&source, &d),
+    })?;
+    for (param, value) in &v.params {
+        program.set_param(param, *value);
+    }
+    let mut kept = Vec::new();
+    let mut skipped = Vec::new();
+    for alert in std::mem::take(&mut program.alerts) {
+        let mut read = Vec::new();
+        metrics_of(&alert.cond, &mut read);
+        match read.iter().map(|&i| &program.metrics[i]).find(|m| !reproducible(m)) {
+            Some(m) => skipped.push((v.name.clone(), alert.text.clone(), m.clone())),
+            None => kept.push(alert),
+        }
+    }
+    program.alerts = kept;
+    Ok((program, skipped))
+}
+
+/// The program's features and the step metrics' ([`FROM_ROLLOUTS`]), in the
+/// order of the table a batch is evaluated on.
+fn alert_features(program: &Program) -> Vec<FeatureRef> {
+    let schema = rewardlab_rewards::feature_schema();
+    let mut features = program.features.clone();
+    for (_, name) in FROM_ROLLOUTS {
+        if !features.iter().any(|f| f.key == name)
+            && let Some(decl) = schema.get(name)
+        {
+            features.push(FeatureRef::new(decl, None, Vec::new()));
+        }
+    }
+    features
 }
 
 fn reproducible(metric: &str) -> bool {
@@ -114,24 +170,13 @@ fn metrics_of(e: &AlertExpr, out: &mut Vec<usize>) {
     }
 }
 
-/// One step's alerts on its logged rollouts.
+/// One step's alerts on its logged rollouts' feature table.
 fn batch_alerts(
     program: &Program,
-    batch: &[Rollout],
+    table: &FeatureTable,
     step: usize,
     streaks: &mut Vec<u32>,
 ) -> Result<Vec<FiredAlert>, String> {
-    let schema = rewardlab_rewards::feature_schema();
-    let mut features = program.features.clone();
-    for (_, name) in FROM_ROLLOUTS {
-        if !features.iter().any(|f| f.key == name)
-            && let Some(decl) = schema.get(name)
-        {
-            features.push(FeatureRef::new(decl, None, Vec::new()));
-        }
-    }
-    let grouped = feature_table(&features, batch, &FeatureOptions::default()).map_err(|e| e.to_string())?;
-    let table = &grouped.table;
     let mean = |key: &str| {
         table
             .column(key)

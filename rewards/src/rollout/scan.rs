@@ -18,12 +18,17 @@
 //!   `tool`, a line range that does not parse, nesting deeper than
 //!   [`MAX_DEPTH`], and everything that is not JSON.
 //!
-//! The differential test in `rollout`'s tests checks that whatever it accepts
-//! `serde_json` reads into the same record.
+//! It also reads the record's `step` as [`super::logged_step`] does (for
+//! `study replay`'s alerts) and, for a reader that needs no line ranges
+//! ([`super::Keep`]), checks them without building them.
+//!
+//! The differential tests in `rollout`'s tests check that whatever it accepts
+//! `serde_json` reads into the same record and the same step, and that the
+//! reader keeping no line ranges takes exactly the same lines.
 
 use std::borrow::Cow;
 
-use super::{CallRef, RolloutRef, SelectionRef, Text};
+use super::{CallRef, Keep, RolloutRef, SelectionRef, Text};
 use crate::metrics::LineRange;
 
 /// Deepest nesting of a skipped value this reader follows (`serde_json`
@@ -32,15 +37,73 @@ const MAX_DEPTH: usize = 64;
 
 /// The record of one line, or `None` where `serde_json` must decide.
 pub(super) fn scan(text: &str) -> Option<RolloutRef<'_>> {
-    let mut s = Scanner { text, bytes: text.as_bytes(), at: 0 };
+    scan_with_step(text).map(|(r, _)| r)
+}
+
+/// [`scan`] and the line's step as [`super::logged_step`] reads it: the
+/// value of the record's one `step` key when it is a plain unsigned integer,
+/// else 0 (no `step`, another type, a negative or fractional number, or a
+/// duplicated `step`, which `serde_json` rejects). The scanner declines every
+/// key with an escape, so a line it takes has a `step` key exactly when one
+/// is spelt so.
+pub(super) fn scan_with_step(text: &str) -> Option<(RolloutRef<'_>, u64)> {
+    scan_keeping(text, Keep::ALL)
+}
+
+/// [`scan_with_step`] keeping only what `keep` asks for: the rest is checked
+/// exactly as before (the same lines are taken) and read as absent.
+pub(super) fn scan_keeping(text: &str, keep: Keep) -> Option<(RolloutRef<'_>, u64)> {
+    let mut s = Scanner { text, bytes: text.as_bytes(), at: 0, keep };
     let r = s.record()?;
     s.ws();
     (s.at == s.bytes.len()).then_some(r)
 }
 
-/// The offset of the first `"`, `\\` or control character of `bytes`, eight
-/// bytes at a time (SWAR): a string's body is scanned for its end this way.
+/// A skipped value's text read as `serde_json::Value::as_u64` reads it:
+/// digits only, no leading zero (the scanner has checked it is a JSON value,
+/// and a number of at most 15 digits, so it fits).
+fn plain_u64(value: &str) -> Option<u64> {
+    let digits = value.as_bytes();
+    let plain = !digits.is_empty() && digits.iter().all(u8::is_ascii_digit) && (digits.len() == 1 || digits[0] != b'0');
+    plain.then(|| value.parse().ok()).flatten()
+}
+
+/// The offset of the first `"`, `\\` or control character of `bytes`: a
+/// string's body is scanned for its end this way, sixteen bytes at a time
+/// with SSE2 (part of every x86-64 CPU), the rest eight at a time ([`swar`]).
+#[cfg(target_arch = "x86_64")]
 fn special(bytes: &[u8]) -> Option<usize> {
+    use std::arch::x86_64::{
+        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+    };
+    let mut at = 0;
+    while let Some(block) = bytes.get(at..at + 16) {
+        // SAFETY: SSE2 is enabled on every x86-64 target, and the unaligned
+        // load reads `block`'s 16 bytes.
+        let hits = unsafe {
+            let x = _mm_loadu_si128(block.as_ptr().cast::<__m128i>());
+            let quote = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'"' as i8));
+            let backslash = _mm_cmpeq_epi8(x, _mm_set1_epi8(b'\\' as i8));
+            // Unsigned `x < 0x20` is `min(x, 0x1f) == x`.
+            let control = _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x1f)), x);
+            _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32
+        };
+        if hits != 0 {
+            return Some(at + hits.trailing_zeros() as usize);
+        }
+        at += 16;
+    }
+    swar(&bytes[at..]).map(|p| at + p)
+}
+
+/// [`swar`] where there is no SSE2.
+#[cfg(not(target_arch = "x86_64"))]
+fn special(bytes: &[u8]) -> Option<usize> {
+    swar(bytes)
+}
+
+/// [`special`] eight bytes at a time in a `u64` (SWAR).
+fn swar(bytes: &[u8]) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let mut words = bytes.chunks_exact(8);
@@ -65,6 +128,7 @@ struct Scanner<'a> {
     text: &'a str,
     bytes: &'a [u8],
     at: usize,
+    keep: Keep,
 }
 
 /// Sets a field once: a second value of the same key is `serde_json`'s
@@ -184,7 +248,9 @@ impl<'a> Scanner<'a> {
         if self.null()? {
             return Some(None);
         }
-        let mut out = Vec::new();
+        // Room for a typical list at once (an entity list is often ten long):
+        // one allocation rather than one per doubling.
+        let mut out = Vec::with_capacity(8);
         self.array(|s| {
             out.push(Text(Cow::Borrowed(s.str()?)));
             Some(())
@@ -194,6 +260,11 @@ impl<'a> Scanner<'a> {
 
     fn line_ranges(&mut self) -> Option<Option<Vec<LineRange>>> {
         if self.null()? {
+            return Some(None);
+        }
+        if !self.keep.line_ranges {
+            // Checked as `LineRange::parse` checks them, nothing built.
+            self.array(|s| LineRange::is_valid(s.str()?).then_some(()))?;
             return Some(None);
         }
         let mut out = Vec::new();
@@ -217,13 +288,41 @@ impl<'a> Scanner<'a> {
         Some(())
     }
 
-    /// Each key of an object in turn (`field(self, key)` reads its value).
-    fn object(&mut self, mut field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+    /// A key: one of `known` compared in place (a record's keys are few and
+    /// come in much the same order, so this is cheaper than finding the
+    /// string's end), else any string as [`Scanner::str`] reads it. Either
+    /// way the same slice of the line.
+    ///
+    /// `next` is where to start looking in `known`: just after the key last
+    /// found, so that keys in the expected order are each found at once.
+    fn key(&mut self, known: &[&str], next: &mut usize) -> Option<&'a str> {
+        if self.peek()? == b'"' {
+            let start = self.at + 1;
+            let rest = &self.bytes[start..];
+            for i in 0..known.len() {
+                let j = if *next + i < known.len() { *next + i } else { *next + i - known.len() };
+                // Bytes compared in a loop: a key is short, and `memcmp`'s
+                // call cost more than the comparison.
+                let k = known[j].as_bytes();
+                if rest.get(k.len()) == Some(&b'"') && rest.iter().zip(k).all(|(a, b)| a == b) {
+                    self.at = start + k.len() + 1;
+                    *next = if j + 1 < known.len() { j + 1 } else { 0 };
+                    return Some(&self.text[start..start + k.len()]);
+                }
+            }
+        }
+        self.str()
+    }
+
+    /// Each key of an object in turn (`field(self, key)` reads its value);
+    /// `known` are the keys the caller expects (see [`Scanner::key`]).
+    fn object(&mut self, known: &[&str], mut field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
         if !self.open(b'{', b'}')? {
             return Some(());
         }
+        let mut next = 0;
         loop {
-            let key = self.str()?;
+            let key = self.key(known, &mut next)?;
             self.eat(b':')?;
             field(self, key)?;
             if !self.more(b'}')? {
@@ -232,10 +331,14 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    fn record(&mut self) -> Option<RolloutRef<'a>> {
+    /// The record and its step (see [`scan_with_step`]).
+    fn record(&mut self) -> Option<(RolloutRef<'a>, u64)> {
         let (mut group, mut predicted, mut target, mut turns) = (None, None, None, None);
         let (mut tokens, mut valid, mut truncated) = (None, None, None);
-        self.object(|s, key| match key {
+        let (mut steps, mut step) = (0, None);
+        const KEYS: [&str; 8] =
+            ["group", "predicted", "target", "turns", "completion_tokens", "valid", "truncated", "step"];
+        self.object(&KEYS, |s, key| match key {
             "group" => once(&mut group, Text(Cow::Borrowed(s.str()?))),
             "predicted" => once(&mut predicted, s.selection()?),
             "target" => once(&mut target, s.selection()?),
@@ -243,9 +346,17 @@ impl<'a> Scanner<'a> {
             "completion_tokens" => once(&mut tokens, s.u64()?),
             "valid" => once(&mut valid, s.bool()?),
             "truncated" => once(&mut truncated, s.bool()?),
+            "step" => {
+                s.ws();
+                let start = s.at;
+                s.skip(1)?;
+                steps += 1;
+                step = plain_u64(&s.text[start..s.at]);
+                Some(())
+            }
             _ => s.skip(1),
         })?;
-        Some(RolloutRef {
+        let record = RolloutRef {
             group: group?,
             predicted: predicted.flatten(),
             target: target.flatten(),
@@ -253,7 +364,9 @@ impl<'a> Scanner<'a> {
             completion_tokens: tokens.flatten(),
             valid: valid.flatten(),
             truncated: truncated.flatten(),
-        })
+        };
+        // A duplicated key is `serde_json`'s error, which reads as step 0.
+        Some((record, if steps == 1 { step.unwrap_or(0) } else { 0 }))
     }
 
     fn selection(&mut self) -> Option<Option<SelectionRef<'a>>> {
@@ -261,7 +374,7 @@ impl<'a> Scanner<'a> {
             return Some(None);
         }
         let (mut files, mut line_ranges, mut functions) = (None, None, None);
-        self.object(|s, key| match key {
+        self.object(&["files", "line_ranges", "functions"], |s, key| match key {
             "files" => once(&mut files, s.texts()?),
             "line_ranges" => once(&mut line_ranges, s.line_ranges()?),
             "functions" => once(&mut functions, s.texts()?),
@@ -279,7 +392,7 @@ impl<'a> Scanner<'a> {
         if self.null()? {
             return Some(None);
         }
-        let mut turns = Vec::new();
+        let mut turns = Vec::with_capacity(8);
         self.array(|s| {
             let mut calls = Vec::new();
             s.array(|s| {
@@ -294,7 +407,7 @@ impl<'a> Scanner<'a> {
 
     fn call(&mut self) -> Option<CallRef<'a>> {
         let (mut tool, mut args, mut entities) = (None, None, None);
-        self.object(|s, key| match key {
+        self.object(&["tool", "args", "entities"], |s, key| match key {
             "tool" => once(&mut tool, Text(Cow::Borrowed(s.str()?))),
             "args" => once(&mut args, s.skip(1)?),
             "entities" => once(&mut entities, s.texts()?),
@@ -310,7 +423,7 @@ impl<'a> Scanner<'a> {
         }
         match self.peek()? {
             b'"' => self.skip_string(),
-            b'{' => self.object(|s, _| s.skip(depth + 1)),
+            b'{' => self.object(&[], |s, _| s.skip(depth + 1)),
             b'[' => self.array(|s| s.skip(depth + 1)),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
@@ -325,7 +438,9 @@ impl<'a> Scanner<'a> {
     fn skip_string(&mut self) -> Option<()> {
         self.eat(b'"')?;
         loop {
-            match *self.bytes.get(self.at)? {
+            // Plain bytes are passed over [`special`]'s way, many at a time.
+            self.at += special(&self.bytes[self.at..])?;
+            match self.bytes[self.at] {
                 b'"' => break,
                 b'\\' => {
                     match *self.bytes.get(self.at + 1)? {
@@ -334,8 +449,7 @@ impl<'a> Scanner<'a> {
                     }
                     self.at += 2;
                 }
-                0..=0x1f => return None,
-                _ => self.at += 1,
+                _ => return None,
             }
         }
         self.at += 1;
@@ -376,14 +490,14 @@ impl<'a> Scanner<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::special;
+    use super::{special, swar};
 
     #[test]
     fn special_finds_the_first_quote_backslash_or_control_byte() {
         let naive = |b: &[u8]| b.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
         let alphabet = [b'a', b'"', b'\\', 0x00, 0x1f, 0x20, 0x7f, 0x80, 0x9f, 0xa0, 0xff, b'!', b'#', b'[', b']'];
         let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        for len in 0..40 {
+        for len in 0..70 {
             for _ in 0..400 {
                 let bytes: Vec<u8> = (0..len)
                     .map(|_| {
@@ -399,6 +513,7 @@ mod tests {
                     })
                     .collect();
                 assert_eq!(special(&bytes), naive(&bytes), "{bytes:?}");
+                assert_eq!(swar(&bytes), naive(&bytes), "{bytes:?}");
             }
         }
     }

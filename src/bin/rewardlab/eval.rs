@@ -1,6 +1,7 @@
 //! `rewardlab eval FILE --rollouts PATH`: evaluate a reward file on logged
 //! rollouts (the contract's rollout JSONL, or a features CSV).
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -134,15 +135,21 @@ fn jsonl_input(args: &EvalArgs, program: &Program, data: &[u8]) -> anyhow::Resul
     // chunks, keeping only the group and the values: the records themselves
     // would take many times the file's size.
     let row_features = RowFeatures::new(&program.features).ok();
+    let keep = row_features.as_ref().map(RowFeatures::keep);
     let loaded = map_jsonl(data, "rollouts", |line| {
-        // Read in place (no string copied per file or entity) when it can be;
-        // a line it declines is read as a record, with that reader's error.
-        if let (Some(f), Some(r)) = (row_features.as_ref(), RolloutRef::parse(line)) {
-            return Ok((r.group().to_owned(), f.values_of(&r, &options)));
+        // Read in place (no string copied per file or entity, nor for the
+        // group unless it has escapes, and only what the features read
+        // built) when it can be; a line it declines is read as a record,
+        // with that reader's error.
+        if let (Some(f), Some(keep)) = (row_features.as_ref(), keep)
+            && let Some((r, _)) = RolloutRef::parse_keeping(line, keep)
+        {
+            let values = f.values_of(&r, &options);
+            return Ok((r.into_group(), values));
         }
         let r = Rollout::from_json_line_without_args(line)?;
         let values = row_features.as_ref().and_then(|f| f.values(&r, &options));
-        Ok((r.group, values))
+        Ok((Cow::Owned(r.group), values))
     })?;
     for err in &loaded.errors {
         eprintln!("{}:{err}", path.display());
@@ -157,11 +164,11 @@ fn jsonl_input(args: &EvalArgs, program: &Program, data: &[u8]) -> anyhow::Resul
         );
         return Ok(None);
     }
-    let rows: Vec<(String, Option<Vec<f64>>)> = loaded.records.into_iter().map(|(_, r)| r).collect();
+    let rows = &loaded.records;
     if rows.is_empty() {
         bail!("{} holds no rollouts", path.display());
     }
-    let (Some(row_features), true) = (row_features, rows.iter().all(|(_, v)| v.is_some())) else {
+    let (Some(row_features), true) = (row_features, rows.iter().all(|(_, (_, v))| v.is_some())) else {
         // Some feature is unavailable or out of range: `feature_table` names
         // the first rollout in its order (on the good records, as before).
         let rollouts: Vec<Rollout> = load_rollouts(data)?.records.into_iter().map(|(_, r)| r).collect();
@@ -169,18 +176,18 @@ fn jsonl_input(args: &EvalArgs, program: &Program, data: &[u8]) -> anyhow::Resul
         return Ok(Some(CsvFeatures::from_table(grouped.table, grouped.order)));
     };
     let features = row_features.features();
-    let order = group_order_of(rows.iter().map(|(g, _)| g.as_str()));
+    let order = group_order_of(rows.iter().map(|(_, (g, _))| g.as_ref()));
     let mut sizes: Vec<(String, usize)> = Vec::new();
     for &i in &order {
-        let g = &rows[i].0;
+        let g = &rows[i].1.0;
         match sizes.last_mut() {
             Some((name, n)) if name == g => *n += 1,
-            _ => sizes.push((g.clone(), 1)),
+            _ => sizes.push((g.to_string(), 1)),
         }
     }
     let mut table = FeatureTable::new(sizes)?;
     for (k, f) in features.iter().enumerate() {
-        let column = order.iter().map(|&i| rows[i].1.as_ref().expect("checked above")[k]).collect();
+        let column = order.iter().map(|&i| rows[i].1.1.as_ref().expect("checked above")[k]).collect();
         table.add_column(f.key.clone(), column)?;
     }
     Ok(Some(CsvFeatures::from_table(table, order)))

@@ -165,31 +165,27 @@ fn check(path: &Path, results: Option<&Path>) -> Result<u8> {
 
 /// Every variant on the logged rollouts, then the variants' alerts on the
 /// same log, one batch per logged step (a line without a `step` counts as
-/// step 0). The log is parsed once, in parallel chunks, for both.
+/// step 0). The log is read once, in parallel chunks, into the features both
+/// need ([`study::replay_log`]).
 fn replay(path: &Path, rollouts: &Path, csv: Option<&Path>) -> Result<u8> {
     let Some(s) = load(path)? else { return Ok(1) };
     let data = rollout_log(rollouts)?;
-    // The calls' `args` are never read by a feature; `step` is read as the
-    // alerts always read it (a non-integer counts as step 0).
-    let loaded = rewardlab_rewards::rollout::map_jsonl(&data, "rollouts", |line| {
-        let r = rewardlab_rewards::rollout::Rollout::from_json_line_without_args(line)?;
-        let step = serde_json::from_str::<StepOf>(line).ok().and_then(|s| s.step.as_u64()).unwrap_or(0) as usize;
-        Ok((r, step))
-    })?;
-    if !loaded.errors.is_empty() {
-        for e in &loaded.errors {
-            eprintln!("{}:{e}", rollouts.display());
+    let replayed = match study::replay_log::replay_log(&s.variants, &data) {
+        Err(study::replay_log::ReplayLogError::BadRecords(errors)) => {
+            for e in &errors {
+                eprintln!("{}:{e}", rollouts.display());
+            }
+            bail!("{} bad rollout record(s) in {}", errors.len(), rollouts.display());
         }
-        bail!("{} bad rollout record(s) in {}", loaded.errors.len(), rollouts.display());
-    }
+        replayed => replayed?,
+    };
     drop(data);
-    let (records, steps): (Vec<_>, Vec<usize>) = loaded.records.into_iter().map(|(_, r)| r).unzip();
-    let rows = study::replay(&s.variants, &records)?;
+    let rows = replayed.rows;
     print!("{}", study::replay_markdown(&rows));
     if let Some(csv) = csv {
         study::replay::write_replay_csv(&rows, csv).with_context(|| format!("writing {}", csv.display()))?;
     }
-    let found = study::replay_alerts::replay_alerts(&s.variants, &records, &steps)?;
+    let found = replayed.alerts?;
     println!("\nalerts over {} logged step(s): {} fired", found.steps, found.fired.len());
     for (variant, f) in &found.fired {
         println!("  {variant} step {}: {} (`{}` held {} step(s))", f.step, f.message, f.condition, f.held);
@@ -198,13 +194,6 @@ fn replay(path: &Path, rollouts: &Path, csv: Option<&Path>) -> Result<u8> {
         println!("  {variant}: `{condition}` not evaluated: `{metric}` is not in logged rollouts");
     }
     Ok(0)
-}
-
-/// A record's `step`, whatever its type; every other key skipped unread.
-#[derive(serde::Deserialize)]
-struct StepOf {
-    #[serde(default)]
-    step: serde_json::Value,
 }
 
 /// The bytes of a rollout log as JSONL: a JSONL file as it is (mapped), a
