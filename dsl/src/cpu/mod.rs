@@ -56,7 +56,8 @@
 //!
 //! # Determinism
 //!
-//! Results are bit-identical whatever the thread count and the executor:
+//! Results are bit-identical whatever the thread count and the executor
+//! (NaNs aside, below):
 //! each row's ops are the interpreter's scalar functions (in C, the same
 //! IEEE operations and the same libm calls) in the same order, group
 //! reductions run left to right within a group (in `ops::sum`'s chunks past
@@ -64,7 +65,11 @@
 //! [`ops::sum`](crate::interp::ops::sum). Since the interpreter uses the
 //! same scalar functions and summation, compiled results also equal the
 //! interpreter's bit for bit in practice (the differential tests allow 1e-6;
-//! the native tests require the block interpreter's bits exactly).
+//! the native tests require the block interpreter's bits exactly). One
+//! exception: a NaN result of a native kernel may carry another sign bit
+//! (the C compiler may rewrite `a - (-b)` as `a + b`, the same value for
+//! every number; IEEE 754 leaves a NaN's sign unspecified). A NaN is still
+//! a NaN: it is reported as the same error, and prints the same.
 //!
 //! # Errors
 //!
