@@ -57,11 +57,13 @@ unsigned rl_native_abi(void) {
 }
 
 /* The operators, as rewardlab_dsl::interp::ops defines them. */
-static inline double rl_bool(int b) { return b ? 1.0 : 0.0; }
+/* `b` is 0 or 1 (a comparison, or `&`/`|` of comparisons); a conversion
+   rather than `b ? 1.0 : 0.0`, which the vectoriser takes for control flow. */
+static inline double rl_bool(int b) { return (double)b; }
 /* Branch-free (`|`, not `||`), so the loops that use them vectorise. */
 static inline double rl_min(double a, double b) { double m = b < a ? b : a; return ((a != a) | (b != b)) ? NAN : m; }
 static inline double rl_max(double a, double b) { double m = b > a ? b : a; return ((a != a) | (b != b)) ? NAN : m; }
-static inline double rl_sign(double x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : (x == 0.0 ? 0.0 : NAN)); }
+static inline double rl_sign(double x) { return x != x ? NAN : (double)(x > 0.0) - (double)(x < 0.0); }
 static inline double rl_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 /* NaN or an infinity. A 64-bit flag, as wide as a double's lane, so the
    check vectorises without packing compare masks. */
