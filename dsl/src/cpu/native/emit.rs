@@ -259,26 +259,26 @@ pub(crate) fn emit(ir: &IrProgram) -> String {
         }
         if rows {
             w.push_str("    for (size_t i = RL_OFF[RL_T0]; i < RL_OFF[RL_T1]; i++) {\n");
-            for t in start..s {
-                let Stage::Elementwise(e) = &ir.stages[t] else { unreachable!("row-only stages are elementwise") };
-                row_body(w, t, e, &rates[t], "        ", &is_output);
+            for (t, (stage, rate)) in ir.stages.iter().zip(&rates).enumerate().take(s).skip(start) {
+                let Stage::Elementwise(e) = stage else { unreachable!("row-only stages are elementwise") };
+                row_body(w, t, e, rate, "        ", &is_output);
             }
             w.push_str("    }\n");
         } else {
             let mut body = String::new();
             let b = &mut body;
-            for t in start..s {
-                match &ir.stages[t] {
+            for (t, (stage, rate)) in ir.stages.iter().zip(&rates).enumerate().take(s).skip(start) {
+                match stage {
                     Stage::Elementwise(e) => {
                         b.push_str("            {\n");
                         for (r, op) in e.ops.iter().enumerate() {
-                            if rates[t][r] == Rate::PerGroup {
+                            if rate[r] == Rate::PerGroup {
                                 writeln!(b, "                const double s{t}r{r} = {};", rhs(t, op))
                                     .expect("writing to a String");
                             }
                         }
                         b.push_str("                for (size_t i = RL_S; i < RL_E; i++) {\n");
-                        row_body(b, t, e, &rates[t], "                    ", &is_output);
+                        row_body(b, t, e, rate, "                    ", &is_output);
                         b.push_str("                }\n            }\n");
                     }
                     Stage::GroupReduce { op, arg, mask, out } => {
