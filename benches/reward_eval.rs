@@ -2,7 +2,9 @@
 //! v3 and FuseSearch F1·e), `reward`, `adv` and `advantage` over 1M rollouts
 //! in groups of 8, single-threaded, three ways in one group:
 //!
-//! - `compiled`: the fused CPU backend (`CompiledProgram::eval`);
+//! - `compiled`: the fused CPU backend (`CompiledProgram::eval`): the
+//!   program's native kernel (built, or found in the kernel cache, by the
+//!   agreement check's first evaluation; the bench says which backend ran);
 //! - `hand_written`: a Rust loop written for that formula alone — one pass
 //!   per group, the group's rewards on the stack, no allocation per row;
 //! - `interpreter`: the tree-walking oracle;
@@ -17,7 +19,10 @@
 //! so its ratio is the kernels' own, which is what a caller evaluating many
 //! tables (training steps, re-scoring runs) pays.
 //!
-//! A last group measures parse + check + compile of each reward file.
+//! A last group measures parse + check + compile of each reward file, and
+//! one more the one-off build of each native kernel with an empty cache
+//! (generating the C and running the C compiler), which the evaluation
+//! groups never pay.
 //! Every bench first checks that the compiled and hand-written values agree.
 
 use std::hint::black_box;
@@ -27,7 +32,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rewardlab_dsl::check::{CheckOptions, compile_source};
-use rewardlab_dsl::cpu::{CompiledProgram, Workspace};
+use rewardlab_dsl::cpu::{Backend, CompileOptions, CompiledProgram, NativeMode, Workspace};
 use rewardlab_dsl::{EvalOptions, FeatureTable, Outputs, Program, SourceFile, interp};
 
 const ROLLOUTS: usize = 1 << 20;
@@ -178,6 +183,10 @@ fn evaluation(c: &mut Criterion) {
         let want = fresh(&table);
         let got = pool.install(|| compiled.eval(&table, &options)).expect("finite");
         assert_close(name, &got, &want);
+        match compiled.backend() {
+            Backend::Native(path) => eprintln!("{name}: native kernel {}", path.display()),
+            other => eprintln!("{name}: no native kernel ({other:?}); the block interpreter runs"),
+        }
         let (mut space, mut compiled_out, mut hand_out) =
             (Workspace::default(), Outputs::default(), Outputs::default());
 
@@ -220,6 +229,30 @@ fn compilation(c: &mut Criterion) {
         });
     }
     group.finish();
+
+    let mut group = c.benchmark_group("reward_eval/native_build");
+    group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    let scratch = std::env::temp_dir().join(format!("rewardlab-bench-native-{}", std::process::id()));
+    for (name, file, _) in FORMULAS {
+        let program = compile(file);
+        let mut n = 0;
+        group.bench_function(BenchmarkId::from_parameter(name), |b| {
+            b.iter(|| {
+                // A cache folder of its own per build: always a miss.
+                n += 1;
+                let options = CompileOptions {
+                    native: NativeMode::Always,
+                    cache_dir: Some(scratch.join(n.to_string())),
+                    ..CompileOptions::default()
+                };
+                let compiled = CompiledProgram::with_options(&program, &options);
+                assert!(matches!(compiled.backend(), Backend::Native(_)), "{name}: {:?}", compiled.backend());
+                compiled
+            })
+        });
+    }
+    group.finish();
+    let _ = std::fs::remove_dir_all(&scratch);
 }
 
 criterion_group!(benches, evaluation, compilation);

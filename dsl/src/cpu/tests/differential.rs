@@ -24,8 +24,8 @@ struct Ctx {
     reductions: bool,
 }
 
-struct Gen {
-    rng: ChaCha8Rng,
+pub(super) struct Gen {
+    pub(super) rng: ChaCha8Rng,
 }
 
 impl Gen {
@@ -106,7 +106,7 @@ impl Gen {
         }
     }
 
-    fn program(&mut self) -> crate::hir::Program {
+    pub(super) fn program(&mut self) -> crate::hir::Program {
         let mut b = Builder::default();
         let mut s = Ctx { numbers: Vec::new(), bools: vec![b.feature(BOOL)], reductions: false };
         for (key, _, _) in NUMBERS {
@@ -144,7 +144,7 @@ impl Gen {
 
     /// Groups of random sizes; sometimes big enough for many blocks and a
     /// chunked batch sum. Values are often repeated (ties for `rank`).
-    fn table(&mut self) -> FeatureTable {
+    pub(super) fn table(&mut self) -> FeatureTable {
         let groups = match self.rng.random_range(0..10) {
             0 => self.rng.random_range(300..700),
             1..=3 => self.rng.random_range(20..200),
@@ -171,7 +171,7 @@ impl Gen {
     }
 }
 
-fn close(a: &[f64], b: &[f64]) -> Result<(), String> {
+pub(super) fn close(a: &[f64], b: &[f64]) -> Result<(), String> {
     if a.len() != b.len() {
         return Err(format!("{} rows vs {}", a.len(), b.len()));
     }
@@ -184,7 +184,7 @@ fn close(a: &[f64], b: &[f64]) -> Result<(), String> {
     Ok(())
 }
 
-fn pools() -> &'static [rayon::ThreadPool; 3] {
+pub(super) fn pools() -> &'static [rayon::ThreadPool; 3] {
     static POOLS: OnceLock<[rayon::ThreadPool; 3]> = OnceLock::new();
     POOLS
         .get_or_init(|| [1, 2, 4].map(|n| rayon::ThreadPoolBuilder::new().num_threads(n).build().expect("thread pool")))

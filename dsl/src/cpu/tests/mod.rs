@@ -2,6 +2,7 @@
 //! IR's text form, errors, params, and (in `differential`) random programs.
 
 mod differential;
+mod native;
 
 use expect_test::expect;
 

@@ -1,0 +1,480 @@
+//! The C source of a native kernel: one function, `rl_native_run`, that runs
+//! every stage of a one-pass program over a range of whole groups.
+//!
+//! The stages are cut into *segments*. A run of elementwise stages that read
+//! no group value is one loop over the call's rows (long, so the compiler
+//! vectorises it without a remainder per group); every other run of stages
+//! is one loop over the call's groups, each stage inside it working on the
+//! group's rows: a group reduction folds them, an elementwise stage first
+//! computes its group-constant registers (`group.std(r) + 1e-4`) and then
+//! loops over the rows. Registers that only depend on constants and params
+//! are computed once, before any loop. Every register is a `const double`
+//! local, so the compiler keeps a row's values in vector registers from the
+//! feature loads to the stores.
+//!
+//! Each operator is the C spelling of its [`ops`](crate::interp::ops)
+//! function with the same f64 operations in the same order (the prelude's
+//! `rl_*` helpers), and each reduction folds in `ops`' order, so the values
+//! are the interpreter's bit for bit (a NaN's sign aside; see the `cpu`
+//! module docs). Constants are written as C99 hex
+//! floats, exact by construction.
+
+use std::fmt::Write;
+
+use crate::ast::{BinOp, UnOp};
+use crate::hir::{Func, ReduceOp};
+use crate::interp::ops::SUM_CHUNK;
+use crate::ir::{Apply, Elementwise, IrProgram, Op, Reg, Source, Stage};
+
+/// Bumped whenever `rl_args` or the entry points change; the loaded library
+/// must answer [`abi`] from `rl_native_abi()`.
+pub(crate) const ABI_VERSION: u32 = 1;
+
+/// What `rl_native_abi()` returns: the version, the size of `rl_args` and
+/// of `size_t`, so a library built for another layout is refused.
+pub(crate) fn abi(args_size: usize, size_t: usize) -> u32 {
+    (ABI_VERSION << 16) | ((args_size as u32) << 8) | size_t as u32
+}
+
+const PRELUDE: &str = r#"/* rewardlab native CPU kernel (generated; see rewardlab_dsl::cpu::native). */
+#include <math.h>
+#include <float.h>
+#include <stddef.h>
+
+/* The arguments of every call: group offsets, then arrays of column
+   pointers indexed by feature, column and group-value id, then the params. */
+typedef struct {
+    const size_t* off;
+    const double* const* f;
+    double* const* c;
+    double* const* g;
+    const double* p;
+} rl_args;
+
+#define RL_ABI_VERSION @ABI@u
+unsigned rl_native_abi(void) {
+    return (RL_ABI_VERSION << 16) | ((unsigned)sizeof(rl_args) << 8) | (unsigned)sizeof(size_t);
+}
+
+/* The operators, as rewardlab_dsl::interp::ops defines them. */
+/* `b` is 0 or 1 (a comparison, or `&`/`|` of comparisons); a conversion
+   rather than `b ? 1.0 : 0.0`, which the vectoriser takes for control flow. */
+static inline double rl_bool(int b) { return (double)b; }
+/* Branch-free (`|`, not `||`), so the loops that use them vectorise. */
+static inline double rl_min(double a, double b) { double m = b < a ? b : a; return ((a != a) | (b != b)) ? NAN : m; }
+static inline double rl_max(double a, double b) { double m = b > a ? b : a; return ((a != a) | (b != b)) ? NAN : m; }
+static inline double rl_sign(double x) { return x != x ? NAN : (double)(x > 0.0) - (double)(x < 0.0); }
+static inline double rl_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+/* NaN or an infinity. A 64-bit flag, as wide as a double's lane, so the
+   check vectorises without packing compare masks. */
+static inline long long rl_bad(double x) { return !(fabs(x) <= DBL_MAX); }
+
+/* ops::sum: left to right, in chunks of RL_CHUNK rows past that length. */
+#define RL_CHUNK @CHUNK@
+static inline double rl_sum(const double* x, size_t n, double mean, int squares) {
+    double total = 0.0;
+    for (size_t k = 0; k < n; k += RL_CHUNK) {
+        size_t e = n - k < RL_CHUNK ? n : k + RL_CHUNK;
+        double acc = 0.0;
+        if (squares) {
+            for (size_t j = k; j < e; j++) acc += (x[j] - mean) * (x[j] - mean);
+        } else {
+            for (size_t j = k; j < e; j++) acc += x[j];
+        }
+        if (n <= RL_CHUNK) return acc;
+        total += acc;
+    }
+    return total;
+}
+/* ops::sum_masked: masked-out rows add +0.0, in rl_sum's order. */
+static inline double rl_sum_masked(const double* x, const double* m, size_t n, double mean, int squares) {
+    double total = 0.0;
+    for (size_t k = 0; k < n; k += RL_CHUNK) {
+        size_t e = n - k < RL_CHUNK ? n : k + RL_CHUNK;
+        double acc = 0.0;
+        for (size_t j = k; j < e; j++) {
+            double term = squares ? (x[j] - mean) * (x[j] - mean) : x[j];
+            acc += m[j] != 0.0 ? term : 0.0;
+        }
+        if (n <= RL_CHUNK) return acc;
+        total += acc;
+    }
+    return total;
+}
+/* ops::count_masked. */
+static inline double rl_count_masked(const double* m, size_t n) {
+    double c = 0.0;
+    for (size_t j = 0; j < n; j++) c += m[j] != 0.0 ? 1.0 : 0.0;
+    return c;
+}
+/* ops::reduce(Max | Min): folded from the first value; NaN when empty. */
+static inline double rl_extreme(const double* x, size_t n, int is_max) {
+    if (n == 0) return NAN;
+    double acc = x[0];
+    for (size_t j = 1; j < n; j++) acc = is_max ? rl_max(acc, x[j]) : rl_min(acc, x[j]);
+    return acc;
+}
+/* The same over the selected rows (the caller has checked there is one). */
+static inline double rl_extreme_masked(const double* x, const double* m, size_t n, int is_max) {
+    int any = 0;
+    double acc = 0.0;
+    for (size_t j = 0; j < n; j++) {
+        if (m[j] == 0.0) continue;
+        acc = !any ? x[j] : (is_max ? rl_max(acc, x[j]) : rl_min(acc, x[j]));
+        any = 1;
+    }
+    return acc;
+}
+"#;
+
+/// Why a program has no native kernel: the constructs the generated loop
+/// does not express (they run on the block interpreter).
+pub(crate) fn unsupported(ir: &IrProgram) -> Option<&'static str> {
+    for stage in &ir.stages {
+        match stage {
+            Stage::Elementwise(e) if e.ops.iter().any(|op| matches!(op, Op::Batch(_))) => {
+                return Some("a batch value");
+            }
+            Stage::Elementwise(_) | Stage::GroupReduce { .. } => {}
+            Stage::GroupRank { .. } => return Some("a group rank"),
+            Stage::BatchReduce { .. } => return Some("a batch reduction"),
+            Stage::BatchRank { .. } => return Some("a batch rank"),
+        }
+    }
+    None
+}
+
+/// Groups per tile of the segment loops (see `emit`).
+const TILE_GROUPS: usize = 16;
+
+/// How often a register's value changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Rate {
+    Once,
+    PerGroup,
+    PerRow,
+}
+
+fn rates(e: &Elementwise) -> Vec<Rate> {
+    let mut rate = Vec::with_capacity(e.ops.len());
+    for op in &e.ops {
+        rate.push(match op {
+            Op::Const(_) | Op::Param(_) | Op::Batch(_) => Rate::Once,
+            Op::Group(_) => Rate::PerGroup,
+            Op::Feature(_) | Op::Column(_) => Rate::PerRow,
+            Op::Apply(_) => op.args().map(|a| rate[a]).max().unwrap_or(Rate::Once),
+        });
+    }
+    rate
+}
+
+/// The complete C source of `ir`'s kernel; `ir` must be [`unsupported`]-free.
+pub(crate) fn emit(ir: &IrProgram) -> String {
+    let mut out = PRELUDE.replace("@ABI@", &ABI_VERSION.to_string()).replace("@CHUNK@", &SUM_CHUNK.to_string());
+    let o = ir.outputs;
+    let is_output = |c: usize| c == o.reward || c == o.adv || c == o.advantage;
+    let w = &mut out;
+    w.push_str("\n/* Every stage over groups g0..g1 (whole groups, so calls write disjoint rows). */\n");
+    w.push_str("int rl_native_run(const rl_args* a, size_t g0, size_t g1) {\n");
+    w.push_str("    const size_t* RL_OFF = a->off;\n");
+    w.push_str("    long long bad = 0;\n");
+    // Pointers the stages use, each once.
+    let mut features = Vec::new();
+    let mut columns = Vec::new();
+    let mut groups = Vec::new();
+    let src = |s: Source, features: &mut Vec<usize>, columns: &mut Vec<usize>| match s {
+        Source::Feature(f) => features.push(f),
+        Source::Column(c) => columns.push(c),
+        Source::None => {}
+    };
+    for stage in &ir.stages {
+        match stage {
+            Stage::Elementwise(e) => {
+                for op in &e.ops {
+                    match *op {
+                        Op::Feature(f) => features.push(f),
+                        Op::Column(c) => columns.push(c),
+                        Op::Group(g) => groups.push(g),
+                        _ => {}
+                    }
+                }
+                columns.extend(e.stores.iter().map(|&(_, c)| c));
+            }
+            Stage::GroupReduce { arg, mask, out, .. } => {
+                src(*arg, &mut features, &mut columns);
+                if let Some(m) = mask {
+                    src(*m, &mut features, &mut columns);
+                }
+                groups.push(*out);
+            }
+            _ => unreachable!("checked by `unsupported`"),
+        }
+    }
+    for list in [&mut features, &mut columns, &mut groups] {
+        list.sort_unstable();
+        list.dedup();
+    }
+    for f in &features {
+        writeln!(w, "    const double* restrict f{f} = a->f[{f}];").expect("writing to a String");
+    }
+    for c in &columns {
+        writeln!(w, "    double* restrict c{c} = a->c[{c}];").expect("writing to a String");
+    }
+    for g in &groups {
+        writeln!(w, "    double* restrict G{g} = a->g[{g}];").expect("writing to a String");
+    }
+    // Registers computed once per call: constants, params and ops on them.
+    let rates: Vec<Vec<Rate>> = ir
+        .stages
+        .iter()
+        .map(|s| match s {
+            Stage::Elementwise(e) => rates(e),
+            _ => Vec::new(),
+        })
+        .collect();
+    for (s, stage) in ir.stages.iter().enumerate() {
+        if let Stage::Elementwise(e) = stage {
+            for (r, op) in e.ops.iter().enumerate() {
+                if rates[s][r] == Rate::Once {
+                    writeln!(w, "    const double s{s}r{r} = {};", rhs(s, op)).expect("writing to a String");
+                }
+            }
+        }
+    }
+    // The segments run on tiles of `TILE_GROUPS` groups: the feature loads
+    // of a row loop then alternate with the arithmetic of the group loops
+    // finely enough that memory and the ALUs overlap (measured faster than
+    // whole blocks of ~1024 rows), and a tile's columns stay in L1.
+    writeln!(w, "    for (size_t RL_T0 = g0; RL_T0 < g1; RL_T0 += {TILE_GROUPS}) {{").expect("writing to a String");
+    writeln!(w, "    const size_t RL_T1 = g1 - RL_T0 < {TILE_GROUPS} ? g1 : RL_T0 + {TILE_GROUPS};")
+        .expect("writing to a String");
+    // Segments: runs of row-only elementwise stages, and the runs between.
+    let row_only = |s: usize| matches!(&ir.stages[s], Stage::Elementwise(_)) && !rates[s].contains(&Rate::PerGroup);
+    let mut s = 0;
+    while s < ir.stages.len() {
+        let start = s;
+        let rows = row_only(s);
+        while s < ir.stages.len() && row_only(s) == rows {
+            s += 1;
+        }
+        if rows {
+            w.push_str("    for (size_t i = RL_OFF[RL_T0]; i < RL_OFF[RL_T1]; i++) {\n");
+            for (t, (stage, rate)) in ir.stages.iter().zip(&rates).enumerate().take(s).skip(start) {
+                let Stage::Elementwise(e) = stage else { unreachable!("row-only stages are elementwise") };
+                row_body(w, t, e, rate, "        ", &is_output);
+            }
+            w.push_str("    }\n");
+        } else {
+            let mut body = String::new();
+            let b = &mut body;
+            for (t, (stage, rate)) in ir.stages.iter().zip(&rates).enumerate().take(s).skip(start) {
+                match stage {
+                    Stage::Elementwise(e) => {
+                        b.push_str("            {\n");
+                        for (r, op) in e.ops.iter().enumerate() {
+                            if rate[r] == Rate::PerGroup {
+                                writeln!(b, "                const double s{t}r{r} = {};", rhs(t, op))
+                                    .expect("writing to a String");
+                            }
+                        }
+                        b.push_str("                for (size_t i = RL_S; i < RL_E; i++) {\n");
+                        row_body(b, t, e, rate, "                    ", &is_output);
+                        b.push_str("                }\n            }\n");
+                    }
+                    Stage::GroupReduce { op, arg, mask, out } => {
+                        // `std` after a `mean` of the same column reuses it
+                        // (the same `sum / n`, so the same value).
+                        let mean = (mask.is_none() && *op == ReduceOp::Std)
+                            .then(|| {
+                                ir.stages[..t].iter().find_map(|st| match st {
+                                    Stage::GroupReduce { op: ReduceOp::Mean, arg: a, mask: None, out } if a == arg => {
+                                        Some(*out)
+                                    }
+                                    _ => None,
+                                })
+                            })
+                            .flatten();
+                        group_value(b, *op, *arg, *mask, mean, *out);
+                    }
+                    _ => unreachable!("checked by `unsupported`"),
+                }
+            }
+            // One body for every group size: specialising it for GRPO's
+            // usual sizes (a constant trip count) made the compiler unroll
+            // the row loops completely and then not vectorise them, which
+            // measured slower.
+            w.push_str("    for (size_t g = RL_T0; g < RL_T1; g++) {\n");
+            w.push_str("        const size_t RL_S = RL_OFF[g], RL_E = RL_OFF[g + 1], RL_N = RL_E - RL_S;\n");
+            w.push_str(&body);
+            w.push_str("    }\n");
+        }
+    }
+    w.push_str("    }\n    return bad != 0;\n}\n");
+    out
+}
+
+/// The per-row registers of stage `s` and its stores (output stores also
+/// flag a NaN or infinity).
+fn row_body(w: &mut String, s: usize, e: &Elementwise, rate: &[Rate], indent: &str, is_output: &dyn Fn(usize) -> bool) {
+    for (r, op) in e.ops.iter().enumerate() {
+        if rate[r] == Rate::PerRow {
+            writeln!(w, "{indent}const double s{s}r{r} = {};", rhs(s, op)).expect("writing to a String");
+        }
+    }
+    for &(r, c) in &e.stores {
+        writeln!(w, "{indent}c{c}[i] = s{s}r{r};").expect("writing to a String");
+        if is_output(c) {
+            writeln!(w, "{indent}bad |= rl_bad(s{s}r{r});").expect("writing to a String");
+        }
+    }
+}
+
+/// Writes group value `out` of group `g` (rows `RL_S..RL_E`), as `ops::reduce`
+/// or `ops::reduce_masked` computes it; `mean` names a group value that
+/// already holds this column's mean.
+fn group_value(w: &mut String, op: ReduceOp, arg: Source, mask: Option<Source>, mean: Option<usize>, out: usize) {
+    let x = match arg {
+        Source::Feature(f) => format!("f{f} + RL_S"),
+        Source::Column(c) => format!("c{c} + RL_S"),
+        Source::None => "0".to_string(),
+    };
+    let n = "(double)RL_N";
+    let value = match mask {
+        None => match op {
+            ReduceOp::Count => n.to_string(),
+            ReduceOp::Sum => format!("rl_sum({x}, RL_N, 0.0, 0)"),
+            ReduceOp::Mean => format!("rl_sum({x}, RL_N, 0.0, 0) / {n}"),
+            ReduceOp::Std => {
+                let m = match mean {
+                    Some(m) => format!("G{m}[g]"),
+                    None => format!("rl_sum({x}, RL_N, 0.0, 0) / {n}"),
+                };
+                format!("sqrt(rl_sum({x}, RL_N, {m}, 1) / {n})")
+            }
+            ReduceOp::Max => format!("rl_extreme({x}, RL_N, 1)"),
+            ReduceOp::Min => format!("rl_extreme({x}, RL_N, 0)"),
+            ReduceOp::Rank => unreachable!("ranks are their own stage"),
+        },
+        Some(m) => {
+            let m = match m {
+                Source::Feature(f) => format!("f{f} + RL_S"),
+                Source::Column(c) => format!("c{c} + RL_S"),
+                Source::None => unreachable!("a mask reads a column"),
+            };
+            let cnt = format!("rl_count_masked({m}, RL_N)");
+            let value = match op {
+                ReduceOp::Count => "RL_C".to_string(),
+                ReduceOp::Sum => format!("rl_sum_masked({x}, {m}, RL_N, 0.0, 0)"),
+                ReduceOp::Mean => format!("rl_sum_masked({x}, {m}, RL_N, 0.0, 0) / RL_C"),
+                ReduceOp::Std => format!(
+                    "sqrt(rl_sum_masked({x}, {m}, RL_N, rl_sum_masked({x}, {m}, RL_N, 0.0, 0) / RL_C, 1) / RL_C)"
+                ),
+                ReduceOp::Max => format!("rl_extreme_masked({x}, {m}, RL_N, 1)"),
+                ReduceOp::Min => format!("rl_extreme_masked({x}, {m}, RL_N, 0)"),
+                ReduceOp::Rank => unreachable!("ranks are their own stage"),
+            };
+            // An empty selection gives 0 for every op.
+            writeln!(w, "            {{\n                const double RL_C = {cnt};\n                G{out}[g] = RL_C == 0.0 ? 0.0 : {value};\n            }}")
+                .expect("writing to a String");
+            return;
+        }
+    };
+    writeln!(w, "            G{out}[g] = {value};").expect("writing to a String");
+}
+
+/// The right-hand side of register `op` of stage `s`.
+fn rhs(s: usize, op: &Op) -> String {
+    let reg = |r: Reg| format!("s{s}r{r}");
+    match *op {
+        Op::Const(x) => literal(x),
+        Op::Param(p) => format!("a->p[{p}]"),
+        Op::Feature(f) => format!("f{f}[i]"),
+        Op::Column(c) => format!("c{c}[i]"),
+        Op::Group(g) => format!("G{g}[g]"),
+        Op::Batch(_) => unreachable!("checked by `unsupported`"),
+        Op::Apply(apply) => compute(apply, &reg),
+    }
+}
+
+fn compute(apply: Apply<Reg>, reg: &dyn Fn(Reg) -> String) -> String {
+    match apply {
+        Apply::Unary(UnOp::Neg, a) => format!("-{}", reg(a)),
+        Apply::Unary(UnOp::Not, a) => format!("rl_bool({} == 0.0)", reg(a)),
+        Apply::Binary(op, a, b) => {
+            let (a, b) = (reg(a), reg(b));
+            match op {
+                BinOp::Add => format!("{a} + {b}"),
+                BinOp::Sub => format!("{a} - {b}"),
+                BinOp::Mul => format!("{a} * {b}"),
+                BinOp::Div => format!("{a} / {b}"),
+                BinOp::Pow => format!("pow({a}, {b})"),
+                BinOp::Lt => format!("rl_bool({a} < {b})"),
+                BinOp::Le => format!("rl_bool({a} <= {b})"),
+                BinOp::Gt => format!("rl_bool({a} > {b})"),
+                BinOp::Ge => format!("rl_bool({a} >= {b})"),
+                BinOp::Eq => format!("rl_bool({a} == {b})"),
+                BinOp::Ne => format!("rl_bool({a} != {b})"),
+                BinOp::And => format!("rl_bool(({a} != 0.0) & ({b} != 0.0))"),
+                BinOp::Or => format!("rl_bool(({a} != 0.0) | ({b} != 0.0))"),
+            }
+        }
+        Apply::Min(a, b) => format!("rl_min({}, {})", reg(a), reg(b)),
+        Apply::Max(a, b) => format!("rl_max({}, {})", reg(a), reg(b)),
+        Apply::Func(f, a) => {
+            let a = reg(a);
+            match f {
+                Func::Sqrt => format!("sqrt({a})"),
+                Func::Exp => format!("exp({a})"),
+                Func::Log => format!("log({a})"),
+                Func::Abs => format!("fabs({a})"),
+                Func::Sign => format!("rl_sign({a})"),
+                Func::Sigmoid => format!("rl_sigmoid({a})"),
+                Func::Tanh => format!("tanh({a})"),
+                Func::Mask => format!("rl_bool({a} != 0.0)"),
+                Func::Min | Func::Max => a,
+                Func::Clip | Func::If => unreachable!("lowered to min/max and select"),
+            }
+        }
+        Apply::Select(b, x, y) => format!("{} != 0.0 ? {} : {}", reg(b), reg(x), reg(y)),
+        Apply::In(x, lo, hi) => {
+            let (x, lo, hi) = (reg(x), reg(lo), reg(hi));
+            format!("rl_bool(({lo} <= {x}) & ({x} <= {hi}))")
+        }
+    }
+}
+
+/// `x` as an exact C99 hex-float literal (NaN and the infinities by macro).
+fn literal(x: f64) -> String {
+    if x.is_nan() {
+        return "NAN".to_string();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "INFINITY".to_string() } else { "-INFINITY".to_string() };
+    }
+    let bits = x.to_bits();
+    let sign = if bits >> 63 == 1 { "-" } else { "" };
+    let exponent = ((bits >> 52) & 0x7ff) as i64;
+    let mantissa = bits & ((1 << 52) - 1);
+    if exponent == 0 {
+        // Zero or subnormal: 0.m × 2^-1022.
+        format!("{sign}0x0.{mantissa:013x}p-1022")
+    } else {
+        format!("{sign}0x1.{mantissa:013x}p{}", exponent - 1023)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals_are_exact_hex_floats() {
+        assert_eq!(literal(1.0), "0x1.0000000000000p0");
+        assert_eq!(literal(-0.5), "-0x1.0000000000000p-1");
+        assert_eq!(literal(0.0), "0x0.0000000000000p-1022");
+        assert_eq!(literal(-0.0), "-0x0.0000000000000p-1022");
+        assert_eq!(literal(f64::from_bits(1)), "0x0.0000000000001p-1022");
+        assert_eq!(literal(1e-4), format!("0x1.{:013x}p-14", 1e-4f64.to_bits() & ((1 << 52) - 1)));
+        assert_eq!(literal(f64::NEG_INFINITY), "-INFINITY");
+    }
+}

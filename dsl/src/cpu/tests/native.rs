@@ -1,0 +1,246 @@
+//! Native kernels against the block interpreter and the interpreter: the
+//! same bits on random programs and tables, the same errors, reused
+//! buffers, thread counts, and the fallbacks (unsupported programs, no
+//! compiler, turned off).
+//!
+//! These tests need the system C compiler (`cc`), as the C twin's do.
+
+use std::path::PathBuf;
+
+use proptest::prelude::*;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use super::differential::{Gen, close, pools};
+use super::*;
+
+/// Test kernels are cached apart from the user's.
+fn cache() -> PathBuf {
+    std::env::temp_dir().join("rewardlab-native-tests")
+}
+
+fn native(program: &crate::hir::Program) -> CompiledProgram {
+    let options = CompileOptions { native: NativeMode::Always, cache_dir: Some(cache()), ..CompileOptions::default() };
+    CompiledProgram::with_options(program, &options)
+}
+
+fn blocks(program: &crate::hir::Program) -> CompiledProgram {
+    CompiledProgram::with_options(program, &CompileOptions { native: NativeMode::Off, ..CompileOptions::default() })
+}
+
+/// The same bits, except that any NaN equals any NaN: the C compiler may
+/// rewrite `a - (-b)` as `a + b`, which is the same value for every
+/// number but can give a NaN result another sign bit (IEEE 754 leaves a
+/// NaN's sign and payload unspecified).
+fn same_values(a: &Outputs, b: &Outputs) -> bool {
+    let eq = |x: &[f64], y: &[f64]| {
+        x.len() == y.len() && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()))
+    };
+    eq(&a.reward, &b.reward) && eq(&a.adv, &b.adv) && eq(&a.advantage, &b.advantage)
+}
+
+/// The kernel was built, or the test says why not and fails.
+fn assert_native(compiled: &CompiledProgram) {
+    match compiled.backend() {
+        Backend::Native(path) => assert!(path.is_file(), "{}", path.display()),
+        other => panic!("no native kernel: {other:?}"),
+    }
+}
+
+/// GRPO with a gate and a discount: the shape of the shipped reward files.
+#[test]
+fn the_gated_program_runs_natively_with_the_interpreters_bits() {
+    let p = gated_program();
+    let compiled = native(&p);
+    assert_native(&compiled);
+    for t in [big_table(|g| 1 + g % 11, 700), big_table(|_| 8, 3000), big_table(|g| 5000 + g, 3)] {
+        let want = interp::eval(&p, &t, &EvalOptions::default()).expect("finite");
+        let got = compiled.eval(&t, &EvalOptions::default()).expect("finite");
+        assert!(same_bits(&got, &want));
+        assert!(same_bits(&got, &blocks(&p).eval(&t, &EvalOptions::default()).expect("finite")));
+    }
+}
+
+/// Every group reduction, masked and not, over groups that are empty, tiny,
+/// and longer than a sum chunk (`ops::SUM_CHUNK` rows, summed in chunks).
+#[test]
+fn every_group_reduction_matches_bit_for_bit() {
+    let ops = [ReduceOp::Mean, ReduceOp::Std, ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::Count];
+    let t = big_table(|g| [1, 3, 8, 9000, 4097, 2][g % 6], 12);
+    for op in ops {
+        for is_masked in [false, true] {
+            let mut b = Builder::default();
+            let x = b.feature("grade(word)");
+            let c = b.feature("cost");
+            let arg = (op != ReduceOp::Count).then(|| x.clone());
+            let reduced = if is_masked {
+                masked(Scope::Group, op, arg, bin(BinOp::Gt, c.clone(), num(4.0)))
+            } else {
+                Expr::Reduce(Scope::Group, op, arg.map(Box::new), None)
+            };
+            let adv = move |r: Expr| bin(BinOp::Add, bin(BinOp::Mul, r, c.clone()), reduced.clone());
+            let p = b.finish(x, Some(&adv), None);
+            let compiled = native(&p);
+            assert_native(&compiled);
+            let allow = EvalOptions { non_finite: NonFinite::Allow, ..EvalOptions::default() };
+            let want = interp::eval(&p, &t, &allow).expect("features present");
+            let got = compiled.eval(&t, &allow).expect("features present");
+            assert!(same_values(&got, &want), "{op:?} masked: {is_masked}\n{}", compiled.ir());
+        }
+    }
+}
+
+#[test]
+fn errors_match_the_interpreter() {
+    let p = gated_program();
+    let compiled = native(&p);
+    let missing = table(&[2], &[("cost", &[1.0, 2.0])]);
+    assert_eq!(
+        compiled.eval(&missing, &EvalOptions::default()),
+        Err(EvalError::MissingFeature { key: "grade(word)".into() })
+    );
+    let t = big_table(|g| 8 + (g == 3) as usize, 5);
+    let options = EvalOptions { group_size: Some(8), ..EvalOptions::default() };
+    assert!(matches!(compiled.eval(&t, &options), Err(EvalError::GroupSize { got: 9, .. })));
+
+    // Without the epsilon, a group with no spread divides 0 by 0.
+    let mut b = Builder::default();
+    let c = b.feature("cost");
+    let adv = |r: Expr| {
+        bin(BinOp::Div, bin(BinOp::Sub, r.clone(), group(ReduceOp::Mean, r.clone())), group(ReduceOp::Std, r))
+    };
+    let p = b.finish(c, Some(&adv), None);
+    let t = table(&[3, 2, 2], &[("cost", &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 6.0])]);
+    let compiled = native(&p);
+    assert_native(&compiled);
+    let got = compiled.eval(&t, &EvalOptions::default());
+    assert_eq!(format!("{got:?}"), format!("{:?}", interp::eval(&p, &t, &EvalOptions::default())));
+    assert!(matches!(&got, Err(EvalError::NonFinite { def, row: 5, .. }) if def == "adv"), "{got:?}");
+    let allow = EvalOptions { non_finite: NonFinite::Allow, ..EvalOptions::default() };
+    assert!(compiled.eval(&t, &allow).expect("allowed").adv[6].is_nan());
+}
+
+#[test]
+fn eval_into_and_params_work_natively() {
+    let mut b = Builder::default();
+    let x = b.feature("grade(word)");
+    let c = b.feature("cost");
+    let w = b.param("w", 0.5);
+    let reward = bin(BinOp::Add, bin(BinOp::Mul, w.clone(), x), bin(BinOp::Mul, bin(BinOp::Sub, num(1.0), w), c));
+    let mut p = b.finish(reward, None, None);
+    let mut compiled = native(&p);
+    assert_native(&compiled);
+    let (mut space, mut outputs) = (Workspace::default(), Outputs::default());
+    for (groups, w) in [(900, 0.5), (3, 0.25), (500, 0.9), (900, 0.1)] {
+        assert!(compiled.set_param("w", w) && p.set_param("w", w));
+        let t = big_table(|g| 1 + g % 9, groups);
+        let want = interp::eval(&p, &t, &EvalOptions::default()).expect("finite");
+        for column in [&mut outputs.reward, &mut outputs.adv, &mut outputs.advantage] {
+            column.iter_mut().for_each(|x| *x = f64::NAN);
+        }
+        compiled.eval_into(&t, &EvalOptions::default(), &mut space, &mut outputs).expect("finite");
+        assert!(same_bits(&outputs, &want), "{groups} groups, w = {w}");
+    }
+}
+
+/// Programs the kernel does not express run on the block interpreter, and
+/// say why; so do programs whose compiler is missing or that are turned off.
+#[test]
+fn fallbacks_say_why_and_give_the_same_results() {
+    let p = layered();
+    let compiled = native(&p);
+    assert!(
+        matches!(compiled.backend(), Backend::Blocks(NativeError::Unsupported(what)) if what.contains("rank")),
+        "{:?}",
+        compiled.backend()
+    );
+    let t = big_table(|g| 1 + g % 9, 900);
+    let want = interp::eval(&p, &t, &EvalOptions::default()).expect("finite");
+    assert!(same_bits(&compiled.eval(&t, &EvalOptions::default()).expect("finite"), &want));
+
+    let p = gated_program();
+    let options = CompileOptions {
+        native: NativeMode::Always,
+        compiler: Some(PathBuf::from("/nonexistent/rewardlab-cc")),
+        cache_dir: Some(cache()),
+    };
+    let missing = CompiledProgram::with_options(&p, &options);
+    let Backend::Blocks(why) = missing.backend() else { panic!("{:?}", missing.backend()) };
+    assert!(matches!(why, NativeError::NoCompiler { .. }) && why.to_string().contains("rewardlab-cc"), "{why}");
+    let want = interp::eval(&p, &t, &EvalOptions::default()).expect("finite");
+    assert!(same_bits(&missing.eval(&t, &EvalOptions::default()).expect("finite"), &want));
+
+    let off = blocks(&p);
+    assert!(matches!(off.backend(), Backend::Blocks(NativeError::Off)));
+    assert!(same_bits(&off.eval(&t, &EvalOptions::default()).expect("finite"), &want));
+
+    // `Auto` waits for a large table.
+    let auto = CompiledProgram::with_options(&p, &CompileOptions { cache_dir: Some(cache()), ..Default::default() });
+    assert!(matches!(auto.backend(), Backend::Pending));
+    assert!(same_bits(&auto.eval(&t, &EvalOptions::default()).expect("finite"), &want));
+    assert!(matches!(auto.backend(), Backend::Pending), "{} rows are few", t.rows());
+    let large = big_table(|_| 8, NATIVE_MIN_ROWS / 8);
+    let want = interp::eval(&p, &large, &EvalOptions::default()).expect("finite");
+    assert!(same_bits(&auto.eval(&large, &EvalOptions::default()).expect("finite"), &want));
+    assert_native(&auto);
+}
+
+#[test]
+fn eval_many_runs_native_programs_one_by_one() {
+    let (gated, other) = (native(&gated_program()), native(&gated_program()));
+    let t = big_table(|g| 1 + g % 7, 400);
+    for (got, p) in
+        CompiledProgram::eval_many(&[&gated, &other], &t, &EvalOptions::default()).iter().zip([&gated, &other])
+    {
+        let want = interp::eval(p.program(), &t, &EvalOptions::default()).expect("finite");
+        assert!(same_bits(got.as_ref().expect("finite"), &want));
+    }
+}
+
+proptest! {
+    // Each case runs the C compiler once (unless cached), so fewer cases
+    // than the block interpreter's test.
+    #![proptest_config(ProptestConfig { cases: 40, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Native results equal the block interpreter's bit for bit, NaNs aside
+    /// (see `same_values`), and so the interpreter's within the differential
+    /// test's tolerance, whatever the thread count and the buffers reused,
+    /// with the same errors.
+    #[test]
+    fn native_equals_blocks_and_interpreted(program_seed in any::<u64>(), data_seed in any::<u64>()) {
+        let program = Gen { rng: ChaCha8Rng::seed_from_u64(program_seed) }.program();
+        let table = Gen { rng: ChaCha8Rng::seed_from_u64(data_seed) }.table();
+        let compiled = native(&program);
+        let ir = compiled.ir().to_string();
+        if crate::cpu::native::unsupported(compiled.ir()).is_none() {
+            prop_assert!(matches!(compiled.backend(), Backend::Native(_)), "{:?}\n{ir}", compiled.backend());
+        }
+        let allow = EvalOptions { non_finite: NonFinite::Allow, ..EvalOptions::default() };
+        let want = interp::eval(&program, &table, &allow).expect("every feature is present");
+        let [one, two, four] = pools();
+        let got = one.install(|| compiled.eval(&table, &allow)).expect("every feature is present");
+        close(&got.reward, &want.reward).map_err(|e| TestCaseError::fail(format!("reward {e}\n{ir}")))?;
+        close(&got.adv, &want.adv).map_err(|e| TestCaseError::fail(format!("adv {e}\n{ir}")))?;
+        close(&got.advantage, &want.advantage).map_err(|e| TestCaseError::fail(format!("advantage {e}\n{ir}")))?;
+        let interpreted = blocks(&program).eval(&table, &allow).expect("every feature is present");
+        prop_assert!(same_values(&got, &interpreted), "native and block results differ\n{ir}");
+        for pool in [two, four] {
+            let other = pool.install(|| compiled.eval(&table, &allow)).expect("same as one thread");
+            prop_assert!(same_bits(&got, &other), "thread count changed the results");
+        }
+        let (mut space, mut outputs) = (Workspace::default(), Outputs::default());
+        for seed in [1, 2] {
+            let other = Gen { rng: ChaCha8Rng::seed_from_u64(data_seed ^ seed) }.table();
+            let _ = compiled.eval_into(&other, &allow, &mut space, &mut outputs);
+            one.install(|| compiled.eval_into(&table, &allow, &mut space, &mut outputs)).expect("every feature is present");
+            prop_assert!(same_bits(&got, &outputs), "reused buffers changed the results");
+        }
+        let strict = EvalOptions::default();
+        let want = interp::eval(&program, &table, &strict);
+        let got = compiled.eval(&table, &strict);
+        match (&got, &want) {
+            (Ok(_), Ok(_)) => {}
+            _ => prop_assert_eq!(format!("{got:?}"), format!("{want:?}")),
+        }
+    }
+}
