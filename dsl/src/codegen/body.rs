@@ -264,9 +264,48 @@ fn load(op: &Op) -> Option<String> {
 /// The right-hand side of a computing op, arguments named by `reg`.
 fn compute(op: &Op, reg: &dyn Fn(Reg) -> String) -> String {
     let Op::Apply(apply) = *op else { unreachable!("loads are emitted by `load`") };
+    apply_expr(apply, reg, &Spelling::KERNEL)
+}
+
+/// How one C dialect spells what [`apply_expr`] writes: the kernels' source here (CUDA and its C
+/// twin: precision-generic `rl_*` math macros over `rl_real`, short-circuit logic) or the CPU's
+/// native kernels (`cpu::native`: libm on `double`, logic on `&`/`|` of comparisons, which keeps
+/// a row loop free of branches so the compiler vectorises it).
+pub(crate) struct Spelling {
+    /// The zero a truth value is compared with.
+    pub zero: &'static str,
+    /// `&`/`|` of parenthesised comparisons instead of `&&`/`||`.
+    pub branch_free: bool,
+    /// `pow`, `sqrt`, `exp`, `log`, `abs`, `tanh`.
+    pub math: [&'static str; 6],
+}
+
+impl Spelling {
+    /// The CUDA kernels' and their C twin's.
+    pub(crate) const KERNEL: Spelling = Spelling {
+        zero: "0",
+        branch_free: false,
+        math: ["rl_pow", "rl_sqrt", "rl_exp", "rl_log", "rl_abs", "rl_tanh"],
+    };
+
+    /// Both conditions, as a C truth expression.
+    fn both(&self, a: &str, b: &str) -> String {
+        if self.branch_free { format!("({a}) & ({b})") } else { format!("{a} && {b}") }
+    }
+
+    /// Either condition, as a C truth expression.
+    fn either(&self, a: &str, b: &str) -> String {
+        if self.branch_free { format!("({a}) | ({b})") } else { format!("{a} || {b}") }
+    }
+}
+
+/// The C expression of one computing op, arguments named by `reg`, in `spelling`'s dialect.
+pub(crate) fn apply_expr(apply: Apply<Reg>, reg: &dyn Fn(Reg) -> String, spelling: &Spelling) -> String {
+    let z = spelling.zero;
+    let [pow, sqrt, exp, log, abs, tanh] = spelling.math;
     match apply {
         Apply::Unary(UnOp::Neg, a) => format!("-{}", reg(a)),
-        Apply::Unary(UnOp::Not, a) => format!("rl_bool({} == 0)", reg(a)),
+        Apply::Unary(UnOp::Not, a) => format!("rl_bool({} == {z})", reg(a)),
         Apply::Binary(op, a, b) => {
             let (a, b) = (reg(a), reg(b));
             match op {
@@ -274,15 +313,15 @@ fn compute(op: &Op, reg: &dyn Fn(Reg) -> String) -> String {
                 BinOp::Sub => format!("{a} - {b}"),
                 BinOp::Mul => format!("{a} * {b}"),
                 BinOp::Div => format!("{a} / {b}"),
-                BinOp::Pow => format!("rl_pow({a}, {b})"),
+                BinOp::Pow => format!("{pow}({a}, {b})"),
                 BinOp::Lt => format!("rl_bool({a} < {b})"),
                 BinOp::Le => format!("rl_bool({a} <= {b})"),
                 BinOp::Gt => format!("rl_bool({a} > {b})"),
                 BinOp::Ge => format!("rl_bool({a} >= {b})"),
                 BinOp::Eq => format!("rl_bool({a} == {b})"),
                 BinOp::Ne => format!("rl_bool({a} != {b})"),
-                BinOp::And => format!("rl_bool({a} != 0 && {b} != 0)"),
-                BinOp::Or => format!("rl_bool({a} != 0 || {b} != 0)"),
+                BinOp::And => format!("rl_bool({})", spelling.both(&format!("{a} != {z}"), &format!("{b} != {z}"))),
+                BinOp::Or => format!("rl_bool({})", spelling.either(&format!("{a} != {z}"), &format!("{b} != {z}"))),
             }
         }
         Apply::Min(a, b) => format!("rl_min({}, {})", reg(a), reg(b)),
@@ -290,23 +329,23 @@ fn compute(op: &Op, reg: &dyn Fn(Reg) -> String) -> String {
         Apply::Func(f, a) => {
             let a = reg(a);
             match f {
-                Func::Sqrt => format!("rl_sqrt({a})"),
-                Func::Exp => format!("rl_exp({a})"),
-                Func::Log => format!("rl_log({a})"),
-                Func::Abs => format!("rl_abs({a})"),
+                Func::Sqrt => format!("{sqrt}({a})"),
+                Func::Exp => format!("{exp}({a})"),
+                Func::Log => format!("{log}({a})"),
+                Func::Abs => format!("{abs}({a})"),
                 Func::Sign => format!("rl_sign({a})"),
                 Func::Sigmoid => format!("rl_sigmoid({a})"),
-                Func::Tanh => format!("rl_tanh({a})"),
-                Func::Mask => format!("rl_bool({a} != 0)"),
+                Func::Tanh => format!("{tanh}({a})"),
+                Func::Mask => format!("rl_bool({a} != {z})"),
                 // One-argument min/max is the argument (n-ary ones are chains).
                 Func::Min | Func::Max => a,
                 Func::Clip | Func::If => unreachable!("lowered to min/max and select"),
             }
         }
-        Apply::Select(b, x, y) => format!("{} != 0 ? {} : {}", reg(b), reg(x), reg(y)),
+        Apply::Select(b, x, y) => format!("{} != {z} ? {} : {}", reg(b), reg(x), reg(y)),
         Apply::In(x, lo, hi) => {
             let (x, lo, hi) = (reg(x), reg(lo), reg(hi));
-            format!("rl_bool({lo} <= {x} && {x} <= {hi})")
+            format!("rl_bool({})", spelling.both(&format!("{lo} <= {x}"), &format!("{x} <= {hi}")))
         }
     }
 }

@@ -68,6 +68,7 @@ mod body;
 mod c;
 mod cuda;
 
+pub(crate) use body::{Spelling, apply_expr};
 pub use c::emit_c;
 pub use cuda::emit_cuda;
 

@@ -21,8 +21,8 @@
 
 use std::fmt::Write;
 
-use crate::ast::{BinOp, UnOp};
-use crate::hir::{Func, ReduceOp};
+use crate::codegen::{Spelling, apply_expr};
+use crate::hir::ReduceOp;
 use crate::interp::ops::SUM_CHUNK;
 use crate::ir::{Apply, Elementwise, IrProgram, Op, Reg, Source, Stage};
 
@@ -396,51 +396,12 @@ fn rhs(s: usize, op: &Op) -> String {
     }
 }
 
+/// The native kernels' C: libm on `double`, branch-free logic (see [`Spelling`]).
+const NATIVE: Spelling =
+    Spelling { zero: "0.0", branch_free: true, math: ["pow", "sqrt", "exp", "log", "fabs", "tanh"] };
+
 fn compute(apply: Apply<Reg>, reg: &dyn Fn(Reg) -> String) -> String {
-    match apply {
-        Apply::Unary(UnOp::Neg, a) => format!("-{}", reg(a)),
-        Apply::Unary(UnOp::Not, a) => format!("rl_bool({} == 0.0)", reg(a)),
-        Apply::Binary(op, a, b) => {
-            let (a, b) = (reg(a), reg(b));
-            match op {
-                BinOp::Add => format!("{a} + {b}"),
-                BinOp::Sub => format!("{a} - {b}"),
-                BinOp::Mul => format!("{a} * {b}"),
-                BinOp::Div => format!("{a} / {b}"),
-                BinOp::Pow => format!("pow({a}, {b})"),
-                BinOp::Lt => format!("rl_bool({a} < {b})"),
-                BinOp::Le => format!("rl_bool({a} <= {b})"),
-                BinOp::Gt => format!("rl_bool({a} > {b})"),
-                BinOp::Ge => format!("rl_bool({a} >= {b})"),
-                BinOp::Eq => format!("rl_bool({a} == {b})"),
-                BinOp::Ne => format!("rl_bool({a} != {b})"),
-                BinOp::And => format!("rl_bool(({a} != 0.0) & ({b} != 0.0))"),
-                BinOp::Or => format!("rl_bool(({a} != 0.0) | ({b} != 0.0))"),
-            }
-        }
-        Apply::Min(a, b) => format!("rl_min({}, {})", reg(a), reg(b)),
-        Apply::Max(a, b) => format!("rl_max({}, {})", reg(a), reg(b)),
-        Apply::Func(f, a) => {
-            let a = reg(a);
-            match f {
-                Func::Sqrt => format!("sqrt({a})"),
-                Func::Exp => format!("exp({a})"),
-                Func::Log => format!("log({a})"),
-                Func::Abs => format!("fabs({a})"),
-                Func::Sign => format!("rl_sign({a})"),
-                Func::Sigmoid => format!("rl_sigmoid({a})"),
-                Func::Tanh => format!("tanh({a})"),
-                Func::Mask => format!("rl_bool({a} != 0.0)"),
-                Func::Min | Func::Max => a,
-                Func::Clip | Func::If => unreachable!("lowered to min/max and select"),
-            }
-        }
-        Apply::Select(b, x, y) => format!("{} != 0.0 ? {} : {}", reg(b), reg(x), reg(y)),
-        Apply::In(x, lo, hi) => {
-            let (x, lo, hi) = (reg(x), reg(lo), reg(hi));
-            format!("rl_bool(({lo} <= {x}) & ({x} <= {hi}))")
-        }
-    }
+    apply_expr(apply, reg, &NATIVE)
 }
 
 /// `x` as an exact C99 hex-float literal (NaN and the infinities by macro).
