@@ -190,6 +190,46 @@ pub(super) fn pools() -> &'static [rayon::ThreadPool; 3] {
         .get_or_init(|| [1, 2, 4].map(|n| rayon::ThreadPoolBuilder::new().num_threads(n).build().expect("thread pool")))
 }
 
+/// What the property tests of both backends check of `compiled`, the program `program`, on
+/// `table` (drawn from `data_seed`): its values within the interpreter's tolerance, the same bits
+/// whatever the thread count and after evaluating into buffers that other tables (larger or
+/// smaller) left behind, and with the default policy the same failure (or both succeed).
+/// Returns the one-thread values.
+pub(super) fn agrees_with_the_interpreter(
+    program: &Program,
+    compiled: &CompiledProgram,
+    table: &FeatureTable,
+    data_seed: u64,
+) -> Result<Outputs, TestCaseError> {
+    let allow = EvalOptions { non_finite: NonFinite::Allow, ..EvalOptions::default() };
+    let want = interp::eval(program, table, &allow).expect("every feature is present");
+    let [one, two, four] = pools();
+    let got = one.install(|| compiled.eval(table, &allow)).expect("every feature is present");
+    let ir = compiled.ir().to_string();
+    close(&got.reward, &want.reward).map_err(|e| TestCaseError::fail(format!("reward {e}\n{ir}")))?;
+    close(&got.adv, &want.adv).map_err(|e| TestCaseError::fail(format!("adv {e}\n{ir}")))?;
+    close(&got.advantage, &want.advantage).map_err(|e| TestCaseError::fail(format!("advantage {e}\n{ir}")))?;
+    for pool in [two, four] {
+        let other = pool.install(|| compiled.eval(table, &allow)).expect("same as one thread");
+        prop_assert!(same_bits(&got, &other), "thread count changed the results");
+    }
+    let (mut space, mut outputs) = (Workspace::default(), Outputs::default());
+    for seed in [1, 2] {
+        let other = Gen { rng: ChaCha8Rng::seed_from_u64(data_seed ^ seed) }.table();
+        let _ = compiled.eval_into(&other, &allow, &mut space, &mut outputs);
+        one.install(|| compiled.eval_into(table, &allow, &mut space, &mut outputs)).expect("every feature is present");
+        prop_assert!(same_bits(&got, &outputs), "reused buffers changed the results");
+    }
+    let strict = EvalOptions::default();
+    let want = interp::eval(program, table, &strict);
+    let failed = compiled.eval(table, &strict);
+    match (&failed, &want) {
+        (Ok(_), Ok(_)) => {}
+        _ => prop_assert_eq!(format!("{failed:?}"), format!("{want:?}")),
+    }
+    Ok(got)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 160, failure_persistence: None, ..ProptestConfig::default() })]
 
@@ -198,34 +238,6 @@ proptest! {
         let program = Gen { rng: ChaCha8Rng::seed_from_u64(program_seed) }.program();
         let table = Gen { rng: ChaCha8Rng::seed_from_u64(data_seed) }.table();
         let compiled = CompiledProgram::new(&program);
-        let allow = EvalOptions { non_finite: NonFinite::Allow, ..EvalOptions::default() };
-        let want = interp::eval(&program, &table, &allow).expect("every feature is present");
-        let [one, two, four] = pools();
-        let got = one.install(|| compiled.eval(&table, &allow)).expect("every feature is present");
-        let ir = compiled.ir().to_string();
-        close(&got.reward, &want.reward).map_err(|e| TestCaseError::fail(format!("reward {e}\n{ir}")))?;
-        close(&got.adv, &want.adv).map_err(|e| TestCaseError::fail(format!("adv {e}\n{ir}")))?;
-        close(&got.advantage, &want.advantage).map_err(|e| TestCaseError::fail(format!("advantage {e}\n{ir}")))?;
-        for pool in [two, four] {
-            let other = pool.install(|| compiled.eval(&table, &allow)).expect("same as one thread");
-            prop_assert!(same_bits(&got, &other), "thread count changed the results");
-        }
-        // Evaluating into buffers that other tables (larger or smaller) left
-        // behind changes nothing.
-        let (mut space, mut outputs) = (Workspace::default(), Outputs::default());
-        for seed in [1, 2] {
-            let other = Gen { rng: ChaCha8Rng::seed_from_u64(data_seed ^ seed) }.table();
-            let _ = compiled.eval_into(&other, &allow, &mut space, &mut outputs);
-            one.install(|| compiled.eval_into(&table, &allow, &mut space, &mut outputs)).expect("every feature is present");
-            prop_assert!(same_bits(&got, &outputs), "reused buffers changed the results");
-        }
-        // With the default policy, both fail the same way (or both succeed).
-        let strict = EvalOptions::default();
-        let want = interp::eval(&program, &table, &strict);
-        let got = compiled.eval(&table, &strict);
-        match (&got, &want) {
-            (Ok(_), Ok(_)) => {}
-            _ => prop_assert_eq!(format!("{got:?}"), format!("{want:?}")),
-        }
+        agrees_with_the_interpreter(&program, &compiled, &table, data_seed)?;
     }
 }

@@ -125,10 +125,7 @@ fn eval_into_reused_buffers_give_a_fresh_evaluations_bits() {
         for groups in [900, 3, 500, 900] {
             let t = big_table(|g| 1 + g % 9, groups);
             let want = compiled.eval(&t, &EvalOptions::default()).expect("finite");
-            for column in [&mut outputs.reward, &mut outputs.adv, &mut outputs.advantage] {
-                column.iter_mut().for_each(|x| *x = f64::NAN);
-            }
-            compiled.eval_into(&t, &EvalOptions::default(), &mut space, &mut outputs).expect("finite");
+            eval_into_poisoned(&compiled, &t, &mut space, &mut outputs);
             assert!(same_bits(&outputs, &want), "{groups} groups");
         }
     }
@@ -280,4 +277,13 @@ fn eval_many_gives_each_programs_own_results() {
     for got in CompiledProgram::eval_many(&[&gated, &gated], &bare, &options) {
         assert_eq!(got.expect_err("no features"), gated.eval(&bare, &options).expect_err("no features"));
     }
+}
+
+/// `compiled.eval_into` the outputs a previous table left, first set to NaN so that a value the
+/// evaluation fails to write shows; the table's values must be finite.
+fn eval_into_poisoned(compiled: &CompiledProgram, t: &FeatureTable, space: &mut Workspace, outputs: &mut Outputs) {
+    for column in [&mut outputs.reward, &mut outputs.adv, &mut outputs.advantage] {
+        column.iter_mut().for_each(|x| *x = f64::NAN);
+    }
+    compiled.eval_into(t, &EvalOptions::default(), space, outputs).expect("finite");
 }

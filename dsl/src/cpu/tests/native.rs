@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::differential::{Gen, close, pools};
+use super::differential::{Gen, agrees_with_the_interpreter};
 use super::*;
 
 /// Test kernels are cached apart from the user's.
@@ -135,10 +135,7 @@ fn eval_into_and_params_work_natively() {
         assert!(compiled.set_param("w", w) && p.set_param("w", w));
         let t = big_table(|g| 1 + g % 9, groups);
         let want = interp::eval(&p, &t, &EvalOptions::default()).expect("finite");
-        for column in [&mut outputs.reward, &mut outputs.adv, &mut outputs.advantage] {
-            column.iter_mut().for_each(|x| *x = f64::NAN);
-        }
-        compiled.eval_into(&t, &EvalOptions::default(), &mut space, &mut outputs).expect("finite");
+        eval_into_poisoned(&compiled, &t, &mut space, &mut outputs);
         assert!(same_bits(&outputs, &want), "{groups} groups, w = {w}");
     }
 }
@@ -215,32 +212,9 @@ proptest! {
         if crate::cpu::native::unsupported(compiled.ir()).is_none() {
             prop_assert!(matches!(compiled.backend(), Backend::Native(_)), "{:?}\n{ir}", compiled.backend());
         }
+        let got = agrees_with_the_interpreter(&program, &compiled, &table, data_seed)?;
         let allow = EvalOptions { non_finite: NonFinite::Allow, ..EvalOptions::default() };
-        let want = interp::eval(&program, &table, &allow).expect("every feature is present");
-        let [one, two, four] = pools();
-        let got = one.install(|| compiled.eval(&table, &allow)).expect("every feature is present");
-        close(&got.reward, &want.reward).map_err(|e| TestCaseError::fail(format!("reward {e}\n{ir}")))?;
-        close(&got.adv, &want.adv).map_err(|e| TestCaseError::fail(format!("adv {e}\n{ir}")))?;
-        close(&got.advantage, &want.advantage).map_err(|e| TestCaseError::fail(format!("advantage {e}\n{ir}")))?;
         let interpreted = blocks(&program).eval(&table, &allow).expect("every feature is present");
         prop_assert!(same_values(&got, &interpreted), "native and block results differ\n{ir}");
-        for pool in [two, four] {
-            let other = pool.install(|| compiled.eval(&table, &allow)).expect("same as one thread");
-            prop_assert!(same_bits(&got, &other), "thread count changed the results");
-        }
-        let (mut space, mut outputs) = (Workspace::default(), Outputs::default());
-        for seed in [1, 2] {
-            let other = Gen { rng: ChaCha8Rng::seed_from_u64(data_seed ^ seed) }.table();
-            let _ = compiled.eval_into(&other, &allow, &mut space, &mut outputs);
-            one.install(|| compiled.eval_into(&table, &allow, &mut space, &mut outputs)).expect("every feature is present");
-            prop_assert!(same_bits(&got, &outputs), "reused buffers changed the results");
-        }
-        let strict = EvalOptions::default();
-        let want = interp::eval(&program, &table, &strict);
-        let got = compiled.eval(&table, &strict);
-        match (&got, &want) {
-            (Ok(_), Ok(_)) => {}
-            _ => prop_assert_eq!(format!("{got:?}"), format!("{want:?}")),
-        }
     }
 }
