@@ -243,12 +243,17 @@ pub fn feature_value(f: &FeatureRef, rollout: &Rollout, options: &FeatureOptions
 /// The groups of `rollouts` taken in `order` ([`group_order`]) as `(name, rows)`, for a
 /// [`FeatureTable`](rewardlab_dsl::FeatureTable).
 pub fn group_sizes(rollouts: &[Rollout], order: &[usize]) -> Vec<(String, usize)> {
+    group_sizes_of(order.iter().map(|&i| rollouts[i].group.as_str()))
+}
+
+/// [`group_sizes`] of rows given by their group names alone, already in grouped order: each run
+/// of one name is a group.
+pub fn group_sizes_of<'a>(groups: impl IntoIterator<Item = &'a str>) -> Vec<(String, usize)> {
     let mut sizes: Vec<(String, usize)> = Vec::new();
-    for &i in order {
-        let g = &rollouts[i].group;
+    for g in groups {
         match sizes.last_mut() {
             Some((name, n)) if name == g => *n += 1,
-            _ => sizes.push((g.clone(), 1)),
+            _ => sizes.push((g.to_owned(), 1)),
         }
     }
     sizes

@@ -20,7 +20,7 @@ use rewardlab_dsl::check::{CheckOptions, compile_source};
 use rewardlab_dsl::cpu::CompiledProgram;
 use rewardlab_dsl::{EvalOptions, FeatureRef, FeatureTable, Interval, SourceFile};
 use rewardlab_rewards::FeatureOptions;
-use rewardlab_rewards::features::{RowFeatures, group_order_of};
+use rewardlab_rewards::features::{RowFeatures, group_order_of, group_sizes_of};
 use rewardlab_rewards::rollout::{ReadError, RecordError, Rollout, RolloutRef, logged_step, map_jsonl};
 
 use super::load::Variant;
@@ -203,14 +203,7 @@ fn grouped_table(
     let width = row.features().len();
     let order: Vec<usize> =
         group_order_of(rows.iter().map(|&i| lines[i].0.as_ref())).into_iter().map(|k| rows[k]).collect();
-    let mut sizes: Vec<(String, usize)> = Vec::new();
-    for &i in &order {
-        let group = &lines[i].0;
-        match sizes.last_mut() {
-            Some((name, n)) if name == group => *n += 1,
-            _ => sizes.push((group.to_string(), 1)),
-        }
-    }
+    let sizes = group_sizes_of(order.iter().map(|&i| lines[i].0.as_ref()));
     let mut table = FeatureTable::new(sizes).ok()?;
     for (k, f) in row.features().iter().enumerate().filter(|(_, f)| wanted(f)) {
         table.add_column(f.key.clone(), order.iter().map(|&i| values[i * width + k]).collect()).ok()?;

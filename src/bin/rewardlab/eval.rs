@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use rewardlab_dsl::check::CheckOptions;
 use rewardlab_dsl::csv_table::{CsvFeatures, MappedFile, read_features_file, write_outputs};
 use rewardlab_dsl::{EvalOptions, FeatureTable, NonFinite, Program};
-use rewardlab_rewards::features::{FeatureOptions, RowFeatures, feature_table, group_order_of};
+use rewardlab_rewards::features::{FeatureOptions, RowFeatures, feature_table, group_order_of, group_sizes_of};
 use rewardlab_rewards::metrics::LineMatch;
 use rewardlab_rewards::parquet;
 use rewardlab_rewards::rollout::{Rollout, RolloutRef, load_rollouts, map_jsonl};
@@ -177,14 +177,7 @@ fn jsonl_input(args: &EvalArgs, program: &Program, data: &[u8]) -> anyhow::Resul
     };
     let features = row_features.features();
     let order = group_order_of(rows.iter().map(|(_, (g, _))| g.as_ref()));
-    let mut sizes: Vec<(String, usize)> = Vec::new();
-    for &i in &order {
-        let g = &rows[i].1.0;
-        match sizes.last_mut() {
-            Some((name, n)) if name == g => *n += 1,
-            _ => sizes.push((g.to_string(), 1)),
-        }
-    }
+    let sizes = group_sizes_of(order.iter().map(|&i| rows[i].1.0.as_ref()));
     let mut table = FeatureTable::new(sizes)?;
     for (k, f) in features.iter().enumerate() {
         let column = order.iter().map(|&i| rows[i].1.1.as_ref().expect("checked above")[k]).collect();
