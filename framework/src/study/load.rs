@@ -78,6 +78,21 @@ pub struct Variant {
     pub loss: Option<LossConfig>,
 }
 
+#[cfg(test)]
+impl Variant {
+    /// A variant named `name` of the inline program `source`, with the study's settings.
+    pub(crate) fn inline(name: &str, source: &str) -> Variant {
+        Variant {
+            name: name.into(),
+            origin: name.into(),
+            source: source.into(),
+            params: Vec::new(),
+            proxy: None,
+            loss: None,
+        }
+    }
+}
+
 /// One training run: a variant at a seed index. Common random numbers: `seed`
 /// depends on `seed_index` alone, so every variant sees the same task order
 /// and sampling streams at the same index.

@@ -239,17 +239,6 @@ mod tests {
         }
     }
 
-    fn variant(name: &str, source: &str) -> Variant {
-        Variant {
-            name: name.into(),
-            origin: name.into(),
-            source: source.into(),
-            params: Vec::new(),
-            proxy: None,
-            loss: None,
-        }
-    }
-
     #[test]
     fn study_replay_compares_rankings_signs_and_spread() {
         // Group g1: a hit (F = 1), a miss (0), a hit with more calls. Group g2: all miss.
@@ -261,11 +250,11 @@ mod tests {
             rollout("g2", &["c.py"], 2),
             rollout("g2", &["b.py"], 3),
         ];
-        let base = variant("base", "reward = Fb(file)\nadvantage = adv\n");
+        let base = Variant::inline("base", "reward = Fb(file)\nadvantage = adv\n");
         // Negated rewards invert every ranking and every sign.
-        let neg = variant("neg", "reward = 1 - Fb(file)\nadvantage = adv\n");
+        let neg = Variant::inline("neg", "reward = 1 - Fb(file)\nadvantage = adv\n");
         // Rewarding calls alone: in g1 ranks (1, 1, 4) vs base's (1, 0, 1).
-        let calls = variant("calls", "reward = C / 8\nadvantage = adv\n");
+        let calls = Variant::inline("calls", "reward = C / 8\nadvantage = adv\n");
         let rows = replay(&[base, neg, calls], &rollouts).expect("replay");
         assert_eq!(rows[0].kendall_tau, Some(1.0));
         assert_eq!(rows[0].sign_flips, 0.0);
@@ -283,7 +272,7 @@ mod tests {
         let md = replay_markdown(&rows);
         assert!(md.contains("| neg | -1.000 (1 groups) | 0.500 | 0.500 |"), "{md}");
         // The shared table gives each variant what its own table gives.
-        let variants = [variant("base", "reward = Fb(file)\n"), variant("calls", "reward = C / 8\n")];
+        let variants = [Variant::inline("base", "reward = Fb(file)\n"), Variant::inline("calls", "reward = C / 8\n")];
         let shared = replay(&variants, &rollouts).expect("replay");
         assert_eq!(shared, replay_each(&variants, &rollouts).expect("replay"));
     }
@@ -291,10 +280,11 @@ mod tests {
     #[test]
     fn a_failing_variant_is_named_as_before() {
         let rollouts = vec![rollout("g1", &["a.py"], 1), rollout("g1", &["b.py"], 2)];
-        let base = variant("base", "reward = Fb(file)\n");
+        let base = Variant::inline("base", "reward = Fb(file)\n");
         // The log has no functions: this variant's features cannot be computed.
-        let func = variant("func", "reward = Fb(func)\n");
-        let err = replay(&[base.clone(), func, variant("bad", "reward = nope\n")], &rollouts).expect_err("fails");
+        let func = Variant::inline("func", "reward = Fb(func)\n");
+        let err =
+            replay(&[base.clone(), func, Variant::inline("bad", "reward = nope\n")], &rollouts).expect_err("fails");
         assert!(
             matches!(&err, ReplayError::Eval { variant, message } if variant == "func" && message.contains("functions")),
             "{err}"

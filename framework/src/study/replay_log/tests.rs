@@ -63,32 +63,21 @@ fn log(n: usize, steps: usize, escape: usize) -> String {
     out
 }
 
-fn variant(name: &str, source: &str) -> Variant {
-    Variant {
-        name: name.into(),
-        origin: name.into(),
-        source: source.into(),
-        params: Vec::new(),
-        proxy: None,
-        loss: None,
-    }
-}
-
 /// Variants with distinct and shared features, a param, and alerts on the step metrics.
 fn variants() -> Vec<Variant> {
-    let mut tuned = variant("tuned", "param w = 0.5\nreward = w * Fb(file) + (1 - w) * Fb(lr, 1)\n");
+    let mut tuned = Variant::inline("tuned", "param w = 0.5\nreward = w * Fb(file) + (1 - w) * Fb(lr, 1)\n");
     tuned.params = vec![("w".into(), 0.25)];
     vec![
-        variant(
+        Variant::inline(
             "base",
             "reward = Fb(file) * mask(c > 0)\n\
              alert step.calls < 2 for 2 steps : \"few calls\"\n\
              alert step.zero_std_groups > 0.2 : \"flat groups\"\n\
              alert step.kl > 0.1 : \"drift\"\n",
         ),
-        variant("fe", "reward = Fb(file) * (0.5 + 0.5 * e)\nadvantage = reward - group.mean(reward)\n"),
+        Variant::inline("fe", "reward = Fb(file) * (0.5 + 0.5 * e)\nadvantage = reward - group.mean(reward)\n"),
         tuned,
-        variant(
+        Variant::inline(
             "lr",
             "reward = (Fb(func) + F1(lr)) / 2 / max(1, c / 4)\nalert batch.mean(valid) < 0.9 : \"invalid\"\n",
         ),
@@ -134,24 +123,24 @@ fn what_the_stream_cannot_replay_fails_as_the_replay_on_records_does() {
     let text = log(500, 2, 0);
     // One line does not log `completion_tokens`: `len` is unavailable there.
     let lacking = text.replacen(r#", "completion_tokens": "#, r#", "tokens": "#, 1);
-    let vs = vec![variant("a", "reward = Fb(file)\n"), variant("len", "reward = len / 1000\n")];
+    let vs = vec![Variant::inline("a", "reward = Fb(file)\n"), Variant::inline("len", "reward = len / 1000\n")];
     assert!(matches!(streamed(&vs, lacking.as_bytes()), Ok(None)));
     let (got, want) = both(&vs, lacking.as_bytes());
     assert_eq!(got, want);
     assert!(got.contains("completion_tokens"), "{got}");
     // A variant that does not compile, an unknown param.
-    let mut bad_param = variant("p", "reward = Fb(file)\n");
+    let mut bad_param = Variant::inline("p", "reward = Fb(file)\n");
     bad_param.params = vec![("gamma".into(), 1.0)];
     for vs in [
-        vec![variant("a", "reward = Fb(file)\n"), variant("bad", "reward = nope\n")],
-        vec![variant("a", "reward = Fb(file)\n"), bad_param],
+        vec![Variant::inline("a", "reward = Fb(file)\n"), Variant::inline("bad", "reward = nope\n")],
+        vec![Variant::inline("a", "reward = Fb(file)\n"), bad_param],
     ] {
         let (got, want) = both(&vs, text.as_bytes());
         assert_eq!(got, want);
         assert!(got.starts_with("Err(Replay("), "{got}");
     }
     // An alert that fails on a batch (len is missing there) after the comparison succeeded.
-    let vs = vec![variant("a", "reward = Fb(file)\nalert step.completion_len > 100 : \"long\"\n")];
+    let vs = vec![Variant::inline("a", "reward = Fb(file)\nalert step.completion_len > 100 : \"long\"\n")];
     let (got, want) = both(&vs, lacking.as_bytes());
     assert_eq!(got, want);
     assert!(got.contains("alerts: Err("), "{got}");
