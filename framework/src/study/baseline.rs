@@ -189,17 +189,19 @@ pub fn cache_key(tasks: &dyn TaskSource, k: usize, params: &HeuristicParams) -> 
             text.push_str(&format!("{}:{field}\n", field.len()));
         }
     }
-    Some(format!("{:016x}-{}\n", crate::engine::seed::fnv1a(text.as_bytes()), tasks.held_out().len()))
+    Some(format!("{:016x}\n", crate::engine::seed::fnv1a(text.as_bytes())))
 }
 
 /// The BM25 and heuristic records of `study_dir`'s `baseline_tasks.jsonl` when its
 /// [`CACHE_KEY_FILE`] holds `key`, split as [`baseline_tasks`] returns them; `None` when the key
-/// differs or is missing, or the records do not read back whole.
+/// differs or is missing, or the records do not read back whole (`held` of each baseline, one per
+/// held-out task).
 pub fn cached(
     study_dir: &std::path::Path,
     key: &str,
     k: usize,
     params: &HeuristicParams,
+    held: usize,
 ) -> Option<(Vec<BaselineTask>, Vec<BaselineTask>)> {
     let stored = std::fs::read_to_string(study_dir.join(CACHE_KEY_FILE)).ok()?;
     if stored != key {
@@ -209,7 +211,6 @@ pub fn cached(
     let records = super::by_repo::read_jsonl::<BaselineTask>(&path).ok()??;
     let (bm25, heuristic) = (bm25_name(k), heuristic_name(params));
     let (first, rest): (Vec<_>, Vec<_>) = records.into_iter().partition(|r| r.baseline == bm25);
-    let held = key.rsplit_once('-').and_then(|(_, n)| n.trim().parse::<usize>().ok())?;
     (first.len() == held && rest.len() == held && rest.iter().all(|r| r.baseline == heuristic)).then_some((first, rest))
 }
 

@@ -306,16 +306,17 @@ fn study_baselines_are_read_back_only_while_their_inputs_are_unchanged() {
     let (study, params, repo_dir) =
         (dir.path(), crate::heuristic::HeuristicParams::default(), |r: &str| PathBuf::from(r));
     let key = baseline::cache_key(&tasks, 2, &params).expect("full commit ids are cached");
-    assert_eq!(baseline::cached(study, &key, 2, &params), None, "nothing written yet");
+    let held = tasks.held_out.len();
+    assert_eq!(baseline::cached(study, &key, 2, &params, held), None, "nothing written yet");
 
     let computed = baseline::baseline_tasks(&tasks, 2, params, &repo_dir, &|_, _| {}).expect("baselines");
     publish::write_baseline_tasks(study, &[computed.0.clone(), computed.1.clone()].concat()).expect("records");
     publish::write_text(study, baseline::CACHE_KEY_FILE, &key, "key").expect("key");
-    assert_eq!(baseline::cached(study, &key, 2, &params).as_ref(), Some(&computed));
+    assert_eq!(baseline::cached(study, &key, 2, &params, held).as_ref(), Some(&computed));
     // Another k or another heuristic names other rows: not these.
     assert_ne!(baseline::cache_key(&tasks, 3, &params).as_ref(), Some(&key));
     let top2 = crate::heuristic::HeuristicParams { top_k: 2, ..params };
-    assert_eq!(baseline::cached(study, &key, 2, &top2), None);
+    assert_eq!(baseline::cached(study, &key, 2, &top2, held), None);
 
     // Any held-out task's text, target or commit changes the key.
     let first = tasks.held_out[0];
@@ -323,7 +324,7 @@ fn study_baselines_are_read_back_only_while_their_inputs_are_unchanged() {
     edited.tasks[first].prompt.push_str(" (edited)");
     let other = baseline::cache_key(&edited, 2, &params).expect("key");
     assert_ne!(other, key);
-    assert_eq!(baseline::cached(study, &other, 2, &params), None);
+    assert_eq!(baseline::cached(study, &other, 2, &params, held), None);
     let mut edited = tasks.clone();
     edited.tasks[first].target.files = Some(vec!["elsewhere.py".into()]);
     assert_ne!(baseline::cache_key(&edited, 2, &params).as_ref(), Some(&key));
@@ -336,9 +337,9 @@ fn study_baselines_are_read_back_only_while_their_inputs_are_unchanged() {
     let text = std::fs::read_to_string(&path).expect("records");
     let shorter: Vec<&str> = text.lines().skip(1).collect();
     std::fs::write(&path, shorter.join("\n")).expect("write");
-    assert_eq!(baseline::cached(study, &key, 2, &params), None);
+    assert_eq!(baseline::cached(study, &key, 2, &params, held), None);
     std::fs::write(&path, text.replace('{', "[")).expect("write");
-    assert_eq!(baseline::cached(study, &key, 2, &params), None);
+    assert_eq!(baseline::cached(study, &key, 2, &params, held), None);
 }
 
 #[test]

@@ -228,7 +228,7 @@ where
     let key = baseline::cache_key(tasks.tasks.as_ref(), study.summary.bm25_k, &params);
     let (bm25, heuristic) = match key
         .as_deref()
-        .and_then(|key| baseline::cached(study_dir, key, study.summary.bm25_k, &params))
+        .and_then(|key| baseline::cached(study_dir, key, study.summary.bm25_k, &params, tasks.tasks.held_out().len()))
     {
         Some(records) => records,
         None => {
