@@ -3,13 +3,33 @@
 //! Rows are rollouts; rollouts of one group (one prompt) are contiguous.
 //! Columns are `f64`, keyed by the canonical feature key (`grade(word)`, `cost`).
 
+use std::borrow::Cow;
+
 /// Columnar rollout features, grouped.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct FeatureTable {
     /// Group `g` is rows `group_offsets[g]..group_offsets[g + 1]`.
     group_offsets: Vec<usize>,
-    group_names: Vec<String>,
+    group_names: GroupNames,
     columns: Vec<(String, Vec<f64>)>,
+}
+
+/// The groups' names: given one by one, or each group's index (uniform
+/// tables, whose million-row evaluations should not allocate a string per group).
+#[derive(Clone, Debug, Default)]
+enum GroupNames {
+    #[default]
+    Indices,
+    Given(Vec<String>),
+}
+
+impl PartialEq for FeatureTable {
+    /// Equal groups (sizes and names, however the names are held) and equal columns.
+    fn eq(&self, other: &FeatureTable) -> bool {
+        self.group_offsets == other.group_offsets
+            && self.columns == other.columns
+            && (0..self.groups()).all(|g| self.group_name(g) == other.group_name(g))
+    }
 }
 
 /// Why a table could not be built.
@@ -52,12 +72,17 @@ impl FeatureTable {
             group_offsets.push(group_offsets.last().copied().unwrap_or(0) + size);
             group_names.push(name);
         }
-        Ok(FeatureTable { group_offsets, group_names, columns: Vec::new() })
+        Ok(FeatureTable { group_offsets, group_names: GroupNames::Given(group_names), columns: Vec::new() })
     }
 
     /// `n_groups` groups of `size` rollouts each, named by their index.
+    ///
+    /// # Panics
+    /// If `size` is 0 while `n_groups` is not.
     pub fn uniform(n_groups: usize, size: usize) -> FeatureTable {
-        FeatureTable::new((0..n_groups).map(|g| (g.to_string(), size))).expect("uniform groups are non-empty")
+        assert!(size > 0 || n_groups == 0, "uniform groups are non-empty");
+        let group_offsets = (0..=n_groups).map(|g| g * size).collect();
+        FeatureTable { group_offsets, group_names: GroupNames::Indices, columns: Vec::new() }
     }
 
     /// Adds a feature column; it must have one value per row and a new key.
@@ -80,7 +105,7 @@ impl FeatureTable {
 
     /// How many groups the rollouts fall into.
     pub fn groups(&self) -> usize {
-        self.group_names.len()
+        self.group_offsets.len().saturating_sub(1)
     }
 
     /// The first row of each group, then the row count.
@@ -89,8 +114,17 @@ impl FeatureTable {
     }
 
     /// The name of group `g` (its prompt id).
-    pub fn group_name(&self, g: usize) -> &str {
-        &self.group_names[g]
+    ///
+    /// # Panics
+    /// If `g` is not a group of the table.
+    pub fn group_name(&self, g: usize) -> Cow<'_, str> {
+        match &self.group_names {
+            GroupNames::Given(names) => Cow::Borrowed(&names[g]),
+            GroupNames::Indices => {
+                assert!(g < self.groups(), "group {g} of {}", self.groups());
+                Cow::Owned(g.to_string())
+            }
+        }
     }
 
     /// The rows of group `g`.

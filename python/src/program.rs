@@ -153,26 +153,31 @@ impl Program {
 
     /// Seconds each of `repeats` evaluations of the kernel alone takes (the
     /// table built once beforehand, no conversions): what `rewardlab eval`
-    /// spends evaluating, for comparing the binding's overhead with.
-    #[pyo3(signature = (features, groups, repeats = 5))]
+    /// spends evaluating, for comparing the binding's overhead with. With
+    /// `with_table`, each repeat also builds the feature table from the
+    /// columns (one copy of them), as `rewardlab eval` builds one from its input.
+    #[pyo3(signature = (features, groups, repeats = 5, with_table = false))]
     fn kernel_seconds(
         &self,
         py: Python<'_>,
         features: &Bound<'_, PyAny>,
         groups: &Bound<'_, PyAny>,
         repeats: usize,
+        with_table: bool,
     ) -> PyResult<Vec<f64>> {
         let input = Input::from_py(self, features, groups)?;
         let options = EvalOptions::default();
         let (grouping, slices) = (&input.grouping, input.slices());
         py.detach(|| -> Result<Vec<f64>, String> {
-            let table = table(grouping, &slices)?;
+            let built = if with_table { None } else { Some(table(grouping, &slices)?) };
             let mut seconds = Vec::with_capacity(repeats);
             for _ in 0..repeats {
                 let start = std::time::Instant::now();
-                let outputs = self.compiled.eval(&table, &options).map_err(|e| e.to_string())?;
+                let fresh = if with_table { Some(table(grouping, &slices)?) } else { None };
+                let table = fresh.as_ref().or(built.as_ref()).expect("one of the two is built");
+                let outputs = self.compiled.eval(table, &options).map_err(|e| e.to_string())?;
                 seconds.push(start.elapsed().as_secs_f64());
-                drop(std::hint::black_box(outputs));
+                drop(std::hint::black_box((outputs, fresh)));
             }
             Ok(seconds)
         })
@@ -228,7 +233,10 @@ impl<'py> Input<'py> {
 
 /// The feature table, rows permuted into contiguous groups when they are not already.
 fn table(grouping: &Grouping, columns: &[(&str, &[f64])]) -> Result<FeatureTable, String> {
-    let mut table = FeatureTable::new(grouping.sizes()).map_err(|e| e.to_string())?;
+    let mut table = match grouping.uniform {
+        Some(size) => FeatureTable::uniform(grouping.rows / size, size),
+        None => FeatureTable::new(grouping.sizes()).map_err(|e| e.to_string())?,
+    };
     for (key, values) in columns {
         let values = match &grouping.order {
             None => values.to_vec(),
@@ -293,8 +301,11 @@ impl<'py> Column<'py> {
 /// permutation from table rows to input rows when the input's groups are not contiguous.
 #[derive(Debug)]
 struct Grouping {
+    /// Group names and sizes, when given per row (empty for a uniform grouping).
     names: Vec<String>,
     sizes: Vec<usize>,
+    /// `Some(size)` for consecutive groups of `size` rows, named by their index.
+    uniform: Option<usize>,
     /// `order[t]` is the input row of table row `t`; `None` when it is the identity.
     order: Option<Vec<usize>>,
     rows: usize,
@@ -336,8 +347,7 @@ impl Grouping {
         if size == 0 || rows % size != 0 {
             return Err(reward_error(format!("groups: {rows} rows do not split into groups of {size}")));
         }
-        let n = rows / size;
-        Ok(Grouping { names: (0..n).map(|g| g.to_string()).collect(), sizes: vec![size; n], order: None, rows })
+        Ok(Grouping { names: Vec::new(), sizes: Vec::new(), uniform: Some(size), order: None, rows })
     }
 
     /// Groups by first appearance, input order within each group.
@@ -383,7 +393,7 @@ impl Grouping {
             }
             Some(order)
         };
-        Grouping { names, sizes, order, rows: ids.len() }
+        Grouping { names, sizes, uniform: None, order, rows: ids.len() }
     }
 
     fn sizes(&self) -> impl Iterator<Item = (String, usize)> + '_ {

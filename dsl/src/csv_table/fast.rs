@@ -314,7 +314,7 @@ pub(super) fn write_table(output: &mut impl Write, features: &CsvFeatures, outpu
     let mut groups: Vec<Vec<u8>> = Vec::with_capacity(table.groups());
     for g in 0..table.groups() {
         group_of_row[table.group_rows(g)].fill(g);
-        groups.push(csv_field(table.group_name(g))?);
+        groups.push(csv_field(&table.group_name(g))?);
     }
     let rows = features.order.len();
     let mut buffers: Vec<Vec<u8>> = Vec::new();

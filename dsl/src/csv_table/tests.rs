@@ -9,7 +9,7 @@ fn groups_reorder_stably_by_first_appearance() {
     let csv = "group,\"grade(word, 1)\",cost\nb,0.5,1\na,1,2\nb,0.25,3\na,0,4\nc,true,5\n";
     let f = read(csv).expect("well-formed");
     assert_eq!(f.table.groups(), 3);
-    assert_eq!((f.table.group_name(0), f.table.group_name(1), f.table.group_name(2)), ("b", "a", "c"));
+    assert_eq!((0..3).map(|g| f.table.group_name(g)).collect::<Vec<_>>(), ["b", "a", "c"]);
     assert_eq!(f.table.group_offsets(), &[0, 2, 4, 5]);
     assert_eq!(f.order, vec![0, 2, 1, 3, 4]);
     assert_eq!(f.table.column("grade(word, 1)"), Some(&[0.5, 0.25, 1.0, 0.0, 1.0][..]));

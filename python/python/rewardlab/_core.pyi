@@ -33,7 +33,11 @@ class Program:
         allow_non_finite: bool = False,
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]: ...
     def kernel_seconds(
-        self, features: Mapping[str, Any], groups: Sequence[Any] | npt.NDArray[np.int64] | int, repeats: int = 5
+        self,
+        features: Mapping[str, Any],
+        groups: Sequence[Any] | npt.NDArray[np.int64] | int,
+        repeats: int = 5,
+        with_table: bool = False,
     ) -> list[float]: ...
 
 class Tree:
