@@ -79,7 +79,8 @@ pub(crate) struct SeenFile {
     pub by_identifier: bool,
     pub by_word: bool,
     pub by_glob: bool,
-    /// Found by a glob of a path or dotted module the issue names (a traceback frame, a path in prose).
+    /// Found by a glob of a path or dotted module the issue names (a traceback frame, a path in
+    /// prose); with `issue_paths`, whenever its path is one the issue names, however it was found.
     pub by_named_path: bool,
     pub read: bool,
     /// Rarity weights (`1 / (1 + ln(1 + lines the grep hit))`) of the distinct terms whose grep hit it: sum and max.
@@ -133,6 +134,9 @@ pub struct ProxyEpisode {
     /// the repository's (a user's variable, a package the repository does not contain), and a
     /// rarity of 1 would otherwise make it look like the rarest term of all.
     pub(crate) found_nothing: HashSet<String>,
+    /// The paths the issue names, as the path and module globs look for them (`pkg/mod.py`,
+    /// `sympy/core/basic.py`): a seen file whose path ends with one is named by the issue.
+    pub(crate) named_paths: Vec<String>,
 }
 
 impl ProxyEpisode {
@@ -179,8 +183,12 @@ impl ProxyEpisode {
             title_names,
             term_rarity: HashMap::new(),
             found_nothing: HashSet::new(),
+            named_paths: Vec::new(),
         };
         episode.text_candidates = text_candidates(&episode.terms, &config);
+        if config.module_paths && config.issue_paths {
+            episode.named_paths = named_paths(&episode.terms);
+        }
         episode
     }
 
@@ -409,12 +417,13 @@ impl ProxyEpisode {
         self.text_candidates.push(Candidate { kind: CallKind::GrepResultName, call, term, seen: None });
     }
 
-    fn file(&mut self, path: &str) -> &mut SeenFile {
+    pub(crate) fn file(&mut self, path: &str) -> &mut SeenFile {
         let i = match self.seen_index.get(path) {
             Some(&i) => i,
             None => {
                 self.seen_index.insert(path.to_owned(), self.seen.len());
-                self.seen.push(SeenFile { path: path.to_owned(), ..SeenFile::default() });
+                let by_named_path = self.named_paths.iter().any(|named| path_ends_with(path, named));
+                self.seen.push(SeenFile { path: path.to_owned(), by_named_path, ..SeenFile::default() });
                 self.seen.len() - 1
             }
         };
@@ -546,6 +555,30 @@ fn text_candidates(terms: &[Term], config: &super::ProxyConfig) -> Vec<Candidate
         }
     }
     out
+}
+
+/// The paths the issue's path and module globs look for, without their `**/`.
+fn named_paths(terms: &[Term]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for term in terms {
+        let globs = match term.source {
+            Source::Path => vec![path_glob(&term.text)],
+            Source::Identifier => module_globs(&term.text),
+            _ => continue,
+        };
+        for glob in globs {
+            let path = glob.trim_start_matches("**/").to_owned();
+            if !path.is_empty() && !out.contains(&path) {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+/// `path` is `suffix` or ends with `/suffix` (whole components, as `**/suffix` matches).
+fn path_ends_with(path: &str, suffix: &str) -> bool {
+    path.strip_suffix(suffix).is_some_and(|rest| rest.is_empty() || rest.ends_with('/'))
 }
 
 /// `pkg.sub` → `**/pkg/sub*`; `RetryPolicy` → `**/*retry_policy*`; `max_budget` → `**/*max_budget*`.

@@ -24,7 +24,7 @@
 //! rank 0, not source code (a test, doc or example path, or no source
 //! extension: changelogs, docs pages, data), stem is an issue word, share of all hits, hit by a
 //! title term, Σ rarity, max rarity, rare hit (≤ 3 files), defines an issue
-//! name, defines a title name, found by a named path or module, ln(1+path parts
+//! name, defines a title name, path named by the issue (a path or module), ln(1+path parts
 //! that are issue words), ln(1+directory depth), ln(1+issue names it defines),
 //! how early the issue names what it defines]`. Names are compared without case. Rarity of a grep is
 //! `1 / (1 + ln(1 + lines it hit))`, the cut lines included.

@@ -102,7 +102,9 @@
 //! **definitions** — defines an issue name, defines a name of the title, how
 //! many issue names it defines (log), how early the issue names the earliest
 //! of them (1 − its position), names compared without case (`LaTeX`, `def latex`);
-//! **named paths** — found by a glob of a path or module the issue names;
+//! **named paths** — found by a glob of a path or module the issue names
+//! (with [`ProxyConfig::issue_paths`]: its path is one the issue names, as
+//! that glob would find it, whether or not the glob was called);
 //! **path overlap** — ln(1 + directories and stem that are issue words),
 //! ln(1 + depth). Each group has a [`ProxyConfig`] switch (default on) for
 //! ablations; a switched-off group is all zeros and its candidates are not
@@ -126,7 +128,8 @@
 //! |---|---|
 //! | [`ProxyConfig::rarity`] | no rarity file or term features, no "rare hit" state |
 //! | [`ProxyConfig::definitions`] | no `def`/`class` greps, no "defines an issue name" features |
-//! | [`ProxyConfig::module_paths`] | no dotted-module globs, no "found by a named path" feature |
+//! | [`ProxyConfig::module_paths`] | no dotted-module globs, no "path named by the issue" feature |
+//! | [`ProxyConfig::issue_paths`] (off by default) | on: a seen file whose path the issue names is "named" however it was found |
 //! | [`ProxyConfig::path_overlap`] | no path/issue-word overlap or depth features |
 //! | [`ProxyConfig::code_names`] | called or backticked plain names (`bell(n)`) are not identifiers |
 //! | [`ProxyConfig::answer_size`] | a Bernoulli include per seen file instead of ranking + size |
@@ -250,6 +253,12 @@ pub struct ProxyConfig {
     /// Globs of dotted module paths (`pkg.sub.mod` → `**/pkg/sub/mod.py`) and
     /// "found by a path the issue names" features.
     pub module_paths: bool,
+    /// With [`ProxyConfig::module_paths`]: a seen file whose path the issue names (a path in
+    /// prose or a traceback frame, a dotted module) is "named by the issue" however it was found
+    /// (a grep hit, a read), not only when the glob of that path or module found it. Off by
+    /// default for now: it changes greedy numbers of the synthetic source, whose tracebacks
+    /// name paths, and the default study has not been rerun with it (README, "Session 14").
+    pub issue_paths: bool,
     /// Path/issue-word overlap and directory depth as file features.
     pub path_overlap: bool,
     /// Plain names the issue writes as code — called (`bell(n)`) or alone in backticks — are
@@ -313,6 +322,7 @@ impl Default for ProxyConfig {
             rarity: true,
             definitions: true,
             module_paths: true,
+            issue_paths: false,
             path_overlap: true,
             code_names: true,
             ranking_prior: false,

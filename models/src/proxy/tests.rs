@@ -252,7 +252,7 @@ fn gradient_matches_finite_differences() {
         (features::GREP_TEXT + 14, "term rarity"),
         (features::RANK_FILE + 13, "rarity sum"),
         (features::RANK_FILE + features::FILE_DEFINES, "defines an issue name"),
-        (features::RANK_FILE + 18, "found by a named path"),
+        (features::RANK_FILE + 18, "path named by the issue"),
         (features::RANK_FILE + 19, "path overlap"),
         (features::SIZE_BIAS + 1, "answer size 2"),
         (features::SIZE_FILE, "size × file features"),
@@ -505,6 +505,41 @@ fn feed(episode: &mut ProxyEpisode, kind: episode::CallKind, call: ToolCall, ter
 
 fn grep(pattern: &str) -> ToolCall {
     ToolCall::Grep(rewardlab_sandbox::GrepArgs { pattern: pattern.into(), path: None, case_sensitive: None })
+}
+
+#[test]
+fn a_file_whose_path_the_issue_names_is_marked_however_it_was_found() {
+    let task = TaskPrompt { id: "t".into(), text: ISSUE.into() };
+    let config = ProxyConfig { issue_paths: true, ..ProxyConfig::default() };
+    let mut episode = ProxyPolicy::new(config).begin(&task, Sampling::Greedy, 0).expect("begin");
+    // The traceback's frame `…/site-packages/acme/net/retry.py` names the target; no glob is called.
+    assert!(episode.named_paths.iter().any(|p| p == "net/retry.py"), "{:?}", episode.named_paths);
+    feed(&mut episode, episode::CallKind::GrepIdentifier, grep("RetryTimer"), None);
+    feed(&mut episode, episode::CallKind::GrepIdentifier, grep("RetryPolicy"), None);
+    let named = |path: &str| episode.seen[episode.seen_index[path]].by_named_path;
+    assert!(named(TARGET), "found by a grep, named by the traceback");
+    assert!(!named("acme/net/timer.py") && !named("tests/test_retry.py"));
+    let phi = features::file_features(&episode, &episode.seen[episode.seen_index[TARGET]], 0);
+    assert!(phi.contains(&(18, 1.0)), "{phi:?}");
+    // Whole components only: `retry.py` does not end `net/retry.py`'s `y.py`, nor `xnet/retry.py` it.
+    let mut other = ProxyEpisode::new(
+        "see `acme/net/retry.py`",
+        ChaCha8Rng::seed_from_u64(0),
+        None,
+        *ProxyPolicy::default().config(),
+    );
+    other.named_paths = vec!["net/retry.py".into()];
+    for (path, want) in
+        [("net/retry.py", true), ("src/net/retry.py", true), ("src/xnet/retry.py", false), ("retry.py", false)]
+    {
+        assert_eq!(other.file(path).by_named_path, want, "{path}");
+    }
+    // Off by default, and off with the module-path family.
+    for off in [ProxyConfig::default(), ProxyConfig { module_paths: false, ..config }] {
+        let mut episode = ProxyEpisode::new(ISSUE, ChaCha8Rng::seed_from_u64(0), None, off);
+        assert!(episode.named_paths.is_empty());
+        assert!(!episode.file("src/acme/net/retry.py").by_named_path);
+    }
 }
 
 #[test]
