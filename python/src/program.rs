@@ -233,9 +233,11 @@ impl<'py> Input<'py> {
 
 /// The feature table, rows permuted into contiguous groups when they are not already.
 fn table(grouping: &Grouping, columns: &[(&str, &[f64])]) -> Result<FeatureTable, String> {
-    let mut table = match grouping.uniform {
-        Some(size) => FeatureTable::uniform(grouping.rows / size, size),
-        None => FeatureTable::new(grouping.sizes()).map_err(|e| e.to_string())?,
+    let mut table = match &grouping.groups {
+        Groups::Uniform { size } => FeatureTable::uniform(grouping.rows / size, *size),
+        Groups::Named { names, sizes } => {
+            FeatureTable::new(names.iter().cloned().zip(sizes.iter().copied())).map_err(|e| e.to_string())?
+        }
     };
     for (key, values) in columns {
         let values = match &grouping.order {
@@ -301,14 +303,19 @@ impl<'py> Column<'py> {
 /// permutation from table rows to input rows when the input's groups are not contiguous.
 #[derive(Debug)]
 struct Grouping {
-    /// Group names and sizes, when given per row (empty for a uniform grouping).
-    names: Vec<String>,
-    sizes: Vec<usize>,
-    /// `Some(size)` for consecutive groups of `size` rows, named by their index.
-    uniform: Option<usize>,
+    groups: Groups,
     /// `order[t]` is the input row of table row `t`; `None` when it is the identity.
     order: Option<Vec<usize>>,
     rows: usize,
+}
+
+/// The groups in table order.
+#[derive(Debug)]
+enum Groups {
+    /// Consecutive groups of `size` rows, named by their index.
+    Uniform { size: usize },
+    /// Groups given by id, named and sized in order of first appearance.
+    Named { names: Vec<String>, sizes: Vec<usize> },
 }
 
 impl Grouping {
@@ -347,7 +354,7 @@ impl Grouping {
         if size == 0 || rows % size != 0 {
             return Err(reward_error(format!("groups: {rows} rows do not split into groups of {size}")));
         }
-        Ok(Grouping { names: Vec::new(), sizes: Vec::new(), uniform: Some(size), order: None, rows })
+        Ok(Grouping { groups: Groups::Uniform { size }, order: None, rows })
     }
 
     /// Groups by first appearance, input order within each group.
@@ -393,11 +400,7 @@ impl Grouping {
             }
             Some(order)
         };
-        Grouping { names, sizes, uniform: None, order, rows: ids.len() }
-    }
-
-    fn sizes(&self) -> impl Iterator<Item = (String, usize)> + '_ {
-        self.names.iter().cloned().zip(self.sizes.iter().copied())
+        Grouping { groups: Groups::Named { names, sizes }, order, rows: ids.len() }
     }
 }
 
