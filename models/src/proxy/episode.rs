@@ -187,7 +187,7 @@ impl ProxyEpisode {
         };
         episode.text_candidates = text_candidates(&episode.terms, &config);
         if config.module_paths && config.issue_paths {
-            episode.named_paths = named_paths(&episode.terms);
+            episode.named_paths = named_paths(&episode.text_candidates);
         }
         episode
     }
@@ -557,23 +557,16 @@ fn text_candidates(terms: &[Term], config: &super::ProxyConfig) -> Vec<Candidate
     out
 }
 
-/// The paths the issue's path and module globs look for, without their `**/`.
-fn named_paths(terms: &[Term]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for term in terms {
-        let globs = match term.source {
-            Source::Path => vec![path_glob(&term.text)],
-            Source::Identifier => module_globs(&term.text),
-            _ => continue,
-        };
-        for glob in globs {
-            let path = glob.trim_start_matches("**/").to_owned();
-            if !path.is_empty() && !out.contains(&path) {
-                out.push(path);
-            }
-        }
-    }
-    out
+/// The paths the issue's path and module glob candidates look for, without their `**/`.
+fn named_paths(candidates: &[Candidate]) -> Vec<String> {
+    candidates
+        .iter()
+        .filter(|c| matches!(c.kind, CallKind::GlobPath | CallKind::GlobModule))
+        .filter_map(|c| match &c.call {
+            ToolCall::Glob(args) => args.pattern.strip_prefix("**/").filter(|p| !p.is_empty()).map(str::to_owned),
+            _ => None,
+        })
+        .collect()
 }
 
 /// `path` is `suffix` or ends with `/suffix` (whole components, as `**/suffix` matches).
