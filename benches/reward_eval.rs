@@ -19,6 +19,13 @@
 //! so its ratio is the kernels' own, which is what a caller evaluating many
 //! tables (training steps, re-scoring runs) pays.
 //!
+//! Criterion's estimates of the two sides come from different seconds of the
+//! run, and on a shared machine those differ by more than the kernels do. So
+//! each formula also prints a paired ratio: the `_into` pair timed
+//! alternately, one evaluation each per round (the order swapped every
+//! round), and the median over the rounds of hand-written time / compiled
+//! time, with its quartiles (`paired_ratio`).
+//!
 //! A last group measures parse + check + compile of each reward file, and
 //! one more the one-off build of each native kernel with an empty cache
 //! (generating the C and running the C compiler), which the evaluation
@@ -169,6 +176,51 @@ fn assert_close(name: &str, a: &Outputs, b: &Outputs) {
     }
 }
 
+/// Rounds of the paired measurement (after as many warm-up rounds again).
+const PAIRED_ROUNDS: usize = 201;
+
+/// Times `compiled` and `hand` alternately, once each per round, the first of
+/// the two swapped every round, and prints the median and quartiles of the
+/// rounds' ratios hand / compiled (above 1: the compiled program is faster).
+/// Both sides see the same moments of the machine, so the ratio stays put
+/// where the two times move.
+fn paired_ratio(name: &str, mut compiled: impl FnMut(), mut hand: impl FnMut()) {
+    let time = |f: &mut dyn FnMut()| {
+        let start = std::time::Instant::now();
+        f();
+        start.elapsed().as_secs_f64()
+    };
+    let mut ratios = Vec::with_capacity(PAIRED_ROUNDS);
+    let (mut compiled_s, mut hand_s) = (Vec::new(), Vec::new());
+    for round in 0..2 * PAIRED_ROUNDS {
+        let (c, h) = if round % 2 == 0 {
+            let c = time(&mut compiled);
+            (c, time(&mut hand))
+        } else {
+            let h = time(&mut hand);
+            (time(&mut compiled), h)
+        };
+        if round >= PAIRED_ROUNDS {
+            ratios.push(h / c);
+            compiled_s.push(c);
+            hand_s.push(h);
+        }
+    }
+    let quantile = |v: &mut Vec<f64>, q: f64| {
+        v.sort_by(f64::total_cmp);
+        v[((v.len() - 1) as f64 * q).round() as usize]
+    };
+    eprintln!(
+        "reward_eval/{name}: paired ratio hand-written / compiled, into reused buffers: median {:.2} \
+         (quartiles {:.2}-{:.2}) over {PAIRED_ROUNDS} rounds; median times {:.2} ms compiled, {:.2} ms hand-written",
+        quantile(&mut ratios, 0.5),
+        quantile(&mut ratios, 0.25),
+        quantile(&mut ratios, 0.75),
+        quantile(&mut compiled_s, 0.5) * 1e3,
+        quantile(&mut hand_s, 0.5) * 1e3,
+    );
+}
+
 fn evaluation(c: &mut Criterion) {
     let table = table();
     let options = EvalOptions { group_size: Some(GROUP), ..EvalOptions::default() };
@@ -189,6 +241,14 @@ fn evaluation(c: &mut Criterion) {
         }
         let (mut space, mut compiled_out, mut hand_out) =
             (Workspace::default(), Outputs::default(), Outputs::default());
+        paired_ratio(
+            name,
+            || {
+                pool.install(|| compiled.eval_into(black_box(&table), &options, &mut space, &mut compiled_out))
+                    .expect("finite")
+            },
+            || hand(black_box(&table), &mut hand_out),
+        );
 
         let mut group = c.benchmark_group(format!("reward_eval/{name}"));
         group.throughput(Throughput::Elements(ROLLOUTS as u64));

@@ -7,7 +7,7 @@
 //! value a local the compiler keeps in (vector) registers. The caller runs
 //! it on the table's blocks of whole groups, in parallel with rayon, each
 //! call writing only its own rows and groups. Output values are checked for
-//! NaN and infinities inside the loop, as they are stored.
+//! NaN and infinities tile by tile, once a tile's rows are written.
 //!
 //! The library is built once per program text, compiler and flags (`build`)
 //! and found again in the cache by the next process. Loading checks the
