@@ -12,8 +12,10 @@
 //!
 //! # Building
 //!
-//! The first grep on a zero-disk view starts a background job (on rayon's pool) that builds
-//! the entries the view's blobs lack, in parallel; the grep itself, and every one after it until
+//! The first grep on a zero-disk view starts a background job that builds the entries the view's
+//! blobs lack, in parallel, on a pool of its own ([`spawn_background`]) whose threads run at a
+//! lower scheduling priority: tool calls and the policy, which a training step waits for, get
+//! the cores first, and the builds take what they leave idle. The grep itself, and every one after it until
 //! the job is done, use whatever entries exist and scan the rest, so a build never holds a call
 //! past its deadline; a grep that finds the index locked by a build (inserting a blob's
 //! trigrams, compacting the lists) waits at most [`GREP_PATIENCE`] for it, then goes on without
@@ -66,6 +68,50 @@ use postings::{Postings, Slot};
 pub(crate) use query::Query;
 
 use crate::store::RepoShared;
+
+/// Scheduling priority (nice value) of the background builders' threads: below the default 0,
+/// so that the threads a step waits for preempt them.
+const BACKGROUND_NICE: i32 = 10;
+
+/// Runs `job` on the pool background index builds use (one thread per core, created on first
+/// use). Its threads lower their own priority to [`BACKGROUND_NICE`] as they start (Linux keeps
+/// a nice value per thread; elsewhere they run at the normal priority). A build's parallel loop
+/// runs on the pool it was spawned on, so none of its work lands on rayon's global pool, which
+/// reward evaluation and feature extraction use. If the pool's threads cannot be started, the
+/// job runs on the global pool.
+pub(crate) fn spawn_background(job: impl FnOnce() + Send + 'static) {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    let pool = POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(std::thread::available_parallelism().map_or(1, usize::from))
+            .thread_name(|i| format!("rewardlab-index-{i}"))
+            .start_handler(|_| lower_priority())
+            .build()
+            .ok()
+    });
+    match pool {
+        Some(pool) => pool.spawn(job),
+        None => rayon::spawn(job),
+    }
+}
+
+/// Lowers the calling thread's scheduling priority to [`BACKGROUND_NICE`], never raises it (a
+/// thread starts at its creator's nice value, which may be above 10 already); a failure leaves
+/// it as it was (the build is only slower to yield).
+#[cfg(target_os = "linux")]
+fn lower_priority() {
+    // SAFETY: `getpriority` and `setpriority` read no memory of ours; on Linux, `PRIO_PROCESS`
+    // with `who = 0` names the calling thread only. (`getpriority` may return -1 as a value;
+    // it is below `BACKGROUND_NICE` either way.)
+    unsafe {
+        if libc::getpriority(libc::PRIO_PROCESS, 0) < BACKGROUND_NICE {
+            let _ = libc::setpriority(libc::PRIO_PROCESS, 0, BACKGROUND_NICE);
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn lower_priority() {}
 
 /// Blobs larger than this get an entry without trigrams: they are always read (and the grep's
 /// size cap usually skips them anyway).
@@ -511,5 +557,25 @@ mod tests {
         };
         assert!(skip.contains(slot));
         assert!(!index.skip_set(&Query::plan("marker2999x", false, 32)).expect("free").contains(slot));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn background_builds_run_below_the_callers_priority() {
+        // SAFETY: `getpriority` reads no memory of ours; `who = 0` is the calling thread.
+        let nice = || unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        let caller = nice();
+        let (tx, rx) = std::sync::mpsc::channel();
+        spawn_background(move || {
+            // A build's parallel loop runs on the pool it was spawned on.
+            let inner: Vec<i32> = (0..4).into_par_iter().map(|_| nice()).collect();
+            tx.send((nice(), inner)).expect("the test waits");
+        });
+        let (builder, inner) = rx.recv().expect("the pool runs the job");
+        // The pool's threads start at their creator's (this thread's) value and only ever lower it.
+        let want = BACKGROUND_NICE.max(caller);
+        assert_eq!(builder, want, "the caller runs at {caller}");
+        assert!(inner.iter().all(|&n| n == want), "{inner:?}");
+        assert_eq!(nice(), caller, "the caller's own priority is unchanged");
     }
 }

@@ -111,7 +111,7 @@ impl View {
             let shared = self.shared.clone();
             let ids: Vec<ObjectId> = self.ids.iter().flatten().copied().collect();
             let done = self.index_done.clone();
-            rayon::spawn(move || {
+            crate::index::spawn_background(move || {
                 shared.index.build(&shared, &ids, false, None);
                 done.store(true, Ordering::SeqCst);
             });
