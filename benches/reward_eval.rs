@@ -23,8 +23,9 @@
 //! run, and on a shared machine those differ by more than the kernels do. So
 //! each formula also prints a paired ratio: the `_into` pair timed
 //! alternately, one evaluation each per round (the order swapped every
-//! round), and the median over the rounds of hand-written time / compiled
-//! time, with its quartiles (`paired_ratio`).
+//! round), writing into the same output buffers, and the median over the
+//! rounds of hand-written time / compiled time, with its quartiles
+//! (`paired_ratio`).
 //!
 //! A last group measures parse + check + compile of each reward file, and
 //! one more the one-off build of each native kernel with an empty cache
@@ -179,15 +180,20 @@ fn assert_close(name: &str, a: &Outputs, b: &Outputs) {
 /// Rounds of the paired measurement (after as many warm-up rounds again).
 const PAIRED_ROUNDS: usize = 201;
 
-/// Times `compiled` and `hand` alternately, once each per round, the first of
-/// the two swapped every round, and prints the median and quartiles of the
+/// Times `compiled` and `hand` alternately on the same `outputs`, once each per
+/// round, the first of the two swapped every round, and prints the median and quartiles of the
 /// rounds' ratios hand / compiled (above 1: the compiled program is faster).
 /// Both sides see the same moments of the machine, so the ratio stays put
 /// where the two times move.
-fn paired_ratio(name: &str, mut compiled: impl FnMut(), mut hand: impl FnMut()) {
-    let time = |f: &mut dyn FnMut()| {
+fn paired_ratio(
+    name: &str,
+    outputs: &mut Outputs,
+    mut compiled: impl FnMut(&mut Outputs),
+    mut hand: impl FnMut(&mut Outputs),
+) {
+    let mut time = |f: &mut dyn FnMut(&mut Outputs)| {
         let start = std::time::Instant::now();
-        f();
+        f(outputs);
         start.elapsed().as_secs_f64()
     };
     let mut ratios = Vec::with_capacity(PAIRED_ROUNDS);
@@ -241,14 +247,18 @@ fn evaluation(c: &mut Criterion) {
         }
         let (mut space, mut compiled_out, mut hand_out) =
             (Workspace::default(), Outputs::default(), Outputs::default());
+        // Both sides run on the pool's one thread and write into the same three buffers: which
+        // core runs a side and which physical pages its buffers get move its time by up to 2x
+        // from process to process (ratios of 0.7 and 1.2 for the same binary), so a side of
+        // its own would pair one side's luck with the other's.
+        let mut shared = Outputs::default();
         paired_ratio(
             name,
-            || {
-                pool.install(|| compiled.eval_into(black_box(&table), &options, &mut space, &mut compiled_out))
-                    .expect("finite")
-            },
-            || hand(black_box(&table), &mut hand_out),
+            &mut shared,
+            |out| pool.install(|| compiled.eval_into(black_box(&table), &options, &mut space, out)).expect("finite"),
+            |out| pool.install(|| hand(black_box(&table), out)),
         );
+        assert_close(name, &shared, &want);
 
         let mut group = c.benchmark_group(format!("reward_eval/{name}"));
         group.throughput(Throughput::Elements(ROLLOUTS as u64));
