@@ -344,7 +344,8 @@ impl ContentIndex {
         (found, complete)
     }
 
-    /// Builds the entries `ids` lack, in parallel on rayon's pool, then, when `wait`, waits for
+    /// Builds the entries `ids` lack, in parallel on the rayon pool it is called on (the background
+    /// pool for a view's lazy build, the caller's for an explicit one), then, when `wait`, waits for
     /// blobs another build was already doing. Blobs missing from the object store get no entry
     /// (a grep reading them reports the missing object, as without the index). Background builds
     /// run on the pool and never wait: a pool thread blocked on blobs that need a pool thread to
