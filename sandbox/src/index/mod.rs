@@ -73,8 +73,8 @@ use crate::store::RepoShared;
 /// so that the threads a step waits for preempt them.
 const BACKGROUND_NICE: i32 = 10;
 
-/// Runs `job` on the pool background index builds use (one thread per core, created on first
-/// use). Its threads lower their own priority to [`BACKGROUND_NICE`] as they start (Linux keeps
+/// Runs `job` on the pool background index builds use (created on first use, with as many
+/// threads as rayon's global pool: `RAYON_NUM_THREADS`, else one per core). Its threads lower their own priority to [`BACKGROUND_NICE`] as they start (Linux keeps
 /// a nice value per thread; elsewhere they run at the normal priority). A build's parallel loop
 /// runs on the pool it was spawned on, so none of its work lands on rayon's global pool, which
 /// reward evaluation and feature extraction use. If the pool's threads cannot be started, the
@@ -83,7 +83,6 @@ pub(crate) fn spawn_background(job: impl FnOnce() + Send + 'static) {
     static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
     let pool = POOL.get_or_init(|| {
         rayon::ThreadPoolBuilder::new()
-            .num_threads(std::thread::available_parallelism().map_or(1, usize::from))
             .thread_name(|i| format!("rewardlab-index-{i}"))
             .start_handler(|_| lower_priority())
             .build()
