@@ -137,6 +137,21 @@ impl FeatureTable {
         self.group_offsets.partition_point(|&o| o <= row) - 1
     }
 
+    /// A lookup of the group of each row asked in turn: constant time while
+    /// the rows asked stay in one group or step to the next (rows in table
+    /// order, as when a table is written out), a binary search otherwise.
+    pub fn group_finder(&self) -> impl FnMut(usize) -> usize + '_ {
+        let offsets = &self.group_offsets;
+        let mut g = 0;
+        move |row| {
+            let within = |g: usize| g + 1 < offsets.len() && offsets[g] <= row && row < offsets[g + 1];
+            if !within(g) {
+                g = if within(g + 1) { g + 1 } else { self.group_of(row) };
+            }
+            g
+        }
+    }
+
     /// The column of a canonical feature key, if present.
     pub fn column(&self, key: &str) -> Option<&[f64]> {
         self.columns.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_slice())
@@ -157,4 +172,22 @@ pub struct Outputs {
     pub adv: Vec<f64>,
     /// `advantage` per rollout, what the policy update reads.
     pub advantage: Vec<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FeatureTable;
+
+    #[test]
+    fn the_group_finder_agrees_with_the_binary_search_in_any_order_of_rows() {
+        let table = FeatureTable::new([("a", 3), ("b", 1), ("c", 2), ("d", 4)].map(|(n, s)| (n.to_string(), s)))
+            .expect("a table");
+        let want: Vec<usize> = (0..table.rows()).map(|r| table.group_of(r)).collect();
+        assert_eq!(want, [0, 0, 0, 1, 2, 2, 3, 3, 3, 3]);
+        let mut find = table.group_finder();
+        assert_eq!((0..table.rows()).map(&mut find).collect::<Vec<_>>(), want);
+        for row in [9, 0, 5, 3, 4, 1, 8, 2, 7, 6] {
+            assert_eq!(find(row), want[row], "row {row}");
+        }
+    }
 }

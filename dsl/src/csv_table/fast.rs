@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use super::number::write_f64;
-use super::{CsvError, CsvFeatures, GROUP_COLUMN, MappedFile, OUTPUT_COLUMNS};
+use super::{CsvError, CsvFeatures, GROUP_COLUMN, MappedFile, OUTPUT_COLUMNS, RowOrder};
 use crate::table::{FeatureTable, Outputs};
 
 /// Input bytes per parallel parse task: large enough that a task's overhead
@@ -31,11 +31,15 @@ const PARSE_CHUNK: usize = 1 << 20;
 const WRITE_LINES: usize = 8192;
 /// Bytes of the input re-read per piece when writing.
 const WRITE_PIECE: usize = 2 << 20;
+/// Lines formatted per round when writing from the table alone: 4 tasks
+/// keep the cores busy, and the round's text (a few MB) is all the output
+/// held at once.
+const WRITE_ROUND: usize = 4 * WRITE_LINES;
 
 /// What the fast reader found.
 pub(super) struct Plain {
     pub table: FeatureTable,
-    pub order: Vec<usize>,
+    pub order: RowOrder,
     pub headers: Vec<String>,
     /// Byte offset of the first data line in the file.
     pub data_start: u64,
@@ -119,10 +123,17 @@ pub(super) fn read_plain(data: &[u8], columns: Option<&[&str]>, release: impl Fn
         sizes[g] += n;
         run_groups.push((g, n));
     }
-    let order: Vec<usize> = if in_order { (0..rows).collect() } else { super::grouping_order(&sizes, &run_groups) };
+    let order = if in_order {
+        RowOrder::Identity(rows)
+    } else {
+        RowOrder::Permuted(super::grouping_order(&sizes, &run_groups))
+    };
     let mut table = FeatureTable::new(names.iter().map(|n| n.to_string()).zip(sizes)).ok()?;
     for (column, &i) in values.into_iter().zip(&numeric) {
-        let column = if in_order { column } else { order.par_iter().map(|&r| column[r]).collect() };
+        let column = match &order {
+            RowOrder::Identity(_) => column,
+            RowOrder::Permuted(p) => p.par_iter().map(|&r| column[r]).collect(),
+        };
         table.add_column(headers[i].clone(), column).ok()?;
     }
     Some(Plain { table, order, headers, data_start: header_end as u64 })
@@ -239,7 +250,7 @@ pub(super) fn write_plain(
     path: &Path,
     data_start: u64,
     headers: &[String],
-    order: &[usize],
+    order: &RowOrder,
     outputs: &Outputs,
 ) -> Result<(), CsvError> {
     let map = MappedFile::open(path).map_err(|source| CsvError::Open { path: path.to_path_buf(), source })?;
@@ -247,7 +258,7 @@ pub(super) fn write_plain(
     let names = headers.iter().zip(&kept).filter(|(_, k)| **k).map(|(h, _)| h.as_str()).chain(OUTPUT_COLUMNS);
     output.write_all(&header_line(names)?)?;
 
-    let table_row = inverse(order);
+    let table_row = order.table_rows();
     let all_kept = kept.iter().all(|k| *k);
     let changed =
         || CsvError::Write(std::io::Error::other(format!("{} changed while it was evaluated", path.display())));
@@ -308,24 +319,31 @@ pub(super) fn write_table(output: &mut impl Write, features: &CsvFeatures, outpu
     let columns: Vec<&[f64]> = keys.iter().map(|k| table.column(k).expect("a key of the table")).collect();
     let names = std::iter::once(GROUP_COLUMN).chain(keys.iter().copied()).chain(OUTPUT_COLUMNS);
     output.write_all(&header_line(names)?)?;
-    let table_row = inverse(&features.order);
-    // The group of each table row, and each group's name as a CSV field.
-    let mut group_of_row = vec![0usize; table.rows()];
-    let mut groups: Vec<Vec<u8>> = Vec::with_capacity(table.groups());
+    let table_row = features.order.table_rows();
+    // Group names that need quoting as a CSV field (few or none); the others
+    // are written as they are.
+    let mut quoted = HashMap::new();
     for g in 0..table.groups() {
-        group_of_row[table.group_rows(g)].fill(g);
-        groups.push(csv_field(&table.group_name(g))?);
+        let name = table.group_name(g);
+        if needs_quotes(&name) {
+            quoted.insert(g, csv_field(&name)?);
+        }
     }
     let rows = features.order.len();
     let mut buffers: Vec<Vec<u8>> = Vec::new();
     let mut row = 0;
     while row < rows {
-        let n = (rows - row).min(WRITE_LINES * 32);
+        let n = (rows - row).min(WRITE_ROUND);
         let base = row;
         format_batches(&mut buffers, n, |range, buf| {
+            let mut group_of = table.group_finder();
             for input in base + range.start..base + range.end {
                 let t = table_row.as_ref().map_or(input, |inv| inv[input]);
-                buf.extend_from_slice(&groups[group_of_row[t]]);
+                let g = group_of(t);
+                match quoted.get(&g) {
+                    Some(field) => buf.extend_from_slice(field),
+                    None => buf.extend_from_slice(table.group_name(g).as_bytes()),
+                }
                 for column in &columns {
                     buf.push(b',');
                     write_f64(buf, column[t]);
@@ -369,18 +387,6 @@ fn push_outputs(buf: &mut Vec<u8>, outputs: &Outputs, t: usize) {
     buf.push(b'\n');
 }
 
-/// `table_row[input]`, or `None` when table and input order agree.
-fn inverse(order: &[usize]) -> Option<Vec<usize>> {
-    if order.iter().enumerate().all(|(t, &i)| t == i) {
-        return None;
-    }
-    let mut inverse = vec![0; order.len()];
-    for (t, &input) in order.iter().enumerate() {
-        inverse[input] = t;
-    }
-    Some(inverse)
-}
-
 /// A header line as the `csv` crate writes it (names with a comma quoted).
 fn header_line<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Vec<u8>, CsvError> {
     let mut header = csv::Writer::from_writer(Vec::new());
@@ -390,8 +396,13 @@ fn header_line<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Vec<u8>, 
 
 /// One field as the `csv` crate writes it in a record of several fields
 /// (quoted only when it holds a delimiter, a quote or a line break).
+/// Whether a field must be quoted in CSV (the `csv` crate's rule).
+fn needs_quotes(text: &str) -> bool {
+    text.bytes().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r'))
+}
+
 fn csv_field(text: &str) -> Result<Vec<u8>, CsvError> {
-    if !text.bytes().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r')) {
+    if !needs_quotes(text) {
         return Ok(text.as_bytes().to_vec());
     }
     let mut line = header_line([text, ""])?;

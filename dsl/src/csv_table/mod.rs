@@ -19,9 +19,11 @@ use crate::table::{FeatureTable, Outputs, TableError};
 mod fast;
 mod mapped;
 mod number;
+mod order;
 
 pub use mapped::MappedFile;
 pub use number::write_f64;
+pub use order::RowOrder;
 
 /// The name of the column that says which group (prompt) a rollout belongs to.
 pub const GROUP_COLUMN: &str = "group";
@@ -34,7 +36,7 @@ pub struct CsvFeatures {
     /// Groups in order of first appearance, each group's rows in input order.
     pub table: FeatureTable,
     /// Table row `i` is input row `order[i]` (0-based, header excluded).
-    pub order: Vec<usize>,
+    pub order: RowOrder,
     headers: Vec<String>,
     /// What [`write_outputs`] copies beside the outputs.
     rows: Rows,
@@ -63,14 +65,14 @@ impl CsvFeatures {
         headers: Vec<String>,
         records: Vec<Vec<String>>,
     ) -> CsvFeatures {
-        CsvFeatures { table, order, headers, rows: Rows::Records(records) }
+        CsvFeatures { table, order: RowOrder::new(order), headers, rows: Rows::Records(records) }
     }
 
     /// Features computed elsewhere (rollout JSONL, Parquet records) whose
     /// input columns are `group` and the table's columns, in the table's
     /// column order: [`write_outputs`] writes them from the table itself,
-    /// with no string kept per field. `order[i]` is the input row of table row `i`.
-    pub fn from_table(table: FeatureTable, order: Vec<usize>) -> CsvFeatures {
+    /// with no string kept per field. `order` gives the input row of each table row.
+    pub fn from_table(table: FeatureTable, order: RowOrder) -> CsvFeatures {
         let mut headers = vec![GROUP_COLUMN.to_string()];
         headers.extend(table.column_keys().map(str::to_string));
         CsvFeatures { table, order, headers, rows: Rows::Table }
@@ -253,7 +255,7 @@ pub fn read_features(input: impl Read, columns: Option<&[&str]>) -> Result<CsvFe
     for (column, &i) in values.into_iter().zip(&numeric) {
         table.add_column(headers[i].clone(), order.iter().map(|&r| column[r]).collect())?;
     }
-    Ok(CsvFeatures { table, order, headers, rows: Rows::Records(records) })
+    Ok(CsvFeatures { table, order: RowOrder::new(order), headers, rows: Rows::Records(records) })
 }
 
 /// [`read_features`] from a file; errors name the file.
@@ -308,10 +310,7 @@ pub fn write_outputs(mut output: impl Write, features: &CsvFeatures, outputs: &O
     };
     let kept: Vec<usize> =
         (0..features.headers.len()).filter(|&i| !OUTPUT_COLUMNS.contains(&features.headers[i].as_str())).collect();
-    let mut table_row = vec![0; rows];
-    for (t, &input) in features.order.iter().enumerate() {
-        table_row[input] = t;
-    }
+    let table_row = features.order.table_rows();
     let mut writer = csv::Writer::from_writer(output);
     let csv_err = |e: csv::Error| match e.into_kind() {
         csv::ErrorKind::Io(io) => CsvError::Write(io),
@@ -321,7 +320,7 @@ pub fn write_outputs(mut output: impl Write, features: &CsvFeatures, outputs: &O
     writer.write_record(header).map_err(csv_err)?;
     let mut number = Vec::with_capacity(32);
     for (input, record) in records.iter().enumerate() {
-        let t = table_row[input];
+        let t = table_row.as_ref().map_or(input, |inv| inv[input]);
         for &i in &kept {
             writer.write_field(&record[i]).map_err(csv_err)?;
         }

@@ -18,7 +18,7 @@ use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use rayon::prelude::*;
 use rewardlab_dsl::FeatureTable;
-use rewardlab_dsl::csv_table::{CsvFeatures, GROUP_COLUMN, OUTPUT_COLUMNS};
+use rewardlab_dsl::csv_table::{CsvFeatures, GROUP_COLUMN, OUTPUT_COLUMNS, RowOrder};
 use rewardlab_dsl::table::Outputs;
 use serde_json::{Map, Value};
 
@@ -44,29 +44,37 @@ pub(super) fn holds_rollouts(path: &Path) -> Result<bool, ParquetError> {
     }))
 }
 
-/// One row group's share of a features file: its group runs (names copied
-/// out, so the decoded batches can go at once) and its feature values.
-struct Part {
-    /// `(group, rows)`: consecutive rows of one group.
-    runs: Vec<(String, usize)>,
-    values: Vec<Vec<f64>>,
-}
+/// The group runs of one row group: `(group, rows)` for each stretch of
+/// consecutive rows of one group, names copied out so that the decoded
+/// batches can go at once.
+type Runs = Vec<(String, usize)>;
 
 /// Decodes the row groups in parallel, each by its own reader over the named
-/// root columns, and turns each into a [`Part`]. The first error in row
-/// order is the error.
-fn read_parts(path: &Path, group: &str, features: &[&str]) -> Result<Vec<Part>, ParquetError> {
-    let meta = open(path)?.metadata().clone();
-    let mut bases = Vec::with_capacity(meta.num_row_groups());
-    let mut rows = 0usize;
-    for g in 0..meta.num_row_groups() {
-        bases.push(rows);
-        rows += usize::try_from(meta.row_group(g).num_rows()).unwrap_or(0);
+/// root columns, writing feature `k` of row group `g` straight into
+/// `columns[k][bases[g]..]` (no per-part buffers to grow and merge), and
+/// returns each row group's runs. The first error in row order is the error.
+fn read_parts(
+    path: &Path,
+    group: &str,
+    features: &[&str],
+    lengths: &[usize],
+    columns: &mut [Vec<f64>],
+) -> Result<Vec<Runs>, ParquetError> {
+    // Row group `g`'s slice of every column.
+    let mut slices: Vec<Vec<&mut [f64]>> = lengths.iter().map(|_| Vec::with_capacity(columns.len())).collect();
+    for column in columns.iter_mut() {
+        let mut rest = column.as_mut_slice();
+        for (g, &n) in lengths.iter().enumerate() {
+            let (head, tail) = rest.split_at_mut(n);
+            slices[g].push(head);
+            rest = tail;
+        }
     }
-    let parts: Vec<Result<Part, ParquetError>> = bases
-        .par_iter()
+    let bases: Vec<usize> = lengths.iter().scan(0, |sum, &n| Some(std::mem::replace(sum, *sum + n))).collect();
+    let runs: Vec<Result<Runs, ParquetError>> = slices
+        .into_par_iter()
         .enumerate()
-        .map(|(g, &base)| {
+        .map(|(g, mut out)| {
             let builder = open(path)?;
             let indices: Vec<usize> = std::iter::once(group)
                 .chain(features.iter().copied())
@@ -79,12 +87,17 @@ fn read_parts(path: &Path, group: &str, features: &[&str]) -> Result<Vec<Part>, 
                 .with_batch_size(BATCH_ROWS)
                 .build()
                 .map_err(|e| format_err(path)(&e))?;
-            let mut part = Part { runs: Vec::new(), values: vec![Vec::new(); features.len()] };
-            let mut row = base;
+            let mut runs = Runs::new();
+            let mut done = 0;
             for batch in reader {
                 let batch = batch.map_err(|e| format_err(path)(&e))?;
+                let row = bases[g] + done;
+                let n = batch.num_rows();
+                if done + n > lengths[g] {
+                    return Err(format_err(path)(&format!("row group {g} holds more rows than its metadata says")));
+                }
                 let texts = GroupText::of(path, batch.column_by_name(group).expect("projected"))?;
-                for i in 0..batch.num_rows() {
+                for i in 0..n {
                     let name = texts.get(i).ok_or_else(|| ParquetError::Null {
                         path: path.to_path_buf(),
                         row: row + i + 1,
@@ -93,24 +106,31 @@ fn read_parts(path: &Path, group: &str, features: &[&str]) -> Result<Vec<Part>, 
                     if name.is_empty() {
                         return Err(ParquetError::EmptyGroup { path: path.to_path_buf(), row: row + i + 1 });
                     }
-                    match part.runs.last_mut() {
-                        Some((last, n)) if *last == name => *n += 1,
-                        _ => part.runs.push((name.into_owned(), 1)),
+                    match runs.last_mut() {
+                        Some((last, count)) if *last == name => *count += 1,
+                        _ => runs.push((name.into_owned(), 1)),
                     }
                 }
-                for (column, key) in part.values.iter_mut().zip(features) {
-                    push_numbers(path, key, batch.column_by_name(key).expect("projected"), row, column)?;
+                for (column, key) in out.iter_mut().zip(features) {
+                    let array = batch.column_by_name(key).expect("projected");
+                    put_numbers(path, key, array, row, &mut column[done..done + n])?;
                 }
-                row += batch.num_rows();
+                done += n;
             }
-            Ok(part)
+            if done != lengths[g] {
+                return Err(format_err(path)(&format!("row group {g} holds fewer rows than its metadata says")));
+            }
+            Ok(runs)
         })
         .collect();
-    parts.into_iter().collect()
+    runs.into_iter().collect()
 }
 
 pub(super) fn read_features(path: &Path, columns: Option<&[&str]>) -> Result<CsvFeatures, ParquetError> {
-    let schema = open(path)?.schema().clone();
+    let builder = open(path)?;
+    let schema = builder.schema().clone();
+    let meta = builder.metadata().clone();
+    drop(builder);
     let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
     if !names.contains(&GROUP_COLUMN) {
         return Err(ParquetError::NoGroupColumn { path: path.to_path_buf() });
@@ -129,41 +149,52 @@ pub(super) fn read_features(path: &Path, columns: Option<&[&str]>) -> Result<Csv
         }
         None => features.extend(names.iter().copied().filter(|&n| n != GROUP_COLUMN)),
     }
-    let mut parts = read_parts(path, GROUP_COLUMN, &features)?;
+    let lengths: Vec<usize> =
+        (0..meta.num_row_groups()).map(|g| usize::try_from(meta.row_group(g).num_rows()).unwrap_or(0)).collect();
+    let rows: usize = lengths.iter().sum();
+    if rows == 0 {
+        return Err(ParquetError::Empty { path: path.to_path_buf() });
+    }
+    let mut values: Vec<Vec<f64>> = features.iter().map(|_| vec![0.0; rows]).collect();
+    let mut runs = read_parts(path, GROUP_COLUMN, &features, &lengths, &mut values)?;
 
     // Groups by first appearance, as the CSV reader orders them; a run is a
     // stretch of rows of one group.
     let mut group_index: HashMap<&str, usize> = HashMap::new();
-    let mut group_names: Vec<&str> = Vec::new();
+    let mut first_runs: Vec<(usize, usize)> = Vec::new();
     let mut sizes: Vec<usize> = Vec::new();
     let mut run_groups: Vec<(usize, usize)> = Vec::new();
     let mut in_order = true;
-    for (name, n) in parts.iter().flat_map(|p| &p.runs) {
-        let next = group_names.len();
-        let g = *group_index.entry(name.as_str()).or_insert_with(|| {
-            group_names.push(name);
-            sizes.push(0);
-            next
-        });
-        // Rows are already grouped iff every run starts a new group (or
-        // continues the previous run's group across a row-group boundary).
-        in_order &= g == next || run_groups.last().is_some_and(|&(last, _)| last == g);
-        sizes[g] += n;
-        run_groups.push((g, *n));
-    }
-    let rows: usize = sizes.iter().sum();
-    if rows == 0 {
-        return Err(ParquetError::Empty { path: path.to_path_buf() });
-    }
-    let order: Vec<usize> =
-        if in_order { (0..rows).collect() } else { rewardlab_dsl::csv_table::grouping_order(&sizes, &run_groups) };
-    let mut table = FeatureTable::new(group_names.iter().map(|n| n.to_string()).zip(sizes))?;
-    for (k, key) in features.iter().enumerate() {
-        let mut column = Vec::with_capacity(rows);
-        for part in parts.iter_mut() {
-            column.extend_from_slice(&std::mem::take(&mut part.values[k]));
+    for (p, part) in runs.iter().enumerate() {
+        for (r, (name, n)) in part.iter().enumerate() {
+            let next = sizes.len();
+            let g = *group_index.entry(name.as_str()).or_insert_with(|| {
+                first_runs.push((p, r));
+                sizes.push(0);
+                next
+            });
+            // Rows are already grouped iff every run starts a new group (or
+            // continues the previous run's group across a row-group boundary).
+            in_order &= g == next || run_groups.last().is_some_and(|&(last, _)| last == g);
+            sizes[g] += n;
+            run_groups.push((g, *n));
         }
-        let column = if in_order { column } else { order.iter().map(|&r| column[r]).collect() };
+    }
+    drop(group_index);
+    // Each group's name moves out of its first run: no second copy.
+    let group_names: Vec<String> = first_runs.iter().map(|&(p, r)| std::mem::take(&mut runs[p][r].0)).collect();
+    drop(runs);
+    let order = if in_order {
+        RowOrder::Identity(rows)
+    } else {
+        RowOrder::Permuted(rewardlab_dsl::csv_table::grouping_order(&sizes, &run_groups))
+    };
+    let mut table = FeatureTable::new(group_names.into_iter().zip(sizes))?;
+    for (key, column) in features.iter().zip(values) {
+        let column = match &order {
+            RowOrder::Identity(_) => column,
+            RowOrder::Permuted(p) => p.iter().map(|&r| column[r]).collect(),
+        };
         table.add_column(key.to_string(), column)?;
     }
     Ok(CsvFeatures::from_table(table, order))
@@ -234,19 +265,26 @@ impl<'a> GroupText<'a> {
     }
 }
 
-/// Appends a number or bool column's values (bools as 1/0) to `out`.
-fn push_numbers(path: &Path, key: &str, array: &ArrayRef, base: usize, out: &mut Vec<f64>) -> Result<(), ParquetError> {
+/// Writes a number or bool column's values (bools as 1/0) into `out`, which
+/// has one place per row of `array`; `base` is its first row (0-based), for
+/// errors.
+fn put_numbers(path: &Path, key: &str, array: &ArrayRef, base: usize, out: &mut [f64]) -> Result<(), ParquetError> {
     if array.null_count() > 0 {
         let i = (0..array.len()).find(|&i| array.is_null(i)).expect("a null is there");
         return Err(ParquetError::Null { path: path.to_path_buf(), row: base + i + 1, column: key.to_string() });
     }
+    fn put<T: Copy>(out: &mut [f64], values: &[T], f: impl Fn(T) -> f64) {
+        for (o, &v) in out.iter_mut().zip(values) {
+            *o = f(v);
+        }
+    }
     macro_rules! numbers {
         ($t:ty) => {
-            out.extend(array.as_primitive::<$t>().values().iter().map(|&v| v as f64))
+            put(out, array.as_primitive::<$t>().values(), |v| v as f64)
         };
     }
     match array.data_type() {
-        DataType::Float64 => out.extend_from_slice(array.as_primitive::<Float64Type>().values()),
+        DataType::Float64 => out.copy_from_slice(array.as_primitive::<Float64Type>().values()),
         DataType::Float32 => numbers!(Float32Type),
         DataType::Int8 => numbers!(Int8Type),
         DataType::Int16 => numbers!(Int16Type),
@@ -256,7 +294,11 @@ fn push_numbers(path: &Path, key: &str, array: &ArrayRef, base: usize, out: &mut
         DataType::UInt16 => numbers!(UInt16Type),
         DataType::UInt32 => numbers!(UInt32Type),
         DataType::UInt64 => numbers!(UInt64Type),
-        DataType::Boolean => out.extend(array.as_boolean().values().iter().map(|b| if b { 1.0 } else { 0.0 })),
+        DataType::Boolean => {
+            for (o, b) in out.iter_mut().zip(array.as_boolean().values().iter()) {
+                *o = if b { 1.0 } else { 0.0 };
+            }
+        }
         other => {
             return Err(ParquetError::ColumnType {
                 path: path.to_path_buf(),
@@ -359,14 +401,7 @@ pub(super) fn write_outputs(path: &Path, features: &CsvFeatures, outputs: &Outpu
     let schema = Arc::new(Schema::new(fields));
 
     let rows = features.order.len();
-    let mut table_row = vec![0; rows];
-    for (t, &input) in features.order.iter().enumerate() {
-        table_row[input] = t;
-    }
-    let mut group_of_row = vec![0usize; table.rows()];
-    for g in 0..table.groups() {
-        group_of_row[table.group_rows(g)].fill(g);
-    }
+    let table_row = features.order.table_rows();
     let file = File::create(path).map_err(|source| ParquetError::Io { path: path.to_path_buf(), source })?;
     // Row groups of `BATCH_ROWS` rows: a reader decodes them in parallel.
     let props = WriterProperties::builder()
@@ -375,13 +410,18 @@ pub(super) fn write_outputs(path: &Path, features: &CsvFeatures, outputs: &Outpu
         .build();
     let err = format_err(path);
     let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(|e| err(&e))?;
+    let mut group_of = table.group_finder();
     for start in (0..rows).step_by(BATCH_ROWS) {
-        let inputs = &table_row[start..(start + BATCH_ROWS).min(rows)];
+        let inputs = start..(start + BATCH_ROWS).min(rows);
+        let table_rows: Vec<usize> = match &table_row {
+            Some(inverse) => inverse[inputs].to_vec(),
+            None => inputs.collect(),
+        };
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
-        arrays.push(Arc::new(StringArray::from_iter_values(inputs.iter().map(|&t| table.group_name(group_of_row[t])))));
+        arrays.push(Arc::new(StringArray::from_iter_values(table_rows.iter().map(|&t| table.group_name(group_of(t))))));
         let output_columns = [&outputs.reward[..], &outputs.adv[..], &outputs.advantage[..]];
         for column in columns.iter().chain(&output_columns) {
-            let values: Vec<f64> = inputs.iter().map(|&t| column[t] + 0.0).collect();
+            let values: Vec<f64> = table_rows.iter().map(|&t| column[t] + 0.0).collect();
             arrays.push(Arc::new(Float64Array::from(values)));
         }
         let batch = RecordBatch::try_new(schema.clone(), arrays).map_err(|e| err(&e))?;

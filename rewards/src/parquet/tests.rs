@@ -87,6 +87,59 @@ fn features_round_trip_grouped_as_csv_and_written_back_in_input_order() {
     assert!(adv.iter().all(|v| v.is_sign_positive() || *v < 0.0), "-0 is written as 0: {adv:?}");
 }
 
+/// Writes `columns` in row groups of `rows_per_group` rows.
+fn write_in_row_groups(path: &Path, columns: Vec<(&str, ArrayRef)>, rows_per_group: usize) {
+    let batch = RecordBatch::try_from_iter(columns).expect("a batch");
+    let file = std::fs::File::create(path).expect("create");
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_max_row_group_row_count(Some(rows_per_group))
+        .build();
+    let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(props)).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+}
+
+#[test]
+fn row_groups_decoded_in_parallel_give_what_the_csv_reader_gives() {
+    // Groups run across row-group boundaries, and one comes back after
+    // another group's rows (so the table must reorder the rows).
+    let groups: Vec<String> = (0..1000).map(|r| format!("g{}", if r % 97 == 5 { 3 } else { r / 7 })).collect();
+    let fb: Vec<f64> = (0..1000).map(|r| f64::from(r) / 1000.0).collect();
+    let c: Vec<i64> = (0..1000).map(|r| r % 5).collect();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("features.parquet");
+    let names: Vec<&str> = groups.iter().map(String::as_str).collect();
+    write_in_row_groups(
+        &path,
+        vec![
+            ("group", strings(&names)),
+            ("Fb(file)", floats(&fb)),
+            ("c", Arc::new(Int64Array::from(c.clone())) as ArrayRef),
+        ],
+        64,
+    );
+    let mut csv = String::from("group,Fb(file),c\n");
+    for r in 0..1000 {
+        csv.push_str(&format!("{},{},{}\n", groups[r], fb[r], c[r]));
+    }
+    let want = rewardlab_dsl::csv_table::read_features(csv.as_bytes(), None).expect("csv");
+    let got = read_features(&path, None).expect("parquet");
+    assert_eq!(got.table, want.table);
+    assert_eq!(got.order, want.order);
+    assert!(matches!(got.order, rewardlab_dsl::csv_table::RowOrder::Permuted(_)));
+
+    // A null in a later row group is named by its row in the whole file.
+    let mut with_null: Vec<Option<f64>> = fb.iter().copied().map(Some).collect();
+    with_null[700] = None;
+    write_in_row_groups(
+        &path,
+        vec![("group", strings(&names)), ("c", Arc::new(Float64Array::from(with_null)) as ArrayRef)],
+        64,
+    );
+    let err = read_features(&path, None).expect_err("a null");
+    assert_eq!(err.to_string(), format!("{}: row 701: `c` is null", path.display()));
+}
+
 #[test]
 fn wrong_types_nulls_and_missing_columns_are_clear_errors() {
     let dir = tempfile::tempdir().expect("tempdir");

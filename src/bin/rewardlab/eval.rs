@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use rewardlab_dsl::check::CheckOptions;
-use rewardlab_dsl::csv_table::{CsvFeatures, MappedFile, read_features_file, write_outputs};
+use rewardlab_dsl::csv_table::{CsvFeatures, MappedFile, RowOrder, read_features_file, write_outputs};
 use rewardlab_dsl::{EvalOptions, FeatureTable, NonFinite, Program};
 use rewardlab_rewards::features::{FeatureOptions, RowFeatures, feature_table, group_order_of, group_sizes_of};
 use rewardlab_rewards::metrics::LineMatch;
@@ -173,7 +173,7 @@ fn jsonl_input(args: &EvalArgs, program: &Program, data: &[u8]) -> anyhow::Resul
         // the first rollout in its order (on the good records, as before).
         let rollouts: Vec<Rollout> = load_rollouts(data)?.records.into_iter().map(|(_, r)| r).collect();
         let grouped = feature_table(&program.features, &rollouts, &options)?;
-        return Ok(Some(CsvFeatures::from_table(grouped.table, grouped.order)));
+        return Ok(Some(CsvFeatures::from_table(grouped.table, RowOrder::new(grouped.order))));
     };
     let features = row_features.features();
     let order = group_order_of(rows.iter().map(|(_, (g, _))| g.as_ref()));
@@ -183,5 +183,5 @@ fn jsonl_input(args: &EvalArgs, program: &Program, data: &[u8]) -> anyhow::Resul
         let column = order.iter().map(|&i| rows[i].1.1.as_ref().expect("checked above")[k]).collect();
         table.add_column(f.key.clone(), column)?;
     }
-    Ok(Some(CsvFeatures::from_table(table, order)))
+    Ok(Some(CsvFeatures::from_table(table, RowOrder::new(order))))
 }
