@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::config::EngineConfig;
 use super::error::EngineError;
+use crate::study::error_chain;
 
 /// Format version of `engine.json`.
 pub(crate) const VERSION: u32 = 1;
@@ -149,18 +150,6 @@ pub fn read_policy_state<T: PolicyState>(dir: &Path) -> Result<T, EngineError> {
         state.put_tensors(tensors).map_err(|reason| EngineError::Checkpoint { path, reason })?;
     }
     Ok(state)
-}
-
-/// An error and its sources on one line, for a checkpoint error's `reason`.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 /// Reads `engine.json` and checks its version.

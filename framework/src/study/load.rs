@@ -434,15 +434,10 @@ impl Checker<'_> {
                 );
                 continue;
             };
-            match overridden(base, table.get_ref()) {
-                Ok(config) => {
-                    if let Some(variant) = variants.iter_mut().find(|v| v.name == *name) {
-                        variant.proxy = Some(config);
-                    }
-                }
-                Err(message) => {
-                    self.error(span_of(table), format!("variant `{name}`: invalid proxy policy settings: {message}"))
-                }
+            if let Some(config) = self.variant_override(name, "proxy policy", base, table)
+                && let Some(variant) = variants.iter_mut().find(|v| v.name == *name)
+            {
+                variant.proxy = Some(config);
             }
         }
     }
@@ -452,17 +447,28 @@ impl Checker<'_> {
         for spec in specs {
             let Some(table) = &spec.loss else { continue };
             let name = spec.name.get_ref();
-            match overridden(base, table.get_ref()) {
-                Ok(loss) => {
-                    if let Some(variant) = variants.iter_mut().find(|v| v.name == *name) {
-                        variant.loss = Some(loss);
-                    }
-                }
-                Err(message) => {
-                    self.error(span_of(table), format!("variant `{name}`: invalid loss settings: {message}"))
-                }
+            if let Some(loss) = self.variant_override(name, "loss", base, table)
+                && let Some(variant) = variants.iter_mut().find(|v| v.name == *name)
+            {
+                variant.loss = Some(loss);
             }
         }
+    }
+
+    /// Variant `name`'s override `table` over the study's `base` settings, or `None` once the
+    /// error is reported (`what` names the settings in it: `proxy policy`, `loss`).
+    fn variant_override<T: serde::Serialize + serde::de::DeserializeOwned>(
+        &mut self,
+        name: &str,
+        what: &str,
+        base: &T,
+        table: &Spanned<toml::Table>,
+    ) -> Option<T> {
+        overridden(base, table.get_ref())
+            .map_err(|message| {
+                self.error(span_of(table), format!("variant `{name}`: invalid {what} settings: {message}"))
+            })
+            .ok()
     }
 
     /// The task sources' own rules: fractions in [0, 1], no split beside an

@@ -462,14 +462,7 @@ impl Policy for Qwen3Agent {
         let mut v = Vec::with_capacity(self.vars.len());
         let mut values = Vec::with_capacity(self.vars.len());
         for ((name, var), s) in self.vars.iter().zip(&state.vars) {
-            if *name != s.name || var.dims() != s.shape.as_slice() {
-                return Err(Error::Invalid(format!(
-                    "agent state holds {} {:?} where the model has {name} {:?}",
-                    s.name,
-                    s.shape,
-                    var.dims()
-                )));
-            }
+            state::check_saved_matrix("", &s.name, &s.shape, name, var)?;
             let tensor = |data: &[f32]| Tensor::from_slice(data, s.shape.as_slice(), &device);
             values.push(tensor(&s.value)?);
             m.push(tensor(&s.m)?);

@@ -49,14 +49,7 @@ pub(super) fn reference_tensors(
     }
     let mut tensors = Vec::with_capacity(vars.len());
     for ((name, var), r) in vars.iter().zip(&state.reference) {
-        if *name != r.name || var.dims() != r.shape.as_slice() {
-            return Err(Error::Invalid(format!(
-                "agent state holds reference {} {:?} where the model has {name} {:?}",
-                r.name,
-                r.shape,
-                var.dims()
-            )));
-        }
+        check_saved_matrix("reference ", &r.name, &r.shape, name, var)?;
         tensors.push(Tensor::from_slice(&r.value, r.shape.as_slice(), device)?);
     }
     let mut pairs = Vec::with_capacity(vars.len() / 2);
@@ -65,6 +58,18 @@ pub(super) fn reference_tensors(
         pairs.push((a, b));
     }
     Ok(Some(pairs))
+}
+
+/// Refuses a saved matrix (`kind` says which: empty for a variable, `"reference "`) whose name
+/// or shape is not that of the model variable `name` it is restored into.
+pub(super) fn check_saved_matrix(kind: &str, saved: &str, shape: &[usize], name: &str, var: &Var) -> Result<()> {
+    if name != saved || var.dims() != shape {
+        return Err(Error::Invalid(format!(
+            "agent state holds {kind}{saved} {shape:?} where the model has {name} {:?}",
+            var.dims()
+        )));
+    }
+    Ok(())
 }
 
 impl PolicyState for Qwen3AgentState {
@@ -132,5 +137,29 @@ impl PolicyState for Qwen3AgentState {
             r.value = data;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use candle_core::DType;
+
+    use super::*;
+
+    #[test]
+    fn a_saved_matrix_of_another_name_or_shape_is_refused_naming_both() {
+        let var = Var::zeros((2, 3), DType::F32, &Device::Cpu).expect("var");
+        let name = "m.lora_A";
+        assert!(check_saved_matrix("", name, &[2, 3], name, &var).is_ok());
+        let shape = check_saved_matrix("", name, &[3, 2], name, &var).expect_err("shape differs");
+        assert_eq!(
+            shape.to_string(),
+            "invalid argument: agent state holds m.lora_A [3, 2] where the model has m.lora_A [2, 3]"
+        );
+        let other = check_saved_matrix("reference ", "m.lora_B", &[2, 3], name, &var).expect_err("name differs");
+        assert_eq!(
+            other.to_string(),
+            "invalid argument: agent state holds reference m.lora_B [2, 3] where the model has m.lora_A [2, 3]"
+        );
     }
 }

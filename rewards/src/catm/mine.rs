@@ -144,6 +144,16 @@ impl MineStats {
         self.dropped_extensionless += o.dropped_extensionless;
         self.files += o.files;
     }
+
+    /// The count of views dropped for `why`.
+    fn dropped(&mut self, why: Drop) -> &mut usize {
+        match why {
+            Drop::Outside => &mut self.dropped_outside_repo,
+            Drop::Directory => &mut self.dropped_directory,
+            Drop::Doc => &mut self.dropped_doc,
+            Drop::Extensionless => &mut self.dropped_extensionless,
+        }
+    }
 }
 
 /// Mines one trajectory: distinct files in first-read order, each with its longest post-reasoning.
@@ -167,20 +177,8 @@ pub fn mine(trajectory: &Trajectory, options: &MineOptions) -> (Vec<MinedRead>, 
             });
             let path = match classify(&path, listed_dir, options) {
                 Ok(p) => p,
-                Err(Drop::Outside) => {
-                    stats.dropped_outside_repo += 1;
-                    continue;
-                }
-                Err(Drop::Directory) => {
-                    stats.dropped_directory += 1;
-                    continue;
-                }
-                Err(Drop::Doc) => {
-                    stats.dropped_doc += 1;
-                    continue;
-                }
-                Err(Drop::Extensionless) => {
-                    stats.dropped_extensionless += 1;
+                Err(why) => {
+                    *stats.dropped(why) += 1;
                     continue;
                 }
             };
@@ -218,6 +216,7 @@ pub fn token_len(text: &str) -> usize {
     n + run.div_ceil(6)
 }
 
+/// Why a view is not mined: each reason has its count in [`MineStats`].
 enum Drop {
     Outside,
     Directory,
