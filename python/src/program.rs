@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use rewardlab_dsl::check::{CheckOptions, compile_source};
 use rewardlab_dsl::cpu::CompiledProgram;
+use rewardlab_dsl::csv_table::grouping_order;
 use rewardlab_dsl::diag::{render, render_all};
 use rewardlab_dsl::{EvalOptions, FeatureTable, NonFinite, SourceFile};
 
@@ -362,44 +363,36 @@ impl Grouping {
         let mut index: HashMap<K, usize> = HashMap::new();
         let mut names = Vec::new();
         let mut sizes: Vec<usize> = Vec::new();
-        let mut row_group = Vec::with_capacity(ids.len());
+        // `(group, rows)` per stretch of rows of one group.
+        let mut runs: Vec<(usize, usize)> = Vec::new();
         let mut contiguous = true;
         let mut last: Option<(&K, usize)> = None;
         for id in ids {
             let g = match last {
-                Some((prev, g)) if prev == id => g,
-                _ => match index.entry(id.clone()) {
-                    Entry::Occupied(e) => {
-                        contiguous = false;
-                        *e.get()
-                    }
-                    Entry::Vacant(e) => {
-                        names.push(name(id));
-                        sizes.push(0);
-                        *e.insert(names.len() - 1)
-                    }
-                },
+                Some((prev, g)) if prev == id => {
+                    runs.last_mut().expect("a run is open").1 += 1;
+                    g
+                }
+                _ => {
+                    let g = match index.entry(id.clone()) {
+                        Entry::Occupied(e) => {
+                            contiguous = false;
+                            *e.get()
+                        }
+                        Entry::Vacant(e) => {
+                            names.push(name(id));
+                            sizes.push(0);
+                            *e.insert(names.len() - 1)
+                        }
+                    };
+                    runs.push((g, 1));
+                    g
+                }
             };
             sizes[g] += 1;
-            row_group.push(g);
             last = Some((id, g));
         }
-        let order = if contiguous {
-            None
-        } else {
-            let mut start = Vec::with_capacity(sizes.len());
-            let mut acc = 0;
-            for &s in &sizes {
-                start.push(acc);
-                acc += s;
-            }
-            let mut order = vec![0; ids.len()];
-            for (row, &g) in row_group.iter().enumerate() {
-                order[start[g]] = row;
-                start[g] += 1;
-            }
-            Some(order)
-        };
+        let order = (!contiguous).then(|| grouping_order(&sizes, &runs));
         Grouping { groups: Groups::Named { names, sizes }, order, rows: ids.len() }
     }
 }

@@ -197,7 +197,9 @@ pub fn read_features(input: impl Read, columns: Option<&[&str]>) -> Result<CsvFe
 
     let mut records = Vec::new();
     let mut values: Vec<Vec<f64>> = vec![Vec::new(); numeric.len()];
-    let mut group_of_row = Vec::new();
+    // `(group, rows)` per stretch of rows of one group, and each group's size.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut sizes: Vec<usize> = Vec::new();
     let mut group_index: HashMap<String, usize> = HashMap::new();
     let mut group_names: Vec<String> = Vec::new();
     let mut record = csv::StringRecord::new();
@@ -220,9 +222,14 @@ pub fn read_features(input: impl Read, columns: Option<&[&str]>) -> Result<CsvFe
         let next = group_names.len();
         let g = *group_index.entry(group.to_string()).or_insert_with(|| {
             group_names.push(group.to_string());
+            sizes.push(0);
             next
         });
-        group_of_row.push(g);
+        sizes[g] += 1;
+        match runs.last_mut() {
+            Some((last, n)) if *last == g => *n += 1,
+            _ => runs.push((g, 1)),
+        }
         for (column, &i) in values.iter_mut().zip(&numeric) {
             let text = &record[i];
             let value = parse_number(text).ok_or_else(|| CsvError::BadNumber {
@@ -236,21 +243,7 @@ pub fn read_features(input: impl Read, columns: Option<&[&str]>) -> Result<CsvFe
     }
 
     // Stable reorder: groups by first appearance, rows in input order within.
-    let mut sizes = vec![0; group_names.len()];
-    for &g in &group_of_row {
-        sizes[g] += 1;
-    }
-    let mut next_row = Vec::with_capacity(sizes.len());
-    let mut acc = 0;
-    for &size in &sizes {
-        next_row.push(acc);
-        acc += size;
-    }
-    let mut order = vec![0; group_of_row.len()];
-    for (input_row, &g) in group_of_row.iter().enumerate() {
-        order[next_row[g]] = input_row;
-        next_row[g] += 1;
-    }
+    let order = grouping_order(&sizes, &runs);
     let mut table = FeatureTable::new(group_names.into_iter().zip(sizes))?;
     for (column, &i) in values.into_iter().zip(&numeric) {
         table.add_column(headers[i].clone(), order.iter().map(|&r| column[r]).collect())?;
