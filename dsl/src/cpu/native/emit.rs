@@ -69,6 +69,13 @@ static inline double rl_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
    check vectorises without packing compare masks. */
 static inline long long rl_bad(double x) { return !(fabs(x) <= DBL_MAX); }
 
+/* x / n over a group of n rows. When n is a power of two its reciprocal is
+   exact, so x * (1 / n) is the same value as x / n, and the division leaves
+   the chain of dependent operations each group's statistics wait on. */
+static inline double rl_over_n(double x, size_t n) {
+    return (n & (n - 1)) == 0 ? x * (1.0 / (double)n) : x / (double)n;
+}
+
 /* ops::sum: left to right, in chunks of RL_CHUNK rows past that length. */
 #define RL_CHUNK @CHUNK@
 static inline double rl_sum(const double* x, size_t n, double mean, int squares) {
@@ -345,18 +352,17 @@ fn group_value(w: &mut String, op: ReduceOp, arg: Source, mask: Option<Source>, 
         Source::Column(c) => format!("c{c} + RL_S"),
         Source::None => "0".to_string(),
     };
-    let n = "(double)RL_N";
     let value = match mask {
         None => match op {
-            ReduceOp::Count => n.to_string(),
+            ReduceOp::Count => "(double)RL_N".to_string(),
             ReduceOp::Sum => format!("rl_sum({x}, RL_N, 0.0, 0)"),
-            ReduceOp::Mean => format!("rl_sum({x}, RL_N, 0.0, 0) / {n}"),
+            ReduceOp::Mean => format!("rl_over_n(rl_sum({x}, RL_N, 0.0, 0), RL_N)"),
             ReduceOp::Std => {
                 let m = match mean {
                     Some(m) => format!("G{m}[g]"),
-                    None => format!("rl_sum({x}, RL_N, 0.0, 0) / {n}"),
+                    None => format!("rl_over_n(rl_sum({x}, RL_N, 0.0, 0), RL_N)"),
                 };
-                format!("sqrt(rl_sum({x}, RL_N, {m}, 1) / {n})")
+                format!("sqrt(rl_over_n(rl_sum({x}, RL_N, {m}, 1), RL_N))")
             }
             ReduceOp::Max => format!("rl_extreme({x}, RL_N, 1)"),
             ReduceOp::Min => format!("rl_extreme({x}, RL_N, 0)"),
