@@ -394,13 +394,14 @@ fn header_line<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Vec<u8>, 
     header.into_inner().map_err(|e| CsvError::Write(std::io::Error::other(e.to_string())))
 }
 
-/// One field as the `csv` crate writes it in a record of several fields
-/// (quoted only when it holds a delimiter, a quote or a line break).
-/// Whether a field must be quoted in CSV (the `csv` crate's rule).
+/// Whether a field must be quoted in CSV (the `csv` crate's rule: it holds
+/// a delimiter, a quote or a line break).
 fn needs_quotes(text: &str) -> bool {
     text.bytes().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r'))
 }
 
+/// One field as the `csv` crate writes it in a record of several fields
+/// (quoted only when [`needs_quotes`] says so).
 fn csv_field(text: &str) -> Result<Vec<u8>, CsvError> {
     if !needs_quotes(text) {
         return Ok(text.as_bytes().to_vec());
