@@ -124,7 +124,7 @@ TOML
 start=$(date +%s)
 "$bin/study" "$study" --results "$out"
 echo "training and evaluation: $(( $(date +%s) - start )) s" >&2
-for f in summary_by_repo.md; do
+for f in summary_by_repo.md phases.md; do
   [ -f "$out/real/$f" ] && cat "$out/real/$f"
 done
 # The development split has no benchmark instances to locate.

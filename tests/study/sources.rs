@@ -85,6 +85,9 @@ fn check_and_train(dir: &Path, file: &str, name: &str) {
     assert_eq!(steps(&run.join("metrics.csv")), [1, 2]);
     let summary = fs::read_to_string(dir.join("results").join(name).join("summary.md")).expect("summary.md");
     assert!(summary.contains("| fb |") && summary.contains("BM25"), "{summary}");
+    // The run's two timed steps, by phase, beside the summary.
+    let phases = fs::read_to_string(dir.join("results").join(name).join("phases.md")).expect("phases.md");
+    assert!(phases.contains("| fb | 1 | 2 | "), "{phases}");
 }
 
 #[test]

@@ -17,6 +17,7 @@ pub mod by_repo;
 pub mod equiv;
 pub mod load;
 pub mod paired;
+pub mod phases;
 pub mod pool;
 pub mod publish;
 pub mod qwen3;

@@ -151,6 +151,9 @@ pub struct Summary {
     pub merged: Vec<super::equiv::MergedVariant>,
     /// Each trained variant against each shadow variant (runs' `shadow.csv`; empty without shadows).
     pub shadow: Vec<super::shadow::ShadowPair>,
+    /// Each variant's time per step by phase (runs' `timings.csv`; written to `phases.md`, not
+    /// to `summary.md`, whose results a rerun reproduces).
+    pub phases: Vec<super::phases::PhaseRow>,
 }
 
 /// An alert a run fired, for the summary's list.
@@ -383,6 +386,7 @@ pub fn summarize(study_dir: &Path) -> Result<Summary, SummaryError> {
     let paired = reference.as_deref().map_or_else(Vec::new, |r| paired::paired_differences(&variants, r));
     let merged = super::equiv::read_merged(study_dir)?;
     let shadow = super::shadow::read_pairs(study_dir, &manifest)?;
+    let phases = super::phases::phase_split(study_dir, &manifest)?;
     Ok(Summary {
         name: manifest.name,
         precision_gate: manifest.precision_gate,
@@ -395,6 +399,7 @@ pub fn summarize(study_dir: &Path) -> Result<Summary, SummaryError> {
         paired,
         merged,
         shadow,
+        phases,
     })
 }
 
@@ -416,8 +421,9 @@ fn final_values(rows: &[MetricsRow]) -> [Option<f64>; 10] {
     ]
 }
 
-/// Writes `summary.csv` and `summary.md`, and `summary_by_repo.{csv,md}`
-/// when there are per-task records to break down.
+/// Writes `summary.csv` and `summary.md`, `summary_by_repo.{csv,md}`
+/// when there are per-task records to break down, and `phases.{csv,md}` when
+/// runs have timings.
 pub fn write_tables(summary: &Summary, study_dir: &Path) -> Result<(), SummaryError> {
     fs::create_dir_all(study_dir).map_err(io(study_dir))?;
     let header = stats_header(&["variant", "seeds"], &COLUMNS, "precision_gate");
@@ -448,7 +454,7 @@ pub fn write_tables(summary: &Summary, study_dir: &Path) -> Result<(), SummaryEr
     if !summary.by_repo.is_empty() {
         by_repo::write_repo_tables(&summary.name, &summary.by_repo, study_dir)?;
     }
-    Ok(())
+    super::phases::write(study_dir, &summary.name, &summary.phases)
 }
 
 /// The text standing in a merged variant's row: `= grpo (proved: positive scaling (×2))`.
@@ -505,6 +511,12 @@ pub fn render_markdown(summary: &Summary) -> String {
             "\nPer repository ({} of them): `{}`.\n",
             summary.by_repo.len(),
             by_repo::SUMMARY_BY_REPO_MD
+        ));
+    }
+    if !summary.phases.is_empty() {
+        out.push_str(&format!(
+            "\nTime per step by phase (wall clock, so it varies between runs): `{}`.\n",
+            super::phases::PHASES_MD
         ));
     }
     if !summary.alerts.is_empty() {

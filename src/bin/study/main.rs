@@ -92,7 +92,7 @@ enum Command {
     /// the command that resubmits them, unless `--partial`), then write
     /// `summary.csv`, `summary.md` and `plots/` as a local run does.
     Merge(slurm::MergeArgs),
-    /// Re-read a study's results directory and rewrite `summary.csv`, `summary.md` and `plots/`.
+    /// Re-read a study's results directory and rewrite `summary.csv`, `summary.md`, `phases.md` and `plots/`.
     Summarize {
         /// `results/<study>`.
         dir: PathBuf,
