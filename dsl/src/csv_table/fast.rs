@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use super::number::write_f64;
-use super::{CsvError, CsvFeatures, GROUP_COLUMN, MappedFile, OUTPUT_COLUMNS, RowOrder};
+use super::{CsvError, CsvFeatures, GROUP_COLUMN, MappedFile, OUTPUT_COLUMNS, RowOrder, RunGrouping};
 use crate::table::{FeatureTable, Outputs};
 
 /// Input bytes per parallel parse task: large enough that a task's overhead
@@ -104,37 +104,12 @@ pub(super) fn read_plain(data: &[u8], columns: Option<&[&str]>, release: impl Fn
         })
         .collect::<Option<_>>()?;
 
-    // Groups by first appearance; a run is a stretch of rows of one group.
-    let mut group_index: HashMap<&str, usize> = HashMap::new();
-    let mut names: Vec<&str> = Vec::new();
-    let mut sizes: Vec<usize> = Vec::new();
-    let mut run_groups: Vec<(usize, usize)> = Vec::new();
-    let mut in_order = true;
-    for (name, n) in runs.iter().flat_map(Runs::iter) {
-        let next = names.len();
-        let g = *group_index.entry(name).or_insert_with(|| {
-            names.push(name);
-            sizes.push(0);
-            next
-        });
-        // Rows are already grouped iff every run starts a new group (or
-        // continues the previous run's group across a chunk boundary).
-        in_order &= g == next || run_groups.last().is_some_and(|&(last, _)| last == g);
-        sizes[g] += n;
-        run_groups.push((g, n));
-    }
-    let order = if in_order {
-        RowOrder::Identity(rows)
-    } else {
-        RowOrder::Permuted(super::grouping_order(&sizes, &run_groups))
-    };
-    let mut table = FeatureTable::new(names.iter().map(|n| n.to_string()).zip(sizes)).ok()?;
+    let runs: Vec<(&str, usize)> = runs.iter().flat_map(Runs::iter).collect();
+    let RunGrouping { first_runs, sizes, order } = RunGrouping::of(runs.iter().copied());
+    let names = first_runs.iter().map(|&r| runs[r].0.to_string());
+    let mut table = FeatureTable::new(names.zip(sizes)).ok()?;
     for (column, &i) in values.into_iter().zip(&numeric) {
-        let column = match &order {
-            RowOrder::Identity(_) => column,
-            RowOrder::Permuted(p) => p.par_iter().map(|&r| column[r]).collect(),
-        };
-        table.add_column(headers[i].clone(), column).ok()?;
+        table.add_column(headers[i].clone(), order.permute(column)).ok()?;
     }
     Some(Plain { table, order, headers, data_start: header_end as u64 })
 }

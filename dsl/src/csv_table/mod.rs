@@ -23,7 +23,7 @@ mod order;
 
 pub use mapped::MappedFile;
 pub use number::write_f64;
-pub use order::RowOrder;
+pub use order::{RowOrder, RunGrouping};
 
 /// The name of the column that says which group (prompt) a rollout belongs to.
 pub const GROUP_COLUMN: &str = "group";
@@ -243,12 +243,12 @@ pub fn read_features(input: impl Read, columns: Option<&[&str]>) -> Result<CsvFe
     }
 
     // Stable reorder: groups by first appearance, rows in input order within.
-    let order = grouping_order(&sizes, &runs);
+    let order = RowOrder::new(grouping_order(&sizes, &runs));
     let mut table = FeatureTable::new(group_names.into_iter().zip(sizes))?;
     for (column, &i) in values.into_iter().zip(&numeric) {
-        table.add_column(headers[i].clone(), order.iter().map(|&r| column[r]).collect())?;
+        table.add_column(headers[i].clone(), order.permute(column))?;
     }
-    Ok(CsvFeatures { table, order: RowOrder::new(order), headers, rows: Rows::Records(records) })
+    Ok(CsvFeatures { table, order, headers, rows: Rows::Records(records) })
 }
 
 /// [`read_features`] from a file; errors name the file.

@@ -1,4 +1,9 @@
-//! Which input row each table row is.
+//! Which input row each table row is, and how rows read in runs of one
+//! group each are grouped into a table.
+
+use std::collections::HashMap;
+
+use rayon::prelude::*;
 
 /// The input row of each table row: table row `t` is input row `order[t]`.
 ///
@@ -69,6 +74,59 @@ impl RowOrder {
     }
 }
 
+impl RowOrder {
+    /// `column`, given in input order, in table order (moved as it is for the identity).
+    pub fn permute(&self, column: Vec<f64>) -> Vec<f64> {
+        match self {
+            RowOrder::Identity(_) => column,
+            RowOrder::Permuted(p) => p.par_iter().map(|&r| column[r]).collect(),
+        }
+    }
+}
+
+/// How a table groups rows that were read in runs, a run being a stretch of
+/// consecutive rows of one group (a group may come back in a later run):
+/// groups by first appearance, rows in input order within a group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunGrouping {
+    /// Each group's first run, as an index into the runs given, in group order.
+    pub first_runs: Vec<usize>,
+    /// Each group's row count, in group order.
+    pub sizes: Vec<usize>,
+    /// The input row of each table row.
+    pub order: RowOrder,
+}
+
+impl RunGrouping {
+    /// The grouping of `runs`, `(group name, rows)` in input order.
+    pub fn of<'a>(runs: impl IntoIterator<Item = (&'a str, usize)>) -> RunGrouping {
+        let mut group_index: HashMap<&str, usize> = HashMap::new();
+        let mut first_runs = Vec::new();
+        let mut sizes: Vec<usize> = Vec::new();
+        let mut run_groups: Vec<(usize, usize)> = Vec::new();
+        let mut in_order = true;
+        for (r, (name, n)) in runs.into_iter().enumerate() {
+            let next = sizes.len();
+            let g = *group_index.entry(name).or_insert_with(|| {
+                first_runs.push(r);
+                sizes.push(0);
+                next
+            });
+            // Rows are already grouped iff every run starts a new group (or
+            // continues the previous run's group, across a chunk boundary).
+            in_order &= g == next || run_groups.last().is_some_and(|&(last, _)| last == g);
+            sizes[g] += n;
+            run_groups.push((g, n));
+        }
+        let order = if in_order {
+            RowOrder::Identity(sizes.iter().sum())
+        } else {
+            RowOrder::Permuted(super::grouping_order(&sizes, &run_groups))
+        };
+        RunGrouping { first_runs, sizes, order }
+    }
+}
+
 impl PartialEq for RowOrder {
     /// The same input row for every table row, however each is held.
     fn eq(&self, other: &RowOrder) -> bool {
@@ -84,7 +142,7 @@ impl PartialEq<Vec<usize>> for RowOrder {
 
 #[cfg(test)]
 mod tests {
-    use super::RowOrder;
+    use super::{RowOrder, RunGrouping};
 
     #[test]
     fn an_identity_permutation_is_held_as_a_count_and_compares_equal_to_its_vector() {
@@ -93,6 +151,19 @@ mod tests {
         assert_eq!(order, vec![0, 1, 2]);
         assert_eq!(order, RowOrder::Permuted(vec![0, 1, 2]));
         assert_eq!(order.table_rows(), None);
+    }
+
+    #[test]
+    fn runs_group_by_first_appearance_and_a_grouped_input_keeps_its_order() {
+        // `a` continues across a chunk boundary: still in order.
+        let grouped = RunGrouping::of([("a", 2), ("a", 1), ("b", 2)]);
+        assert_eq!((grouped.first_runs, grouped.sizes), (vec![0, 2], vec![3, 2]));
+        assert!(matches!(grouped.order, RowOrder::Identity(5)));
+        // `a` comes back after `b`: its third row moves up.
+        let back = RunGrouping::of([("a", 2), ("b", 1), ("a", 1)]);
+        assert_eq!((back.first_runs, back.sizes), (vec![0, 1], vec![3, 1]));
+        assert_eq!(back.order, vec![0, 1, 3, 2]);
+        assert_eq!(back.order.permute(vec![10.0, 11.0, 12.0, 13.0]), [10.0, 11.0, 13.0, 12.0]);
     }
 
     #[test]

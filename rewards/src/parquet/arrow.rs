@@ -1,6 +1,5 @@
 //! Parquet through the `parquet` crate's Arrow reader and writer.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
@@ -18,7 +17,7 @@ use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use rayon::prelude::*;
 use rewardlab_dsl::FeatureTable;
-use rewardlab_dsl::csv_table::{CsvFeatures, GROUP_COLUMN, OUTPUT_COLUMNS, RowOrder};
+use rewardlab_dsl::csv_table::{CsvFeatures, GROUP_COLUMN, OUTPUT_COLUMNS, RunGrouping};
 use rewardlab_dsl::table::Outputs;
 use serde_json::{Map, Value};
 
@@ -156,46 +155,16 @@ pub(super) fn read_features(path: &Path, columns: Option<&[&str]>) -> Result<Csv
         return Err(ParquetError::Empty { path: path.to_path_buf() });
     }
     let mut values: Vec<Vec<f64>> = features.iter().map(|_| vec![0.0; rows]).collect();
-    let mut runs = read_parts(path, GROUP_COLUMN, &features, &lengths, &mut values)?;
-
-    // Groups by first appearance, as the CSV reader orders them; a run is a
-    // stretch of rows of one group.
-    let mut group_index: HashMap<&str, usize> = HashMap::new();
-    let mut first_runs: Vec<(usize, usize)> = Vec::new();
-    let mut sizes: Vec<usize> = Vec::new();
-    let mut run_groups: Vec<(usize, usize)> = Vec::new();
-    let mut in_order = true;
-    for (p, part) in runs.iter().enumerate() {
-        for (r, (name, n)) in part.iter().enumerate() {
-            let next = sizes.len();
-            let g = *group_index.entry(name.as_str()).or_insert_with(|| {
-                first_runs.push((p, r));
-                sizes.push(0);
-                next
-            });
-            // Rows are already grouped iff every run starts a new group (or
-            // continues the previous run's group across a row-group boundary).
-            in_order &= g == next || run_groups.last().is_some_and(|&(last, _)| last == g);
-            sizes[g] += n;
-            run_groups.push((g, *n));
-        }
-    }
-    drop(group_index);
+    // Groups by first appearance, as the CSV reader orders them.
+    let mut runs: Runs =
+        read_parts(path, GROUP_COLUMN, &features, &lengths, &mut values)?.into_iter().flatten().collect();
+    let RunGrouping { first_runs, sizes, order } = RunGrouping::of(runs.iter().map(|(name, n)| (name.as_str(), *n)));
     // Each group's name moves out of its first run: no second copy.
-    let group_names: Vec<String> = first_runs.iter().map(|&(p, r)| std::mem::take(&mut runs[p][r].0)).collect();
+    let group_names: Vec<String> = first_runs.iter().map(|&r| std::mem::take(&mut runs[r].0)).collect();
     drop(runs);
-    let order = if in_order {
-        RowOrder::Identity(rows)
-    } else {
-        RowOrder::Permuted(rewardlab_dsl::csv_table::grouping_order(&sizes, &run_groups))
-    };
     let mut table = FeatureTable::new(group_names.into_iter().zip(sizes))?;
     for (key, column) in features.iter().zip(values) {
-        let column = match &order {
-            RowOrder::Identity(_) => column,
-            RowOrder::Permuted(p) => p.iter().map(|&r| column[r]).collect(),
-        };
-        table.add_column(key.to_string(), column)?;
+        table.add_column(key.to_string(), order.permute(column))?;
     }
     Ok(CsvFeatures::from_table(table, order))
 }
