@@ -1,4 +1,4 @@
-"""Evaluation through Python on 1M rows against the kernel alone (what `rewardlab eval` runs)."""
+"""Evaluation through Python on 1M rows: grouping forms agree, and the kernel releases the GIL."""
 
 from __future__ import annotations
 
@@ -11,41 +11,22 @@ import rewardlab
 ROWS = 1 << 20
 
 
-def test_python_evaluation_costs_what_the_cli_spends_on_the_same_columns(root, capsys):
-    """Through Python, 1M rows cost what the CLI pays for them: a table built from the columns and the kernel.
+def test_grouping_by_ids_gives_what_grouping_by_size_gives(root):
+    """1M rows grouped by an int64 id per row score exactly as the same rows grouped by a size.
 
-    The baseline is measured in the same loop: the kernel on the table built
-    once (`kernel`), and the kernel after building the table from the same
-    columns, which is one copy of them (`table + kernel`). Since the kernel
-    became native C, that copy is about as large as the kernel itself; the
-    binding's own conversions (borrowing NumPy's float64 arrays, handing the
-    outputs back without a copy) must add little to it.
+    How long each takes beside the kernel alone is a benchmark
+    (`benches/python_eval.py`), not a test: a busy machine must not fail CI.
     """
     program = rewardlab.load(root / "rewards/codegrep_v3.reward")
     rng = np.random.default_rng(11)
     features = {"Fb(file)": rng.random(ROWS), "c": rng.integers(0, 17, ROWS) / 2.0}
     groups = np.repeat(np.arange(ROWS // 8, dtype=np.int64), 8)
-    kernels, with_tables, through_python = [], [], []
-    # Interleaved, so that a busy moment slows every side alike.
-    for _ in range(11):
-        kernels += program._core.kernel_seconds(features, 8, repeats=1)
-        with_tables += program._core.kernel_seconds(features, 8, repeats=1, with_table=True)
-        out = None  # the last outputs are freed before the clock starts, as the kernel's are
-        start = time.perf_counter()
-        out = program.evaluate(features, 8)
-        through_python.append(time.perf_counter() - start)
-    kernel, with_table, best = min(kernels), min(with_tables), min(through_python)
-    start = time.perf_counter()
+    by_size = program.evaluate(features, 8)
     by_ids = program.evaluate(features, groups)
-    with_ids = time.perf_counter() - start
-    assert by_ids.advantage.tolist() == out.advantage.tolist()
-    with capsys.disabled():
-        print(
-            f"\n1M rows, codegrep_v3: kernel {kernel * 1e3:.1f} ms, table + kernel {with_table * 1e3:.1f} ms, "
-            f"through Python {best * 1e3:.1f} ms ({best / with_table:.2f}x), "
-            f"with an int64 group id per row {with_ids * 1e3:.1f} ms"
-        )
-    assert best < 1.5 * with_table, (best, with_table, kernel)
+    for name in ("reward", "adv", "advantage"):
+        assert getattr(by_ids, name).tolist() == getattr(by_size, name).tolist(), name
+    # The kernel-only entry point the benchmark uses runs on the same columns.
+    assert len(program._core.kernel_seconds(features, 8, repeats=2, with_table=True)) == 2
 
 
 def test_evaluation_releases_the_gil(root):
