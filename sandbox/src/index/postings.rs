@@ -97,6 +97,12 @@ impl Postings {
                 Vec::new()
             });
             let before = list.capacity();
+            if list.len() == before {
+                // A quarter more, not twice: after a compaction every list is full, and doubling
+                // the long lists of common trigrams would take the count past the bound within
+                // a few insertions (see `ContentIndex`'s memory bound).
+                list.reserve_exact(list.len() / 4 + 4);
+            }
             list.push(slot);
             self.list_bytes += (list.capacity() - before) * 4;
         }
