@@ -188,15 +188,20 @@ impl RepoStore {
     /// written. Dropping a repository saves too, but a process that ends with repositories
     /// still shared (a study's store outlives its runs) should call this before it exits.
     pub fn save_indexes(&self) -> Result<usize, Error> {
-        let slots: Vec<_> = lock(&self.repos).values().cloned().collect();
         let mut written = 0;
-        for slot in slots {
-            let repo = lock(&slot).clone();
-            if let Some(repo) = repo {
-                written += usize::from(repo.save_index()?);
-            }
+        for repo in self.open_repos() {
+            written += usize::from(repo.save_index()?);
         }
         Ok(written)
+    }
+
+    /// The repositories opened so far, by name (for their counters: [`Repo::index_stats`],
+    /// [`Repo::blob_cache`]).
+    pub fn open_repos(&self) -> Vec<Arc<Repo>> {
+        let slots: Vec<_> = lock(&self.repos).values().cloned().collect();
+        let mut repos: Vec<Arc<Repo>> = slots.iter().filter_map(|slot| lock(slot).clone()).collect();
+        repos.sort_by(|a, b| a.name().cmp(b.name()));
+        repos
     }
 
     /// The store's canonical root directory.

@@ -5,12 +5,23 @@
 //! Wall-clock times differ from run to run of the same study, so they stay out
 //! of `summary.md`, which a rerun reproduces byte for byte. Only each run's own
 //! `timings.csv` is read, not the copies its checkpoints keep.
+//!
+//! The tools' time depends on the sandbox's content index and blob cache, so
+//! the training process also writes their counters per repository
+//! (`index.csv`, [`write_index_counters`]), and `phases.md` shows them under
+//! the split: how many blobs were indexed, loaded from the persisted index or
+//! evicted at the memory bound, how often the lists were compacted, how many
+//! files greps skipped thanks to the index, and the blob cache's hits and misses.
+//! They are the last training process's (each process of a Slurm array writes
+//! its own over the file).
 
 use std::fs;
 use std::path::Path;
 
-use serde::Serialize;
+use rewardlab_sandbox::RepoStore;
+use serde::{Deserialize, Serialize};
 
+use super::publish::{PublishError, publish_file};
 use super::summary::{Manifest, SummaryError, io, write_csv};
 use crate::engine::{TIMINGS_FILE, Timings};
 
@@ -18,6 +29,78 @@ use crate::engine::{TIMINGS_FILE, Timings};
 pub const PHASES_CSV: &str = "phases.csv";
 /// The phase split as markdown.
 pub const PHASES_MD: &str = "phases.md";
+/// The content index's and blob cache's counters of the last training process.
+pub const INDEX_CSV: &str = "index.csv";
+
+/// One repository's content index and blob cache counters at the end of a training process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexRow {
+    /// The store name (`owner__name`).
+    pub repository: String,
+    /// Blobs with an index entry at the end.
+    pub blobs: usize,
+    /// Bytes the index counted at the end.
+    pub index_bytes: usize,
+    /// Its bound (`StoreOptions::index_bytes`).
+    pub bound_bytes: usize,
+    /// Entries built by this process.
+    pub built: u64,
+    /// Entries read back from the persisted index.
+    pub loaded: usize,
+    /// Entries evicted at the bound.
+    pub evicted: u64,
+    /// Compactions of the posting lists (each after a round of evictions).
+    pub compactions: u64,
+    /// Files greps did not read because the index ruled them out.
+    pub files_skipped: u64,
+    /// Greps whose pattern gave the index a query.
+    pub indexed_greps: u64,
+    /// Blob cache lookups that found the blob.
+    pub blob_hits: u64,
+    /// Blob cache lookups that inflated it (or waited for another caller's inflation).
+    pub blob_misses: u64,
+}
+
+/// The counters of every repository `store` opened.
+pub fn index_counters(store: &RepoStore) -> Vec<IndexRow> {
+    store
+        .open_repos()
+        .iter()
+        .map(|repo| {
+            let (index, blobs) = (repo.index_stats(), repo.blob_cache().stats());
+            IndexRow {
+                repository: repo.name().to_owned(),
+                blobs: index.blobs,
+                index_bytes: index.bytes,
+                bound_bytes: index.capacity_bytes,
+                built: index.built,
+                loaded: index.loaded,
+                evicted: index.evicted,
+                compactions: index.compactions,
+                files_skipped: index.files_skipped,
+                indexed_greps: index.indexed_greps,
+                blob_hits: blobs.hits,
+                blob_misses: blobs.misses,
+            }
+        })
+        .collect()
+}
+
+/// Publishes `index.csv` (nothing when no repository was opened): written privately and renamed
+/// into place, so that a reader, or another process of a Slurm array, never sees half of it.
+pub fn write_index_counters(study_dir: &Path, rows: &[IndexRow]) -> Result<(), PublishError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    publish_file(study_dir, INDEX_CSV, |dir| write_csv(&dir.join(INDEX_CSV), rows))
+}
+
+/// `index.csv`'s rows, if a training process wrote it (an unreadable file counts as none: the
+/// counters only explain the times).
+fn read_index_counters(study_dir: &Path) -> Vec<IndexRow> {
+    let Ok(mut reader) = csv::Reader::from_path(study_dir.join(INDEX_CSV)) else { return Vec::new() };
+    reader.deserialize().collect::<Result<Vec<IndexRow>, _>>().unwrap_or_default()
+}
 
 /// One variant's mean seconds per step by phase, over all steps of all its runs.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -111,11 +194,11 @@ pub fn write(study_dir: &Path, name: &str, rows: &[PhaseRow]) -> Result<(), Summ
     }
     write_csv(&study_dir.join(PHASES_CSV), rows)?;
     let path = study_dir.join(PHASES_MD);
-    fs::write(&path, render(name, rows)).map_err(io(&path))
+    fs::write(&path, render(name, rows, &read_index_counters(study_dir))).map_err(io(&path))
 }
 
-/// The markdown table: seconds per step, then the tools' shares.
-pub fn render(name: &str, rows: &[PhaseRow]) -> String {
+/// The markdown tables: seconds per step, then the tools' shares; below, the index counters.
+pub fn render(name: &str, rows: &[PhaseRow], index: &[IndexRow]) -> String {
     let mut out = format!("# Study `{name}`: time per step by phase\n\n");
     out.push_str(
         "Mean wall-clock seconds per training step over every step of the variant's runs (`timings.csv`); \
@@ -144,6 +227,40 @@ pub fn render(name: &str, rows: &[PhaseRow]) -> String {
             100.0 * r.all_tools_share
         ));
     }
+    if !index.is_empty() {
+        out.push_str(&render_index(index));
+    }
+    out
+}
+
+/// The counters' table: one row per repository.
+fn render_index(rows: &[IndexRow]) -> String {
+    let mb = |bytes: usize| bytes as f64 / f64::from(1 << 20);
+    let mut out = String::from(
+        "\n## Content index and blob cache\n\n\
+         Counters of the last training process, per repository (`index.csv`). Evictions mean the \
+         index reached its bound and greps read the evicted blobs' files again; a compaction follows \
+         each round of evictions.\n\n\
+         | repository | blobs | index | bound | built | loaded | evicted | compactions | files skipped | indexed greps | blob cache hits | misses |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "| {} | {} | {:.0} MiB | {:.0} MiB | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r.repository,
+            r.blobs,
+            mb(r.index_bytes),
+            mb(r.bound_bytes),
+            r.built,
+            r.loaded,
+            r.evicted,
+            r.compactions,
+            r.files_skipped,
+            r.indexed_greps,
+            r.blob_hits,
+            r.blob_misses
+        ));
+    }
     out
 }
 
@@ -166,7 +283,39 @@ mod tests {
         assert_eq!(row.tools_share, 3.0 / 7.0);
         assert_eq!(row.all_tools_share, 4.5 / 7.0);
         assert_eq!(mean_row("v3", 0, &[]), None);
-        let md = render("s", &[row]);
+        let md = render("s", &[row], &[]);
         assert!(md.contains("| v3 | 1 | 2 | 1.000 s | 3.000 s | 0.500 s | 0.500 s | 2.000 s (1.500 s) | 0.000 s | 7.000 s | 43% | 64% |"), "{md}");
+        assert!(!md.contains("Content index"), "no counters, no table: {md}");
+    }
+
+    #[test]
+    fn index_counters_round_trip_through_the_study_directory_into_the_markdown() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let row = IndexRow {
+            repository: "psf__requests".into(),
+            blobs: 1462,
+            index_bytes: 14 << 20,
+            bound_bytes: 256 << 20,
+            built: 12,
+            loaded: 1450,
+            evicted: 0,
+            compactions: 0,
+            files_skipped: 31569,
+            indexed_greps: 351,
+            blob_hits: 6911,
+            blob_misses: 1232,
+        };
+        assert_eq!(read_index_counters(dir.path()), Vec::new(), "no file yet");
+        write_index_counters(dir.path(), std::slice::from_ref(&row)).expect("writes");
+        let left: Vec<_> = fs::read_dir(dir.path()).expect("lists").map(|e| e.expect("entry").file_name()).collect();
+        assert_eq!(left, vec![std::ffi::OsString::from(INDEX_CSV)], "no private copy left behind");
+        assert_eq!(read_index_counters(dir.path()), vec![row.clone()]);
+        let phase = mean_row("v3", 1, &[timings(1, 2.0, 0.0, 0.0)]).expect("a step");
+        write(dir.path(), "s", &[phase]).expect("writes");
+        let md = fs::read_to_string(dir.path().join(PHASES_MD)).expect("phases.md");
+        assert!(
+            md.contains("| psf__requests | 1462 | 14 MiB | 256 MiB | 12 | 1450 | 0 | 0 | 31569 | 351 | 6911 | 1232 |"),
+            "{md}"
+        );
     }
 }

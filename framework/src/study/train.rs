@@ -276,6 +276,8 @@ where
     // run, another Slurm task). A failed write only costs that process a rebuild, so it does
     // not fail the study.
     let _ = tasks.store.save_indexes();
+    // Their counters explain the tools' time in `phases.md`; like the save, never fatal.
+    let _ = super::phases::write_index_counters(study_dir, &super::phases::index_counters(&tasks.store));
     if failed.is_empty() {
         return Ok(());
     }
