@@ -32,28 +32,29 @@ pub const PHASES_MD: &str = "phases.md";
 /// The content index's and blob cache's counters of the last training process.
 pub const INDEX_CSV: &str = "index.csv";
 
-/// One repository's content index and blob cache counters at the end of a training process.
+/// One repository's content index and blob cache counters at the end of a training process: its
+/// `rewardlab_sandbox::IndexStats` and `BlobCacheStats`, flat for CSV.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexRow {
     /// The store name (`owner__name`).
     pub repository: String,
-    /// Blobs with an index entry at the end.
+    /// `IndexStats::blobs` at the end: blobs with an entry.
     pub blobs: usize,
-    /// Bytes the index counted at the end.
+    /// `IndexStats::bytes` at the end.
     pub index_bytes: usize,
-    /// Its bound (`StoreOptions::index_bytes`).
+    /// `IndexStats::capacity_bytes` (`StoreOptions::index_bytes`).
     pub bound_bytes: usize,
-    /// Entries built by this process.
+    /// `IndexStats::built`: entries this process built.
     pub built: u64,
-    /// Entries read back from the persisted index.
+    /// `IndexStats::loaded`: entries read from the persisted index.
     pub loaded: usize,
-    /// Entries evicted at the bound.
+    /// `IndexStats::evicted` at the bound.
     pub evicted: u64,
-    /// Compactions of the posting lists (each after a round of evictions).
+    /// `IndexStats::compactions`.
     pub compactions: u64,
-    /// Files greps did not read because the index ruled them out.
+    /// `IndexStats::files_skipped`: files the index spared greps.
     pub files_skipped: u64,
-    /// Greps whose pattern gave the index a query.
+    /// `IndexStats::indexed_greps`.
     pub indexed_greps: u64,
     /// Blob cache lookups that found the blob.
     pub blob_hits: u64,
