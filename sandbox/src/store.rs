@@ -204,6 +204,11 @@ impl RepoStore {
         repos
     }
 
+    /// The options the store was opened with.
+    pub fn options(&self) -> &StoreOptions {
+        &self.options
+    }
+
     /// The store's canonical root directory.
     pub fn root(&self) -> &Path {
         &self.root

@@ -19,7 +19,9 @@ use rewardlab_dsl::diag::render_all;
 use rewardlab_dsl::{Diagnostic, Interval, SourceFile, Span};
 use toml::Spanned;
 
-use super::spec::{AlertSpec, CommitsSpec, GridSpec, PolicySpec, StudyFile, SummarySpec, TaskSpec, VariantSpec};
+use super::spec::{
+    AlertSpec, CommitsSpec, GridSpec, PolicySpec, SandboxSpec, StudyFile, SummarySpec, TaskSpec, VariantSpec,
+};
 use super::synth::{Synth, string_content_start};
 use crate::engine::{EngineConfig, LossConfig};
 use rewardlab_models::proxy::ProxyConfig;
@@ -45,6 +47,8 @@ pub struct Study {
     pub training: EngineConfig,
     /// How the summary judges variants.
     pub summary: SummarySpec,
+    /// The sandbox's memory per repository.
+    pub sandbox: SandboxSpec,
     /// How many seed indices each variant runs at (`0..seeds`); at least 1.
     pub seeds: usize,
     /// The seed of seed index 0; index `i` runs with `base_seed + i`.
@@ -415,6 +419,7 @@ impl Checker<'_> {
             policy,
             training,
             summary,
+            sandbox: spec.sandbox,
             seeds: *spec.seeds.get_ref(),
             base_seed: spec.base_seed,
             variants,

@@ -33,7 +33,7 @@ pub use load::{
     FileDiagnostics, ReadFile, RunSpec, Study, StudyDiagnostics, StudyError, Variant, parse_study, run_dir,
 };
 pub use spec::{
-    AlertSpec, CommitsSpec, GridSpec, PolicySpec, Qwen3Spec, StudyFile, SummarySpec, TaskSpec, VariantSpec,
+    AlertSpec, CommitsSpec, GridSpec, PolicySpec, Qwen3Spec, SandboxSpec, StudyFile, SummarySpec, TaskSpec, VariantSpec,
 };
 pub mod plots;
 pub mod replay;

@@ -240,8 +240,8 @@ fn render_index(rows: &[IndexRow]) -> String {
     let mut out = String::from(
         "\n## Content index and blob cache\n\n\
          Counters of the last training process, per repository (`index.csv`). Evictions mean the \
-         index reached its bound and greps read the evicted blobs' files again; a compaction follows \
-         each round of evictions.\n\n\
+         index reached its bound (`[sandbox] index_mib` in the study file) and greps read the evicted \
+         blobs' files again; a compaction follows each round of evictions.\n\n\
          | repository | blobs | index | bound | built | loaded | evicted | compactions | files skipped | indexed greps | blob cache hits | misses |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );

@@ -47,6 +47,9 @@ pub struct StudyFile {
     /// How the summary judges variants; defaults apply when absent.
     #[serde(default)]
     pub summary: SummarySpec,
+    /// The sandbox's memory for each repository (`[sandbox]`); defaults apply when absent.
+    #[serde(default)]
+    pub sandbox: SandboxSpec,
     /// Named variants (`[[variants]]`), each a reward file or inline formulas.
     #[serde(default)]
     pub variants: Vec<VariantSpec>,
@@ -370,6 +373,38 @@ pub struct SummarySpec {
 impl Default for SummarySpec {
     fn default() -> Self {
         SummarySpec { precision_gate: 0.45, bm25_k: 2, reference: None }
+    }
+}
+
+/// The sandbox's memory per repository of the study's store (`[sandbox]`). `phases.md` shows
+/// what the last training process used of it (evictions mean the bound was reached).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxSpec {
+    /// The bound of each repository's content index, in MiB (`StoreOptions::index_bytes`); 0
+    /// turns the index off, so every grep scans.
+    pub index_mib: usize,
+    /// Each repository's blob cache, in MiB (`StoreOptions::blob_cache_bytes`); 0 caches nothing.
+    pub blob_cache_mib: usize,
+}
+
+impl Default for SandboxSpec {
+    fn default() -> Self {
+        let options = rewardlab_sandbox::StoreOptions::default();
+        SandboxSpec { index_mib: options.index_bytes >> 20, blob_cache_mib: options.blob_cache_bytes >> 20 }
+    }
+}
+
+impl SandboxSpec {
+    /// The store's options: these bounds, and the index persisted under the store, so that a
+    /// rerun, a resumed run or another Slurm task of the study starts from what the last one built.
+    pub fn store_options(&self) -> rewardlab_sandbox::StoreOptions {
+        rewardlab_sandbox::StoreOptions {
+            index_bytes: self.index_mib << 20,
+            blob_cache_bytes: self.blob_cache_mib << 20,
+            persist_index: true,
+            ..rewardlab_sandbox::StoreOptions::default()
+        }
     }
 }
 

@@ -51,7 +51,7 @@ use rewardlab_rewards::tasks::{
 use rewardlab_sandbox::{RepoStore, StoreOptions, component_store_name, local_mirror_name, mirror_name};
 
 use super::publish::{self, PublishError};
-use super::spec::{CommitsSpec, TaskSpec};
+use super::spec::{CommitsSpec, SandboxSpec, TaskSpec};
 use super::{Study, StudyTasks};
 use crate::engine::tasks::TaskSetError;
 use crate::engine::{EngineTask, TaskSet};
@@ -315,7 +315,7 @@ struct Loaded {
 
 /// Builds the study's tasks and opens its store (see the module docs).
 pub fn prepare_tasks(study: &Study, study_dir: &Path) -> Result<PreparedTasks, TaskError> {
-    let store = open_store(&study_dir.join("store"))?;
+    let store = open_store(&study_dir.join("store"), study.sandbox.store_options())?;
     let with_eval = study.eval.is_some();
     let name_of = |i: usize| if study.tasks.len() == 1 { "tasks".to_owned() } else { format!("tasks[{i}]") };
     let mut report = TaskReport::default();
@@ -372,7 +372,7 @@ pub fn prepare_tasks(study: &Study, study_dir: &Path) -> Result<PreparedTasks, T
 /// `rewardlab locate` runs a trained policy on. Missing mirrors and commits
 /// are errors, as for a study's sources.
 pub fn prepare_instances(jsonl: &Path, repos: &Path, store_dir: &Path) -> Result<StudyTasks, TaskError> {
-    let store = open_store(store_dir)?;
+    let store = open_store(store_dir, SandboxSpec::default().store_options())?;
     let source =
         TaskSpec::Swebench { path: jsonl.to_owned(), repos: repos.to_owned(), seed: 0, held_out_fraction: None };
     let loaded = load_source(&source, "instances", 1.0, store_dir)?;
@@ -384,11 +384,9 @@ pub fn prepare_instances(jsonl: &Path, repos: &Path, store_dir: &Path) -> Result
     Ok(StudyTasks { tasks: Arc::new(tasks), store: Arc::new(store), repo_dirs })
 }
 
-/// Opens a study's store with its content indexes persisted under `<store>/.index/`, so that a
-/// rerun, a resumed run or another Slurm task of the same study starts from the index the
-/// last one built instead of scanning every blob of every new commit again.
-fn open_store(root: &Path) -> Result<RepoStore, TaskError> {
-    let options = StoreOptions { persist_index: true, ..StoreOptions::default() };
+/// Opens a study's store with `options` ([`SandboxSpec::store_options`]: the content indexes
+/// persisted under `<store>/.index/`).
+fn open_store(root: &Path, options: StoreOptions) -> Result<RepoStore, TaskError> {
     RepoStore::open_with(root, options).map_err(|source| TaskError::Store {
         what: format!("opening the store {}", root.display()),
         source: Box::new(source),

@@ -84,6 +84,29 @@ fn study_toml_errors_have_line_and_column() {
 }
 
 #[test]
+fn study_sandbox_table_sizes_the_store_and_rejects_unknown_keys() {
+    let variant = "[[variants]]\nname = \"a\"\nreward = 'Fb(file)'\n";
+    let default = parse(&format!("{HEAD}{variant}")).expect("valid");
+    assert_eq!(default.sandbox, SandboxSpec::default());
+    let defaults = rewardlab_sandbox::StoreOptions::default();
+    assert_eq!(default.sandbox.store_options(), rewardlab_sandbox::StoreOptions { persist_index: true, ..defaults });
+
+    let text = format!("{HEAD}[sandbox]\nindex_mib = 1024\nblob_cache_mib = 0\n{variant}");
+    let study = parse(&text).expect("valid");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut small = study.clone();
+    if let TaskSpec::Synthetic { files, commits, tasks, .. } = &mut small.tasks[0] {
+        (*files, *commits, *tasks) = (40, 2, 4);
+    }
+    let prepared = prepare_tasks(&small, dir.path()).expect("prepares");
+    let options = prepared.tasks.store.options();
+    assert_eq!((options.index_bytes, options.blob_cache_bytes, options.persist_index), (1 << 30, 0, true));
+
+    let out = invalid(&format!("{HEAD}[sandbox]\nindex_mb = 1024\n{variant}"));
+    assert!(out.contains("index_mb") && out.contains("test.toml:7:1: error"), "{out}");
+}
+
+#[test]
 fn study_inline_formula_errors_point_into_the_study_file() {
     let text = format!("{HEAD}[[variants]]\nname = \"bad\"\nreward = 'Fb(file) * Fbeta(file)'\n");
     let out = invalid(&text);
