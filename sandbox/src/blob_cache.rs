@@ -42,8 +42,8 @@ impl Blob {
     }
 }
 
-/// Counters for tests and benchmarks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Counters for tests, benchmarks and a study's `phases.md`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BlobCacheStats {
     /// Lookups that found the blob.
     pub hits: u64,

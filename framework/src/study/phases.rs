@@ -8,7 +8,7 @@
 //!
 //! The tools' time depends on the sandbox's content index and blob cache, so
 //! the training process also writes their counters per repository
-//! (`index.csv`, [`write_index_counters`]), and `phases.md` shows them under
+//! (`index.json`, [`write_index_counters`]), and `phases.md` shows them under
 //! the split: how many blobs were indexed, loaded from the persisted index or
 //! evicted at the memory bound, how often the lists were compacted, how many
 //! files greps skipped thanks to the index, and the blob cache's hits and misses.
@@ -18,7 +18,7 @@
 use std::fs;
 use std::path::Path;
 
-use rewardlab_sandbox::RepoStore;
+use rewardlab_sandbox::{BlobCacheStats, IndexStats, RepoStore};
 use serde::{Deserialize, Serialize};
 
 use super::publish::{PublishError, publish_file};
@@ -30,36 +30,17 @@ pub const PHASES_CSV: &str = "phases.csv";
 /// The phase split as markdown.
 pub const PHASES_MD: &str = "phases.md";
 /// The content index's and blob cache's counters of the last training process.
-pub const INDEX_CSV: &str = "index.csv";
+pub const INDEX_JSON: &str = "index.json";
 
-/// One repository's content index and blob cache counters at the end of a training process: its
-/// `rewardlab_sandbox::IndexStats` and `BlobCacheStats`, flat for CSV.
+/// One repository's content index and blob cache counters at the end of a training process.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexRow {
     /// The store name (`owner__name`).
     pub repository: String,
-    /// `IndexStats::blobs` at the end: blobs with an entry.
-    pub blobs: usize,
-    /// `IndexStats::bytes` at the end.
-    pub index_bytes: usize,
-    /// `IndexStats::capacity_bytes` (`StoreOptions::index_bytes`).
-    pub bound_bytes: usize,
-    /// `IndexStats::built`: entries this process built.
-    pub built: u64,
-    /// `IndexStats::loaded`: entries read from the persisted index.
-    pub loaded: usize,
-    /// `IndexStats::evicted` at the bound.
-    pub evicted: u64,
-    /// `IndexStats::compactions`.
-    pub compactions: u64,
-    /// `IndexStats::files_skipped`: files the index spared greps.
-    pub files_skipped: u64,
-    /// `IndexStats::indexed_greps`.
-    pub indexed_greps: u64,
-    /// Blob cache lookups that found the blob.
-    pub blob_hits: u64,
-    /// Blob cache lookups that inflated it (or waited for another caller's inflation).
-    pub blob_misses: u64,
+    /// Its content index's counters.
+    pub index: IndexStats,
+    /// Its blob cache's counters.
+    pub blob_cache: BlobCacheStats,
 }
 
 /// The counters of every repository `store` opened.
@@ -67,40 +48,33 @@ pub fn index_counters(store: &RepoStore) -> Vec<IndexRow> {
     store
         .open_repos()
         .iter()
-        .map(|repo| {
-            let (index, blobs) = (repo.index_stats(), repo.blob_cache().stats());
-            IndexRow {
-                repository: repo.name().to_owned(),
-                blobs: index.blobs,
-                index_bytes: index.bytes,
-                bound_bytes: index.capacity_bytes,
-                built: index.built,
-                loaded: index.loaded,
-                evicted: index.evicted,
-                compactions: index.compactions,
-                files_skipped: index.files_skipped,
-                indexed_greps: index.indexed_greps,
-                blob_hits: blobs.hits,
-                blob_misses: blobs.misses,
-            }
+        .map(|repo| IndexRow {
+            repository: repo.name().to_owned(),
+            index: repo.index_stats(),
+            blob_cache: repo.blob_cache().stats(),
         })
         .collect()
 }
 
-/// Publishes `index.csv` (nothing when no repository was opened): written privately and renamed
+/// Publishes `index.json` (nothing when no repository was opened): written privately and renamed
 /// into place, so that a reader, or another process of a Slurm array, never sees half of it.
 pub fn write_index_counters(study_dir: &Path, rows: &[IndexRow]) -> Result<(), PublishError> {
     if rows.is_empty() {
         return Ok(());
     }
-    publish_file(study_dir, INDEX_CSV, |dir| write_csv(&dir.join(INDEX_CSV), rows))
+    publish_file(study_dir, INDEX_JSON, |dir| {
+        let text = serde_json::to_string_pretty(rows).map_err(std::io::Error::other)?;
+        fs::write(dir.join(INDEX_JSON), text + "\n")
+    })
 }
 
-/// `index.csv`'s rows, if a training process wrote it (an unreadable file counts as none: the
+/// `index.json`'s rows, if a training process wrote it (an unreadable file counts as none: the
 /// counters only explain the times).
 fn read_index_counters(study_dir: &Path) -> Vec<IndexRow> {
-    let Ok(mut reader) = csv::Reader::from_path(study_dir.join(INDEX_CSV)) else { return Vec::new() };
-    reader.deserialize().collect::<Result<Vec<IndexRow>, _>>().unwrap_or_default()
+    fs::read_to_string(study_dir.join(INDEX_JSON))
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default()
 }
 
 /// One variant's mean seconds per step by phase, over all steps of all its runs.
@@ -236,30 +210,29 @@ pub fn render(name: &str, rows: &[PhaseRow], index: &[IndexRow]) -> String {
 
 /// The counters' table: one row per repository.
 fn render_index(rows: &[IndexRow]) -> String {
-    let mb = |bytes: usize| bytes as f64 / f64::from(1 << 20);
+    let mib = |bytes: usize| bytes as f64 / f64::from(1 << 20);
     let mut out = String::from(
         "\n## Content index and blob cache\n\n\
-         Counters of the last training process, per repository (`index.csv`). Evictions mean the \
+         Counters of the last training process, per repository (`index.json`). Evictions mean the \
          index reached its bound (`[sandbox] index_mib` in the study file) and greps read the evicted \
          blobs' files again; a compaction follows each round of evictions.\n\n\
          | repository | blobs | index | bound | built | loaded | evicted | compactions | files skipped | indexed greps | blob cache hits | misses |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
-    for r in rows {
+    for IndexRow { repository, index: i, blob_cache: b } in rows {
         out.push_str(&format!(
-            "| {} | {} | {:.0} MiB | {:.0} MiB | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            r.repository,
-            r.blobs,
-            mb(r.index_bytes),
-            mb(r.bound_bytes),
-            r.built,
-            r.loaded,
-            r.evicted,
-            r.compactions,
-            r.files_skipped,
-            r.indexed_greps,
-            r.blob_hits,
-            r.blob_misses
+            "| {repository} | {} | {:.0} MiB | {:.0} MiB | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            i.blobs,
+            mib(i.bytes),
+            mib(i.capacity_bytes),
+            i.built,
+            i.loaded,
+            i.evicted,
+            i.compactions,
+            i.files_skipped,
+            i.indexed_greps,
+            b.hits,
+            b.misses
         ));
     }
     out
@@ -294,22 +267,23 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let row = IndexRow {
             repository: "psf__requests".into(),
-            blobs: 1462,
-            index_bytes: 14 << 20,
-            bound_bytes: 256 << 20,
-            built: 12,
-            loaded: 1450,
-            evicted: 0,
-            compactions: 0,
-            files_skipped: 31569,
-            indexed_greps: 351,
-            blob_hits: 6911,
-            blob_misses: 1232,
+            index: IndexStats {
+                blobs: 1462,
+                bytes: 14 << 20,
+                capacity_bytes: 256 << 20,
+                built: 12,
+                loaded: 1450,
+                evicted: 0,
+                compactions: 0,
+                files_skipped: 31569,
+                indexed_greps: 351,
+            },
+            blob_cache: BlobCacheStats { hits: 6911, misses: 1232, ..BlobCacheStats::default() },
         };
         assert_eq!(read_index_counters(dir.path()), Vec::new(), "no file yet");
         write_index_counters(dir.path(), std::slice::from_ref(&row)).expect("writes");
         let left: Vec<_> = fs::read_dir(dir.path()).expect("lists").map(|e| e.expect("entry").file_name()).collect();
-        assert_eq!(left, vec![std::ffi::OsString::from(INDEX_CSV)], "no private copy left behind");
+        assert_eq!(left, vec![std::ffi::OsString::from(INDEX_JSON)], "no private copy left behind");
         assert_eq!(read_index_counters(dir.path()), vec![row.clone()]);
         let phase = mean_row("v3", 1, &[timings(1, 2.0, 0.0, 0.0)]).expect("a step");
         write(dir.path(), "s", &[phase]).expect("writes");

@@ -156,7 +156,7 @@ enum BuiltContent {
 }
 
 /// Counters of one repository's content index.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IndexStats {
     /// Blobs with an entry now.
     pub blobs: usize,
