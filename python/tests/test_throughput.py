@@ -34,25 +34,34 @@ def test_evaluation_releases_the_gil(root):
     import threading
 
     program = rewardlab.load(root / "rewards/codegrep_v3.reward")
-    rows = 4 * ROWS
     rng = np.random.default_rng(5)
-    features = {"Fb(file)": rng.random(rows), "c": rng.integers(0, 17, rows) / 2.0}
-    span: list[float] = []
 
-    def evaluate():
-        span.append(time.perf_counter())
-        program.evaluate(features, 8)
-        span.append(time.perf_counter())
+    def watch(rows: int) -> tuple[float, float]:
+        """Evaluates `rows` rows in a thread while this one ticks; the evaluation's length and the longest gap."""
+        features = {"Fb(file)": rng.random(rows), "c": rng.integers(0, 17, rows) / 2.0}
+        span: list[float] = []
 
-    worker = threading.Thread(target=evaluate)
-    ticks = []
-    worker.start()
-    while worker.is_alive():
-        ticks.append(time.perf_counter())
-    worker.join()
-    start, end = span
-    inside = [t for t in ticks if start <= t <= end]
-    gaps = np.diff([start, *inside, end])
+        def evaluate():
+            span.append(time.perf_counter())
+            program.evaluate(features, 8)
+            span.append(time.perf_counter())
+
+        worker = threading.Thread(target=evaluate)
+        ticks = []
+        worker.start()
+        while worker.is_alive():
+            ticks.append(time.perf_counter())
+        worker.join()
+        start, end = span
+        inside = [t for t in ticks if start <= t <= end]
+        return end - start, float(np.diff([start, *inside, end]).max())
+
+    # Long enough to tell (50 ms) on a fast machine too: the rows double until it is.
+    rows = 4 * ROWS
+    length, gap = watch(rows)
+    while length <= 0.05 and rows < 32 * ROWS:
+        rows *= 2
+        length, gap = watch(rows)
+    assert length > 0.05, f"{rows} rows took {length:.3f} s: too short to tell"
     # Holding the GIL through the kernel would leave one gap as long as the evaluation.
-    assert end - start > 0.05, "the evaluation is too short to tell"
-    assert gaps.max() < 0.5 * (end - start), (gaps.max(), end - start)
+    assert gap < 0.5 * length, (gap, length)
