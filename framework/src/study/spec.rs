@@ -400,8 +400,8 @@ impl SandboxSpec {
     /// rerun, a resumed run or another Slurm task of the study starts from what the last one built.
     pub fn store_options(&self) -> rewardlab_sandbox::StoreOptions {
         rewardlab_sandbox::StoreOptions {
-            index_bytes: self.index_mib << 20,
-            blob_cache_bytes: self.blob_cache_mib << 20,
+            index_bytes: self.index_mib.saturating_mul(1 << 20),
+            blob_cache_bytes: self.blob_cache_mib.saturating_mul(1 << 20),
             persist_index: true,
             ..rewardlab_sandbox::StoreOptions::default()
         }

@@ -102,6 +102,10 @@ fn study_sandbox_table_sizes_the_store_and_rejects_unknown_keys() {
     let options = prepared.tasks.store.options();
     assert_eq!((options.index_bytes, options.blob_cache_bytes, options.persist_index), (1 << 30, 0, true));
 
+    // A bound past the address space is "no bound", not an overflow.
+    let huge = SandboxSpec { index_mib: usize::MAX, blob_cache_mib: 1 };
+    assert_eq!(huge.store_options().index_bytes, usize::MAX);
+
     let out = invalid(&format!("{HEAD}[sandbox]\nindex_mb = 1024\n{variant}"));
     assert!(out.contains("index_mb") && out.contains("test.toml:7:1: error"), "{out}");
 }
