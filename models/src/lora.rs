@@ -196,8 +196,11 @@ impl LoraLinear {
         }
         if let Some(ad) = &self.adapter {
             let frozen;
-            let pair = if pass.lora {
+            let pair = if pass.lora && pass.grad {
                 Some((ad.a.as_tensor(), ad.b.as_tensor()))
+            } else if pass.lora {
+                frozen = Some((ad.a.as_tensor().detach(), ad.b.as_tensor().detach()));
+                frozen.as_ref().map(|(a, b)| (a, b))
             } else {
                 frozen =
                     ad.reference.read().map_err(|_| candle_core::Error::Msg("reference lock poisoned".into()))?.clone();

@@ -100,7 +100,10 @@ impl ScoreBatch {
         if self.generated() == 0 {
             return Ok(self.counts.iter().map(|_| Vec::new()).collect());
         }
-        let flat = self.logprobs_of(&model.forward_train(&self.ids, pass)?)?.detach().to_vec1::<f32>()?;
+        // Never differentiated: nothing is recorded, so each layer's intermediates are freed as
+        // the pass goes instead of living until the log-probs are read.
+        let pass = Pass { grad: false, ..pass };
+        let flat = self.logprobs_of(&model.forward_train(&self.ids, pass)?)?.to_vec1::<f32>()?;
         let mut out = Vec::with_capacity(self.counts.len());
         let mut at = 0;
         for &c in &self.counts {

@@ -32,14 +32,20 @@ pub struct Pass {
     /// Whether the trained LoRA adapters contribute. Off gives the GRPO reference: the base
     /// model, or the adapters frozen by [`Qwen3Model::freeze_reference`] (the SFT reference).
     pub lora: bool,
+    /// Whether the pass is differentiated. Candle has no global no-grad switch: any op with a
+    /// variable (the adapters) among its inputs records its operands, so a pass that is never
+    /// differentiated would keep every intermediate tensor alive as long as its output (and,
+    /// through the KV cache, as long as the rollout). Off, the adapters enter detached and
+    /// nothing is recorded: same values, memory freed as the pass goes.
+    pub grad: bool,
 }
 
 impl Pass {
     /// The policy being trained: differentiable, adapters on.
-    pub const TRAIN: Pass = Pass { mode: Mode::Train, lora: true };
+    pub const TRAIN: Pass = Pass { mode: Mode::Train, lora: true, grad: true };
     /// The frozen reference: same kernels as [`Pass::TRAIN`] so the KL starts at exactly zero
     /// (against the base model with fresh adapters, or against the frozen SFT adapters).
-    pub const REFERENCE: Pass = Pass { mode: Mode::Train, lora: false };
-    /// Sampling: fused kernels, adapters on.
-    pub const SAMPLE: Pass = Pass { mode: Mode::Infer, lora: true };
+    pub const REFERENCE: Pass = Pass { mode: Mode::Train, lora: false, grad: false };
+    /// Sampling: fused kernels, adapters on, nothing recorded for a backward pass.
+    pub const SAMPLE: Pass = Pass { mode: Mode::Infer, lora: true, grad: false };
 }

@@ -112,3 +112,25 @@ fn checkpointed_backward_equals_the_plain_one() {
         assert!(grads.get(&w).is_none());
     }
 }
+
+#[test]
+fn passes_without_a_gradient_record_no_graph_and_give_the_same_values() {
+    let dir = tiny();
+    let model = load(dir.path(), Some(&lora()));
+    randomise_b(&model);
+    let seq = tokens(12, 2, 480);
+    let input = ids(std::slice::from_ref(&seq));
+    let train = model.forward_train(&input, Pass::TRAIN).expect("train");
+    assert!(train.track_op(), "the training pass records its graph for the backward pass");
+    // Scoring without a gradient: the same kernels and values, nothing recorded (a recorded
+    // graph keeps every layer's intermediates alive: on a GPU, scoring a batch of long
+    // rollouts ran out of 139 GiB that way).
+    let score = model.forward_train(&input, Pass { grad: false, ..Pass::TRAIN }).expect("score");
+    assert!(!score.track_op(), "a pass without a gradient must not record its operands");
+    assert_eq!(max_diff(&train, &score), 0.0);
+    // Sampling through the KV cache: nothing recorded either, so the cache holds no graph.
+    let mut cache = model.new_cache(1);
+    let cached =
+        model.forward_cached(&input, &[vec![true; seq.len()]], &mut cache, Pass::SAMPLE, false).expect("cached");
+    assert!(!cached.track_op(), "sampling must not record its operands");
+}

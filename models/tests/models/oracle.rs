@@ -42,7 +42,7 @@ fn compare(tie: bool, shards: usize) {
     let d = max_diff(&train, &expected);
     assert!(d < 1e-3, "training path differs from the oracle by {d}");
     let fused = ours
-        .forward_train(&input, Pass { mode: rewardlab_models::Mode::Infer, lora: false })
+        .forward_train(&input, Pass { mode: rewardlab_models::Mode::Infer, lora: false, grad: false })
         .expect("fused kernels without cache");
     let d = max_diff(&fused, &expected);
     assert!(d < 1e-3, "fused kernels differ from the oracle by {d}");
