@@ -6,7 +6,8 @@
 # and the CUDA 13 libraries the binary links (NVRTC, cuBLAS, cuRAND, cudart) at
 # run time; `--libs DIR` adds a toolchain's library folders to LD_LIBRARY_PATH.
 #
-#   scripts/gpu-check.sh path/to/rewardlab [--libs DIR] [--no-qwen3] [--rollouts N] [--reps R]
+#   scripts/gpu-check.sh path/to/rewardlab [--libs DIR] [--no-rewards] [--no-qwen3] [--rollouts N] [--reps R]
+#                        [--step-rollouts N] [--turn-tokens T]
 #
 # 1. The CUDA reward backend: for every shipped reward file (rewards/*.reward) it
 #    evaluates N synthetic rollouts (default 16M, groups of 8) on the CPU and on
@@ -19,6 +20,8 @@
 #    8 rollouts (sampling tokens/s), scoring them (tokens/s), then one GRPO step
 #    of the engine (2 prompts × 4 rollouts, 2 turns, sandbox tools) with its
 #    phase split, and the peak GPU memory nvidia-smi saw. Bounded to 4 minutes.
+#    --step-rollouts and --turn-tokens (default 8 and 256) size it; --no-rewards
+#    skips part 1.
 #    (A 14B-shaped random checkpoint would be 59 GB of f32 on disk: not tried.)
 # Everything finishes in under 8 minutes and prints one table per part.
 set -euo pipefail
@@ -34,10 +37,16 @@ if [[ ! -x $bin ]]; then
     exit 2
 fi
 qwen3=1
+rewards=1
+step_rollouts=8
+turn_tokens=256
 reward_args=()
 while [[ $# -gt 0 ]]; do
     case $1 in
         --no-qwen3) qwen3=0; shift ;;
+        --no-rewards) rewards=0; shift ;;
+        --step-rollouts) step_rollouts=$2; shift 2 ;;
+        --turn-tokens) turn_tokens=$2; shift 2 ;;
         --libs)
             for d in "$2"/nvidia/*/lib; do LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"; done
             export LD_LIBRARY_PATH
@@ -61,8 +70,10 @@ if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 fi
 
-echo "== 1. the CUDA reward backend"
-timeout 180 "$bin" gpu-check --rewards "$root/rewards" "${reward_args[@]}"
+if [[ $rewards == 1 ]]; then
+    echo "== 1. the CUDA reward backend"
+    timeout 180 "$bin" gpu-check --rewards "$root/rewards" "${reward_args[@]}"
+fi
 
 [[ $qwen3 == 1 ]] || exit 0
 echo "== 2. Qwen3 + LoRA, one GRPO step on the GPU"
@@ -86,7 +97,11 @@ if command -v nvidia-smi >/dev/null; then
       done ) &
     poller=$!
 fi
-timeout 240 "$bin" model gpu-step "$work/q06" --device cuda --bf16 --rollouts 8 --turn-tokens 256
+status=0
+timeout 240 "$bin" model gpu-step "$work/q06" --device cuda --bf16 --rollouts "$step_rollouts" \
+    --turn-tokens "$turn_tokens" || status=$?
+# The peak also when the step failed: an out-of-memory error wants it most.
 if [[ -f $work/peak ]]; then
     echo "| peak GPU memory (nvidia-smi, whole device) | $(cat "$work/peak") MiB |"
 fi
+exit "$status"

@@ -12,7 +12,7 @@ use std::time::Instant;
 use anyhow::Context;
 use rewardlab_framework::engine::{Engine, EngineConfig, LrSchedule, OptimConfig, RewardVariant, TaskSet};
 use rewardlab_framework::synthetic::{self, SyntheticConfig};
-use rewardlab_models::agent::{Policy, Sampling, TaskPrompt, TurnInfo};
+use rewardlab_models::agent::{OptimStep, Policy, Sampling, TaskPrompt, TurnInfo};
 use rewardlab_models::agent_qwen3::{AgentOptions, Qwen3Agent};
 use rewardlab_models::policy::PolicyOptions;
 use rewardlab_models::{DType, Device, LoraConfig};
@@ -51,7 +51,7 @@ pub fn gpu_step(
             .with_context(|| format!("loading {}", checkpoint.display()))
     };
     let start = Instant::now();
-    let agent = load()?;
+    let mut agent = load()?;
     let load_s = start.elapsed().as_secs_f64();
 
     // Sampling: one turn of `rollouts` rows together; then scoring every rollout's tokens.
@@ -67,10 +67,51 @@ pub fn gpu_step(
     let scored: usize = episodes.iter().map(|e| e.rollout().tokens().len()).sum();
     let refs: Vec<_> = episodes.iter().collect();
     let start = Instant::now();
-    let _ = agent.logprobs(&refs)?;
+    let logprobs = agent.logprobs(&refs)?;
     let score_s = start.elapsed().as_secs_f64();
+    // The update's backward pass and AdamW step, with coefficients ±1 on every generated token
+    // (alternating by rollout) so that every adapter gets a gradient: the engine step below
+    // cannot promise one, since a random model's rollouts all earn 0 and equal rewards give
+    // zero advantages, whose backward pass the policy skips.
+    let coeffs: Vec<Vec<f64>> =
+        logprobs.iter().enumerate().map(|(i, lp)| vec![if i % 2 == 0 { 1.0 } else { -1.0 }; lp.len()]).collect();
+    let start = Instant::now();
+    agent.backward(&refs, &coeffs)?;
+    let optim =
+        OptimStep { lr: 1e-5, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0, max_grad_norm: Some(1.0) };
+    let stats = agent.step(&optim)?;
+    let backward_s = start.elapsed().as_secs_f64();
+    let trained: usize = logprobs.iter().map(Vec::len).sum();
     drop(refs);
     drop(episodes);
+    // The rows so far go out now: a failing engine step below must not hide them.
+    let shape = agent.model().config();
+    println!(
+        "| Qwen3 on {device:?} ({dtype:?}, hidden {}, {} layers, LoRA r = 32) | value |",
+        shape.hidden_size, shape.num_hidden_layers
+    );
+    println!("|---|---|");
+    println!("| load (s) | {load_s:.1} |");
+    println!(
+        "| sampling, {rollouts} rows × ≤{turn_tokens} tokens | {:.0} tokens/s ({generated} in {sample_s:.2} s) |",
+        generated as f64 / sample_s
+    );
+    println!(
+        "| scoring (training path), {rollouts} rollouts | {:.0} tokens/s ({scored} in {score_s:.2} s) |",
+        scored as f64 / score_s
+    );
+    println!(
+        "| backward + AdamW step (checkpointed, micro-batch {}), {rollouts} rollouts | {:.0} generated tokens/s \
+         ({trained} in {backward_s:.2} s; grad norm {:.3e}) |",
+        rollouts.min(4),
+        trained as f64 / backward_s,
+        stats.grad_norm
+    );
+    anyhow::ensure!(
+        stats.grad_norm.is_finite() && stats.grad_norm > 0.0,
+        "the backward pass gave a gradient norm of {} (expected finite and positive)",
+        stats.grad_norm
+    );
 
     // One GRPO step of the engine on a small synthetic task set.
     let work = WorkDir::new()?;
@@ -103,21 +144,6 @@ pub fn gpu_step(
     let row = summary.last.context("the step wrote no metrics row")?;
     let engine_generated = row.completion_len * (2 * group) as f64;
 
-    let shape = engine.policy().model().config();
-    println!(
-        "| Qwen3 on {device:?} ({dtype:?}, hidden {}, {} layers, LoRA r = 32) | value |",
-        shape.hidden_size, shape.num_hidden_layers
-    );
-    println!("|---|---|");
-    println!("| load (s) | {load_s:.1} |");
-    println!(
-        "| sampling, {rollouts} rows × ≤{turn_tokens} tokens | {:.0} tokens/s ({generated} in {sample_s:.2} s) |",
-        generated as f64 / sample_s
-    );
-    println!(
-        "| scoring (training path), {rollouts} rollouts | {:.0} tokens/s ({scored} in {score_s:.2} s) |",
-        scored as f64 / score_s
-    );
     println!("| GRPO step, 2 prompts × {group}, 2 turns | {step_s:.1} s, {engine_generated:.0} tokens generated |");
     println!(
         "| phase split (s) | rollout {:.2}, tools {:.2}, reward {:.3}, update {:.2}, checkpoint and rest {:.2} |",
