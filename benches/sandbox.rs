@@ -149,27 +149,26 @@ fn bench(c: &mut Criterion) {
         group
             .bench_function("sandbox grep, view (warm blob cache)", |b| b.iter(|| black_box(call.run(&view, &limits))));
         group.bench_function("sandbox grep, worktree", |b| b.iter(|| black_box(call.run(&worktree, &limits))));
-        group.bench_function("baseline: grep -rn -E --include='*.py', subprocess", |b| {
-            b.iter(|| {
-                let out = Command::new("grep")
-                    .args(["-rn", "-E", "--include=*.py", pattern, "."])
-                    .current_dir(&fx.checkout)
-                    .output()
-                    .expect("grep runs");
-                black_box(out.stdout.len())
-            })
-        });
-        if rg {
-            group.bench_function("baseline: rg -n --type py, subprocess", |b| {
+        let checkout = &fx.checkout;
+        let subprocess = |program: &'static str, args: [&'static str; 3]| {
+            move |b: &mut criterion::Bencher<'_>| {
                 b.iter(|| {
-                    let out = Command::new("rg")
-                        .args(["-n", "--type", "py", pattern, "."])
-                        .current_dir(&fx.checkout)
+                    let out = Command::new(program)
+                        .args(args)
+                        .args([pattern, "."])
+                        .current_dir(checkout)
                         .output()
-                        .expect("rg");
+                        .unwrap_or_else(|e| panic!("{program} runs: {e}"));
                     black_box(out.stdout.len())
                 })
-            });
+            }
+        };
+        group.bench_function(
+            "baseline: grep -rn -E --include='*.py', subprocess",
+            subprocess("grep", ["-rn", "-E", "--include=*.py"]),
+        );
+        if rg {
+            group.bench_function("baseline: rg -n --type py, subprocess", subprocess("rg", ["-n", "--type", "py"]));
         }
         group.finish();
     }

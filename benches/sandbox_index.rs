@@ -36,7 +36,7 @@ use std::{
 };
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use rewardlab_sandbox::{GrepArgs, Limits, RepoStore, RunTool, StoreOptions, ToolCall, TreeKind};
+use rewardlab_sandbox::{GrepArgs, Limits, Repo, RepoStore, RunTool, StoreOptions, ToolCall, TreeKind};
 
 /// Bump to regenerate the cached repository.
 const VERSION: &str = "sandbox-index-v3";
@@ -408,6 +408,28 @@ fn fresh_store(fx: &Fixture, n: usize, index_file: Option<&[u8]>) -> (PathBuf, R
     (dir, store)
 }
 
+/// Criterion's `iter_custom` over fresh stores: each of `iters` iterations opens a new store
+/// (with `index_file` as its persisted index), hands the repository and the iteration number to
+/// `work`, which returns the time it measured, then removes the store. Returns the sum.
+fn on_fresh_stores(
+    fx: &Fixture,
+    n: &mut usize,
+    index_file: Option<&[u8]>,
+    iters: u64,
+    mut work: impl FnMut(&Repo, u64) -> Duration,
+) -> Duration {
+    let mut total = Duration::ZERO;
+    for i in 0..iters {
+        *n += 1;
+        let (dir, store) = fresh_store(fx, *n, index_file);
+        let repo = store.repo("bench/index").expect("adopt");
+        total += work(&repo, i);
+        drop((repo, store));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    total
+}
+
 fn builds(c: &mut Criterion, fx: &Fixture) {
     let ids = &fx.commits;
     let mut group = c.benchmark_group("sandbox_index_build");
@@ -415,39 +437,25 @@ fn builds(c: &mut Criterion, fx: &Fixture) {
     let mut n = 0;
     group.bench_function("index build, first commit (cold)", |b| {
         b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                n += 1;
-                let (dir, store) = fresh_store(fx, n, None);
-                let repo = store.repo("bench/index").expect("adopt");
+            on_fresh_stores(fx, &mut n, None, iters, |repo, _| {
                 let id = repo.resolve(&ids[0]).expect("commit");
                 let t = Instant::now();
                 repo.build_index(&[id], None).expect("build");
-                total += t.elapsed();
-                drop((repo, store));
-                let _ = std::fs::remove_dir_all(dir);
-            }
-            total
+                t.elapsed()
+            })
         })
     });
     group.bench_function("index build, next commit (parent indexed)", |b| {
         b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for i in 0..iters {
-                n += 1;
-                let (dir, store) = fresh_store(fx, n, None);
-                let repo = store.repo("bench/index").expect("adopt");
+            on_fresh_stores(fx, &mut n, None, iters, |repo, i| {
                 let k = 1 + (i as usize % (ids.len() - 1));
                 let parent = repo.resolve(&ids[k - 1]).expect("commit");
                 let child = repo.resolve(&ids[k]).expect("commit");
                 repo.build_index(&[parent], None).expect("build");
                 let t = Instant::now();
                 repo.build_index(&[child], None).expect("build");
-                total += t.elapsed();
-                drop((repo, store));
-                let _ = std::fs::remove_dir_all(dir);
-            }
-            total
+                t.elapsed()
+            })
         })
     });
     // The first commit's index as a second process finds it under the store.
@@ -465,20 +473,14 @@ fn builds(c: &mut Criterion, fx: &Fixture) {
     };
     group.bench_function("index load, first commit (persisted by an earlier process)", |b| {
         b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                n += 1;
-                let (dir, store) = fresh_store(fx, n, Some(&persisted));
-                let repo = store.repo("bench/index").expect("adopt");
+            on_fresh_stores(fx, &mut n, Some(persisted.as_slice()), iters, |repo, _| {
                 let id = repo.resolve(&ids[0]).expect("commit");
                 let t = Instant::now();
                 repo.build_index(&[id], None).expect("load");
-                total += t.elapsed();
+                let elapsed = t.elapsed();
                 assert_eq!(repo.index_stats().built, 0, "everything came from the file");
-                drop((repo, store));
-                let _ = std::fs::remove_dir_all(dir);
-            }
-            total
+                elapsed
+            })
         })
     });
     group.bench_function("baseline: git worktree add (+ remove), subprocess", |b| {

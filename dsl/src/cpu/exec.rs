@@ -136,26 +136,7 @@ pub(crate) fn run(
                     group_slot[g] = Some(slot);
                     fresh_groups.push(sized(std::mem::take(&mut group_values[g]), table.groups()));
                 }
-                let mut outs: Vec<BlockOut<'_>> = blocks
-                    .iter()
-                    .map(|_| BlockOut { cols: Vec::with_capacity(written.len()), groups: Vec::new() })
-                    .collect();
-                for col in fresh_cols.iter_mut() {
-                    let mut rest: &mut [f64] = col;
-                    for (out, block) in outs.iter_mut().zip(&blocks) {
-                        let (head, tail) = std::mem::take(&mut rest).split_at_mut(block.rows.len());
-                        out.cols.push(head);
-                        rest = tail;
-                    }
-                }
-                for vals in fresh_groups.iter_mut() {
-                    let mut rest: &mut [f64] = vals;
-                    for (out, block) in outs.iter_mut().zip(&blocks) {
-                        let (head, tail) = std::mem::take(&mut rest).split_at_mut(block.groups.len());
-                        out.groups.push(head);
-                        rest = tail;
-                    }
-                }
+                let outs = split_by_block(&mut fresh_cols, &mut fresh_groups, &blocks);
                 let env = Env {
                     program,
                     features,
@@ -238,25 +219,7 @@ pub(crate) fn run_fused(
     // outs[block][program]: each program's share of the block.
     let mut outs: Vec<Vec<BlockOut<'_>>> = blocks.iter().map(|_| Vec::with_capacity(programs.len())).collect();
     for (cols, groups) in fresh.iter_mut() {
-        let mut per_block: Vec<BlockOut<'_>> =
-            blocks.iter().map(|_| BlockOut { cols: Vec::with_capacity(cols.len()), groups: Vec::new() }).collect();
-        for col in cols.iter_mut() {
-            let mut rest: &mut [f64] = col;
-            for (out, block) in per_block.iter_mut().zip(&blocks) {
-                let (head, tail) = std::mem::take(&mut rest).split_at_mut(block.rows.len());
-                out.cols.push(head);
-                rest = tail;
-            }
-        }
-        for vals in groups.iter_mut() {
-            let mut rest: &mut [f64] = vals;
-            for (out, block) in per_block.iter_mut().zip(&blocks) {
-                let (head, tail) = std::mem::take(&mut rest).split_at_mut(block.groups.len());
-                out.groups.push(head);
-                rest = tail;
-            }
-        }
-        for (b, out) in per_block.into_iter().enumerate() {
+        for (b, out) in split_by_block(cols, groups, &blocks).into_iter().enumerate() {
             outs[b].push(out);
         }
     }
@@ -319,6 +282,37 @@ struct BlockOut<'a> {
     cols: Vec<&'a mut [f64]>,
     /// Block-local groups, by slot.
     groups: Vec<&'a mut [f64]>,
+}
+
+/// Each block's share of freshly written columns (`rows` long) and group values (`groups`
+/// long), in block order: disjoint mutable slices, so blocks can run in parallel.
+fn split_by_block<'a>(cols: &'a mut [Vec<f64>], groups: &'a mut [Vec<f64>], blocks: &[Block]) -> Vec<BlockOut<'a>> {
+    let mut outs: Vec<BlockOut<'a>> = blocks
+        .iter()
+        .map(|_| BlockOut { cols: Vec::with_capacity(cols.len()), groups: Vec::with_capacity(groups.len()) })
+        .collect();
+    for col in cols.iter_mut() {
+        for (out, head) in outs.iter_mut().zip(split_lengths(col, blocks.iter().map(|b| b.rows.len()))) {
+            out.cols.push(head);
+        }
+    }
+    for vals in groups.iter_mut() {
+        for (out, head) in outs.iter_mut().zip(split_lengths(vals, blocks.iter().map(|b| b.groups.len()))) {
+            out.groups.push(head);
+        }
+    }
+    outs
+}
+
+/// `values` cut into consecutive slices of the given lengths.
+fn split_lengths(mut values: &mut [f64], lengths: impl Iterator<Item = usize>) -> Vec<&mut [f64]> {
+    lengths
+        .map(|n| {
+            let (head, tail) = std::mem::take(&mut values).split_at_mut(n);
+            values = tail;
+            head
+        })
+        .collect()
 }
 
 /// Everything a block reads.

@@ -35,6 +35,17 @@ pub fn load_reward_file(path: &Path, schema: &FeatureSchema, options: &CheckOpti
     }
 }
 
+/// [`load_reward_file`] against the shipped feature schema with the default checks, then the
+/// `--param NAME=VALUE` overrides: what the subcommands that run one reward file start with.
+pub fn load_with_params(path: &Path, overrides: &[String]) -> anyhow::Result<Option<Loaded>> {
+    let schema = rewardlab_rewards::feature_schema();
+    let Some(mut loaded) = load_reward_file(path, &schema, &CheckOptions::default())? else {
+        return Ok(None);
+    };
+    apply_params(&mut loaded.program, overrides)?;
+    Ok(Some(loaded))
+}
+
 /// Applies `NAME=VALUE` overrides to a program's `param`s.
 pub fn apply_params(program: &mut Program, overrides: &[String]) -> anyhow::Result<()> {
     for item in overrides {

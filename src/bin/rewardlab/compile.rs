@@ -4,11 +4,10 @@
 
 use std::path::PathBuf;
 
-use rewardlab_dsl::check::CheckOptions;
 use rewardlab_dsl::codegen::{self, Fusion};
 use rewardlab_dsl::ir;
 
-use crate::common::{apply_params, load_reward_file};
+use crate::common::load_with_params;
 
 #[derive(Debug, clap::Args)]
 pub struct CompileArgs {
@@ -35,11 +34,9 @@ enum Emit {
 }
 
 pub fn run(args: CompileArgs) -> anyhow::Result<u8> {
-    let schema = rewardlab_rewards::feature_schema();
-    let Some(mut loaded) = load_reward_file(&args.file, &schema, &CheckOptions::default())? else {
+    let Some(loaded) = load_with_params(&args.file, &args.params)? else {
         return Ok(1);
     };
-    apply_params(&mut loaded.program, &args.params)?;
     let ir = ir::lower(&loaded.program);
     let fusion = if args.unfused { Fusion::Unfused } else { Fusion::Fused };
     let text = match args.emit {

@@ -7,7 +7,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use rewardlab_dsl::check::CheckOptions;
 use rewardlab_dsl::csv_table::{CsvFeatures, MappedFile, RowOrder, read_features_file, write_outputs};
 use rewardlab_dsl::{EvalOptions, FeatureTable, NonFinite, Program};
 use rewardlab_rewards::features::{FeatureOptions, RowFeatures, feature_table, group_order_of, group_sizes_of};
@@ -15,7 +14,7 @@ use rewardlab_rewards::metrics::LineMatch;
 use rewardlab_rewards::parquet;
 use rewardlab_rewards::rollout::{Rollout, RolloutRef, load_rollouts, map_jsonl};
 
-use crate::common::{apply_params, load_reward_file};
+use crate::common::load_with_params;
 use crate::device::{Backend, Device};
 
 #[derive(Debug, clap::Args)]
@@ -61,11 +60,9 @@ enum LineRule {
 }
 
 pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
-    let schema = rewardlab_rewards::feature_schema();
-    let Some(mut loaded) = load_reward_file(&args.file, &schema, &CheckOptions::default())? else {
+    let Some(loaded) = load_with_params(&args.file, &args.params)? else {
         return Ok(1);
     };
-    apply_params(&mut loaded.program, &args.params)?;
     let options = EvalOptions {
         group_size: args.group_size,
         non_finite: if args.allow_non_finite { NonFinite::Allow } else { NonFinite::Error },
