@@ -12,7 +12,7 @@
 # with a clone there takes part. The mirrors are only read. Knobs (environment):
 #   SEEDS=3 STEPS=80 PROMPTS=8 GROUP=8 EVAL_EVERY=20 MAX_TASKS=600 (mined per repository)
 #   KINDS=both (what is mined: "commits", "pull_requests" or "both")
-#   SCHEDULE=constant (the learning rate 0.05 at every step) or cosine (the seeds' schedule: 5%
+#   LR=0.05 (the proxy's learning rate) SCHEDULE=constant (that rate at every step) or cosine (the seeds' schedule: 5%
 #   linear warmup, then a half cosine to 0 at the last step)
 #   VARIANTS="v3" (shipped reward files rewards/codegrep_<v>.reward) BIN=target/release
 #   PROXY="" (extra `key = value` lines for the proxy's [policy] table, e.g. "ranking_prior = true",
@@ -96,7 +96,7 @@ group_size = ${GROUP:-8}
 eval_every = ${EVAL_EVERY:-20}
 
 [training.optim]
-lr = 0.05
+lr = ${LR:-0.05}
 schedule = $schedule
 
 [summary]
