@@ -81,7 +81,8 @@ enum ModelCommand {
         seed: u64,
     },
     /// One GRPO step of the engine with the Qwen3 + LoRA agent on a device (for scripts/gpu-check.sh):
-    /// sampling and scoring tokens/s measured directly, then the engine step's phase split.
+    /// sampling, scoring and backward + AdamW tokens/s measured directly, then the engine step's
+    /// phase split.
     GpuStep {
         /// A checkpoint directory (e.g. written by `rewardlab model random`).
         #[arg(value_name = "CHECKPOINT")]

@@ -1,8 +1,9 @@
 //! `rewardlab model gpu-step`: the Qwen3 part of `scripts/gpu-check.sh`. On a checkpoint (a
 //! random one with Qwen3-0.6B's shapes), with the seeds' adapters (r = 32 on every
-//! projection): one batched turn of sampling and one scoring pass over those rollouts, timed
-//! directly (tokens/s), then one GRPO step of the real engine on a small synthetic task set
-//! (sandbox tools included), whose phase split is printed. Peak GPU memory is the script's to
+//! projection): one batched turn of sampling, one scoring pass over those rollouts and the
+//! update's backward pass and AdamW step on them, timed directly (tokens/s; the gradient norm
+//! must come out finite and positive), then one GRPO step of the real engine on a small
+//! synthetic task set (sandbox tools included), whose phase split is printed. Peak GPU memory is the script's to
 //! measure (`nvidia-smi`), since it covers the whole process.
 
 use std::path::Path;
