@@ -3,8 +3,8 @@
 //! projection): one batched turn of sampling, one scoring pass over those rollouts and the
 //! update's backward pass and AdamW step on them, timed directly (tokens/s; the gradient norm
 //! must come out finite and positive), then one GRPO step of the real engine on a small
-//! synthetic task set (sandbox tools included), whose phase split is printed. Peak GPU memory is the script's to
-//! measure (`nvidia-smi`), since it covers the whole process.
+//! synthetic task set (sandbox tools included), whose phase split is printed. Peak GPU memory
+//! is the script's to measure (`nvidia-smi`), since it covers the whole process.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use std::time::Instant;
 use anyhow::Context;
 use rewardlab_framework::engine::{Engine, EngineConfig, LrSchedule, OptimConfig, RewardVariant, TaskSet};
 use rewardlab_framework::synthetic::{self, SyntheticConfig};
-use rewardlab_models::agent::{OptimStep, Policy, Sampling, TaskPrompt, TurnInfo};
+use rewardlab_models::agent::{Policy, Sampling, TaskPrompt, TurnInfo};
 use rewardlab_models::agent_qwen3::{AgentOptions, Qwen3Agent};
 use rewardlab_models::policy::PolicyOptions;
 use rewardlab_models::{DType, Device, LoraConfig};
@@ -51,6 +51,20 @@ pub fn gpu_step(
         Qwen3Agent::load(checkpoint, &policy, options.clone())
             .with_context(|| format!("loading {}", checkpoint.display()))
     };
+    // The engine step's settings; the direct update below takes its optimiser step from them.
+    let group = rollouts.div_ceil(2).max(2);
+    let engine_config = EngineConfig {
+        seed: 1,
+        group_size: group,
+        prompts_per_step: 2,
+        total_steps: 1,
+        max_turns: 2,
+        minibatches: 1,
+        checkpoint_every: 1,
+        eval_every: 0,
+        optim: OptimConfig { lr: 1e-5, schedule: LrSchedule::Constant, ..OptimConfig::default() },
+        ..EngineConfig::default()
+    };
     let start = Instant::now();
     let mut agent = load()?;
     let load_s = start.elapsed().as_secs_f64();
@@ -78,9 +92,7 @@ pub fn gpu_step(
         logprobs.iter().enumerate().map(|(i, lp)| vec![if i % 2 == 0 { 1.0 } else { -1.0 }; lp.len()]).collect();
     let start = Instant::now();
     agent.backward(&refs, &coeffs)?;
-    let optim =
-        OptimStep { lr: 1e-5, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0, max_grad_norm: Some(1.0) };
-    let stats = agent.step(&optim)?;
+    let stats = agent.step(&engine_config.optim_step(0))?;
     let backward_s = start.elapsed().as_secs_f64();
     let trained: usize = logprobs.iter().map(Vec::len).sum();
     drop(refs);
@@ -104,7 +116,7 @@ pub fn gpu_step(
     println!(
         "| backward + AdamW step (checkpointed, micro-batch {}), {rollouts} rollouts | {:.0} generated tokens/s \
          ({trained} in {backward_s:.2} s; grad norm {:.3e}) |",
-        rollouts.min(4),
+        options.score_batch,
         trained as f64 / backward_s,
         stats.grad_norm
     );
@@ -121,20 +133,7 @@ pub fn gpu_step(
     let tasks = Arc::new(TaskSet::from_synthetic(&source, 0.15).context("synthetic tasks")?);
     let store = Arc::new(RepoStore::open(work.0.join("store")).context("a repo store")?);
     let sandbox = Sandbox::new(store, Limits::default());
-    let group = rollouts.div_ceil(2).max(2);
     let variant = Arc::new(RewardVariant::compile("codegrep_v3", REWARD, group, &[]).context("the reward")?);
-    let engine_config = EngineConfig {
-        seed: 1,
-        group_size: group,
-        prompts_per_step: 2,
-        total_steps: 1,
-        max_turns: 2,
-        minibatches: 1,
-        checkpoint_every: 1,
-        eval_every: 0,
-        optim: OptimConfig { lr: 1e-5, schedule: LrSchedule::Constant, ..OptimConfig::default() },
-        ..EngineConfig::default()
-    };
     let mut engine = Engine::new(engine_config, agent, tasks, sandbox, variant).context("the engine")?;
     let mut timings = None;
     let start = Instant::now();
