@@ -354,6 +354,24 @@ impl Program {
         &self.defs[id]
     }
 
+    /// Whether any definition reads a batch reduction (`batch.mean(x)`, `batch.rank(x)`, ...).
+    /// Without one, a group's outputs depend on that group's rows alone, so a table may be
+    /// evaluated a chunk of whole groups at a time with the same values.
+    pub fn reads_batch(&self) -> bool {
+        fn walk(e: &Expr) -> bool {
+            match e {
+                Expr::Reduce(Scope::Batch, ..) => true,
+                Expr::Reduce(_, _, arg, mask) => arg.iter().chain(mask).any(|x| walk(x)),
+                Expr::Unary(_, x) => walk(x),
+                Expr::Binary(_, x, y) => walk(x) || walk(y),
+                Expr::Call(_, args) => args.iter().any(walk),
+                Expr::In(x, lo, hi) => walk(x) || walk(lo) || walk(hi),
+                Expr::Number(_) | Expr::Bool(_) | Expr::Feature(_) | Expr::Param(_) | Expr::Def(_) => false,
+            }
+        }
+        self.defs.iter().any(|d| walk(&d.expr))
+    }
+
     /// The id of the `param` with this name, if the program declares one.
     pub fn param_id(&self, name: &str) -> Option<ParamId> {
         self.params.iter().position(|p| p.name == name)

@@ -94,6 +94,104 @@ fn parquet_output_read_back_as_features_gives_the_same_rows() {
     assert_eq!(eval("rewards/codegrep_v3.reward", &out, None), as_csv);
 }
 
+/// Features `group`, `Fb(file)` and `c` of `groups` (one name per row), as a
+/// CSV and as Parquet in row groups of 8 rows; `fb(r)` is row `r`'s `Fb(file)`.
+fn write_features(
+    dir: &Path,
+    groups: &[String],
+    fb: impl Fn(usize) -> f64,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let fb: Vec<f64> = (0..groups.len()).map(fb).collect();
+    let c: Vec<f64> = (0..groups.len()).map(|r| (r % 6) as f64).collect();
+    let mut csv = String::from("group,Fb(file),c\n");
+    for r in 0..groups.len() {
+        csv.push_str(&format!("{},{},{}\n", groups[r], fb[r], c[r]));
+    }
+    let names: Vec<&str> = groups.iter().map(String::as_str).collect();
+    let batch = RecordBatch::try_from_iter(vec![
+        ("group", strings(&names)),
+        ("Fb(file)", Arc::new(arrow_array::Float64Array::from(fb)) as ArrayRef),
+        ("c", Arc::new(arrow_array::Float64Array::from(c)) as ArrayRef),
+    ])
+    .expect("a batch");
+    let parquet = dir.join("features.parquet");
+    let props = parquet::file::properties::WriterProperties::builder().set_max_row_group_row_count(Some(8)).build();
+    let mut writer =
+        ArrowWriter::try_new(std::fs::File::create(&parquet).expect("create"), batch.schema(), Some(props))
+            .expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+    (write(dir, "features.csv", &csv), parquet)
+}
+
+/// The names of the files in `dir`.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).expect("list").map(|e| e.expect("entry").file_name().to_string_lossy().into()).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn parquet_features_evaluated_a_chunk_at_a_time_give_the_csv_inputs_outputs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Groups of 1 to 11 rows across row groups of 8 rows: grouped, so `eval --out` streams.
+    let mut grouped: Vec<String> = Vec::new();
+    for g in 0..60 {
+        grouped.extend(std::iter::repeat_n(format!("issue-{g}"), 1 + (g * 5) % 11));
+    }
+    // The same rows with group 0 coming back at the end: read whole.
+    let mut regrouped = grouped.clone();
+    regrouped.push("issue-0".into());
+    let batch_reward = write(dir.path(), "batch.reward", "reward = Fb(file) * mask(c > 0) - batch.mean(Fb(file))\n");
+    for (groups, rewards) in [
+        (&grouped, vec!["rewards/codegrep_v3.reward", "rewards/grpo.reward", batch_reward.to_str().expect("utf-8")]),
+        (&regrouped, vec!["rewards/codegrep_v3.reward"]),
+    ] {
+        let (csv, parquet) = write_features(dir.path(), groups, |r| ((r * 37) % 101) as f64 / 100.0);
+        for reward in rewards {
+            let want = eval(reward, &csv, None);
+            let out_csv = dir.path().join("out.csv");
+            eval(reward, &parquet, Some(&out_csv));
+            assert_eq!(std::fs::read_to_string(&out_csv).expect("read"), want, "{reward}");
+            let out_parquet = dir.path().join("out.parquet");
+            eval(reward, &parquet, Some(&out_parquet));
+            // Read back (its outputs are replaced by the new ones, the same values).
+            assert_eq!(eval(reward, &out_parquet, None), want, "{reward}");
+        }
+    }
+    assert_eq!(
+        listing(dir.path()),
+        ["batch.reward", "features.csv", "features.parquet", "out.csv", "out.parquet"],
+        "no partial file left"
+    );
+}
+
+#[test]
+fn a_non_finite_value_in_a_later_chunk_fails_as_the_whole_file_does_and_writes_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let groups: Vec<String> = (0..200).map(|r| format!("issue-{}", r / 8)).collect();
+    let (csv, parquet) = write_features(dir.path(), &groups, |r| if r == 150 { -1.0 } else { 0.5 });
+    let reward = write(dir.path(), "sqrt.reward", "reward = sqrt(Fb(file))\n");
+    let reward = reward.to_str().expect("utf-8");
+    let run = |input: &Path, out: &Path| {
+        let o = rewardlab(&[
+            "eval",
+            reward,
+            "--rollouts",
+            input.to_str().expect("utf-8"),
+            "--out",
+            out.to_str().expect("utf-8"),
+        ]);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        stderr(&o)
+    };
+    let from_csv = run(&csv, &dir.path().join("a.csv"));
+    assert!(from_csv.contains("(row 150)"), "{from_csv}");
+    assert_eq!(run(&parquet, &dir.path().join("b.csv")), from_csv);
+    assert_eq!(listing(dir.path()), ["features.csv", "features.parquet", "sqrt.reward"], "nothing written");
+}
+
 #[test]
 fn a_parquet_feature_of_the_wrong_type_is_an_error_naming_it() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -287,13 +287,21 @@ pub(super) fn write_plain(
 }
 
 /// Writes `group`, the table's columns and the outputs, rows in input order,
-/// from the table alone ([`CsvFeatures::from_table`]).
-pub(super) fn write_table(output: &mut impl Write, features: &CsvFeatures, outputs: &Outputs) -> Result<(), CsvError> {
+/// from the table alone ([`CsvFeatures::from_table`]); the header line first
+/// when `header` (a table written in chunks has it once).
+pub(super) fn write_table(
+    output: &mut impl Write,
+    features: &CsvFeatures,
+    outputs: &Outputs,
+    header: bool,
+) -> Result<(), CsvError> {
     let table = &features.table;
     let keys: Vec<&str> = table.column_keys().filter(|k| !OUTPUT_COLUMNS.contains(k)).collect();
     let columns: Vec<&[f64]> = keys.iter().map(|k| table.column(k).expect("a key of the table")).collect();
     let names = std::iter::once(GROUP_COLUMN).chain(keys.iter().copied()).chain(OUTPUT_COLUMNS);
-    output.write_all(&header_line(names)?)?;
+    if header {
+        output.write_all(&header_line(names)?)?;
+    }
     let table_row = features.order.table_rows();
     // Group names that need quoting as a CSV field (few or none); the others
     // are written as they are.

@@ -273,19 +273,40 @@ pub fn read_features_file(path: &Path, columns: Option<&[&str]>) -> Result<CsvFe
         .map_err(|source| CsvError::File { path: path.to_path_buf(), source: Box::new(source) })
 }
 
-/// Writes the input columns and `reward,adv,advantage`, rows in input order.
-/// `outputs` are in table order (as evaluation returns them). Input columns
-/// named like an output are replaced, so an output file can be re-evaluated.
-pub fn write_outputs(mut output: impl Write, features: &CsvFeatures, outputs: &Outputs) -> Result<(), CsvError> {
+/// [`write_outputs`] for a table evaluated in chunks of whole groups (read
+/// chunk by chunk, e.g. from a Parquet file): writes the header line only
+/// with `header` (the first chunk), then the chunk's rows. Only for features
+/// built by [`CsvFeatures::from_table`]; the others re-read their input.
+pub fn write_table_chunk(
+    output: &mut impl Write,
+    features: &CsvFeatures,
+    outputs: &Outputs,
+    header: bool,
+) -> Result<(), CsvError> {
+    assert!(matches!(features.rows, Rows::Table), "write_table_chunk takes features built from a table");
+    check_output_rows(features, outputs)?;
+    fast::write_table(output, features, outputs, header)
+}
+
+/// Outputs must have one value per row of the features.
+fn check_output_rows(features: &CsvFeatures, outputs: &Outputs) -> Result<(), CsvError> {
     let rows = features.order.len();
     for got in [outputs.reward.len(), outputs.adv.len(), outputs.advantage.len()] {
         if got != rows {
             return Err(CsvError::OutputLength { got, want: rows });
         }
     }
+    Ok(())
+}
+
+/// Writes the input columns and `reward,adv,advantage`, rows in input order.
+/// `outputs` are in table order (as evaluation returns them). Input columns
+/// named like an output are replaced, so an output file can be re-evaluated.
+pub fn write_outputs(mut output: impl Write, features: &CsvFeatures, outputs: &Outputs) -> Result<(), CsvError> {
+    check_output_rows(features, outputs)?;
     let records = match &features.rows {
         Rows::Records(records) => records,
-        Rows::Table => return fast::write_table(&mut output, features, outputs),
+        Rows::Table => return fast::write_table(&mut output, features, outputs, true),
         Rows::File(source) => {
             return fast::write_plain(
                 &mut output,

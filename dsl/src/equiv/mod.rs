@@ -46,7 +46,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::check::verify::cases::{self, Case, Column};
 use crate::eval::{EvalError, EvalOptions, NonFinite};
-use crate::hir::{Expr, Program, Scope};
+use crate::hir::{Program, Scope};
 use crate::interp;
 use crate::schema::FeatureSchema;
 use crate::table::TableError;
@@ -274,7 +274,7 @@ fn sample(a: &Program, b: &Program, schema: &FeatureSchema, options: &EquivOptio
     let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
     let size = options.group_size.max(1);
     let eval_options = EvalOptions { group_size: None, non_finite: NonFinite::Allow };
-    let batch = if reads_batch(a) || reads_batch(b) { 4 } else { 64 };
+    let batch = if a.reads_batch() || b.reads_batch() { 4 } else { 64 };
     let mut max_difference: f64 = 0.0;
     let mut witness = None;
     let mut done = 0;
@@ -307,20 +307,4 @@ fn sample(a: &Program, b: &Program, schema: &FeatureSchema, options: &EquivOptio
         }
     }
     Ok(Sampled { witness, max_difference })
-}
-
-/// Whether any definition reads a batch reduction.
-fn reads_batch(program: &Program) -> bool {
-    fn walk(e: &Expr) -> bool {
-        match e {
-            Expr::Reduce(Scope::Batch, ..) => true,
-            Expr::Reduce(_, _, arg, mask) => arg.iter().chain(mask).any(|x| walk(x)),
-            Expr::Unary(_, x) => walk(x),
-            Expr::Binary(_, x, y) => walk(x) || walk(y),
-            Expr::Call(_, args) => args.iter().any(walk),
-            Expr::In(x, lo, hi) => walk(x) || walk(lo) || walk(hi),
-            Expr::Number(_) | Expr::Bool(_) | Expr::Feature(_) | Expr::Param(_) | Expr::Def(_) => false,
-        }
-    }
-    program.defs.iter().any(|d| walk(&d.expr))
 }

@@ -1,7 +1,7 @@
 //! Parquet through the `parquet` crate's Arrow reader and writer.
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
@@ -14,15 +14,16 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
+use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 use rayon::prelude::*;
 use rewardlab_dsl::FeatureTable;
-use rewardlab_dsl::csv_table::{CsvFeatures, GROUP_COLUMN, OUTPUT_COLUMNS, RunGrouping};
+use rewardlab_dsl::csv_table::{CsvFeatures, GROUP_COLUMN, OUTPUT_COLUMNS, RowOrder, RunGrouping};
 use rewardlab_dsl::table::Outputs;
 use serde_json::{Map, Value};
 
-use super::ParquetError;
+use super::{ParquetError, Streamed};
 
 /// Rows per record batch read and written.
 const BATCH_ROWS: usize = 64 * 1024;
@@ -74,64 +75,79 @@ fn read_parts(
     let runs: Vec<Result<Runs, ParquetError>> = slices
         .into_par_iter()
         .enumerate()
-        .map(|(g, mut out)| {
-            let builder = open(path)?;
-            let indices: Vec<usize> = std::iter::once(group)
-                .chain(features.iter().copied())
-                .map(|n| builder.schema().index_of(n).expect("the caller checked the column is present"))
-                .collect();
-            let mask = ProjectionMask::roots(builder.parquet_schema(), indices);
-            let reader = builder
-                .with_projection(mask)
-                .with_row_groups(vec![g])
-                .with_batch_size(BATCH_ROWS)
-                .build()
-                .map_err(|e| format_err(path)(&e))?;
-            let mut runs = Runs::new();
-            let mut done = 0;
-            for batch in reader {
-                let batch = batch.map_err(|e| format_err(path)(&e))?;
-                let row = bases[g] + done;
-                let n = batch.num_rows();
-                if done + n > lengths[g] {
-                    return Err(format_err(path)(&format!("row group {g} holds more rows than its metadata says")));
-                }
-                let texts = GroupText::of(path, batch.column_by_name(group).expect("projected"))?;
-                for i in 0..n {
-                    let name = texts.get(i).ok_or_else(|| ParquetError::Null {
-                        path: path.to_path_buf(),
-                        row: row + i + 1,
-                        column: group.to_string(),
-                    })?;
-                    if name.is_empty() {
-                        return Err(ParquetError::EmptyGroup { path: path.to_path_buf(), row: row + i + 1 });
-                    }
-                    match runs.last_mut() {
-                        Some((last, count)) if *last == name => *count += 1,
-                        _ => runs.push((name.into_owned(), 1)),
-                    }
-                }
-                for (column, key) in out.iter_mut().zip(features) {
-                    let array = batch.column_by_name(key).expect("projected");
-                    put_numbers(path, key, array, row, &mut column[done..done + n])?;
-                }
-                done += n;
-            }
-            if done != lengths[g] {
-                return Err(format_err(path)(&format!("row group {g} holds fewer rows than its metadata says")));
-            }
-            Ok(runs)
-        })
+        .map(|(g, mut out)| decode_row_group(path, group, features, (g, bases[g], lengths[g]), &mut out))
         .collect();
     runs.into_iter().collect()
 }
 
-pub(super) fn read_features(path: &Path, columns: Option<&[&str]>) -> Result<CsvFeatures, ParquetError> {
+/// Decodes row group `g` of `rows` rows, whose first row is file row `base`
+/// (0-based, for errors), by its own reader over the `group` and feature
+/// columns, writing feature `k` into `out[k]` (`rows` places), and returns its
+/// runs.
+fn decode_row_group(
+    path: &Path,
+    group: &str,
+    features: &[&str],
+    (g, base, rows): (usize, usize, usize),
+    out: &mut [&mut [f64]],
+) -> Result<Runs, ParquetError> {
     let builder = open(path)?;
-    let schema = builder.schema().clone();
-    let meta = builder.metadata().clone();
-    drop(builder);
-    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    let indices: Vec<usize> = std::iter::once(group)
+        .chain(features.iter().copied())
+        .map(|n| builder.schema().index_of(n).expect("the caller checked the column is present"))
+        .collect();
+    let mask = ProjectionMask::roots(builder.parquet_schema(), indices);
+    let reader = builder
+        .with_projection(mask)
+        .with_row_groups(vec![g])
+        .with_batch_size(BATCH_ROWS)
+        .build()
+        .map_err(|e| format_err(path)(&e))?;
+    let mut runs = Runs::new();
+    let mut done = 0;
+    for batch in reader {
+        let batch = batch.map_err(|e| format_err(path)(&e))?;
+        let row = base + done;
+        let n = batch.num_rows();
+        if done + n > rows {
+            return Err(format_err(path)(&format!("row group {g} holds more rows than its metadata says")));
+        }
+        let texts = GroupText::of(path, batch.column_by_name(group).expect("projected"))?;
+        for i in 0..n {
+            let name = texts.get(i).ok_or_else(|| ParquetError::Null {
+                path: path.to_path_buf(),
+                row: row + i + 1,
+                column: group.to_string(),
+            })?;
+            if name.is_empty() {
+                return Err(ParquetError::EmptyGroup { path: path.to_path_buf(), row: row + i + 1 });
+            }
+            match runs.last_mut() {
+                Some((last, count)) if *last == name => *count += 1,
+                _ => runs.push((name.into_owned(), 1)),
+            }
+        }
+        for (column, key) in out.iter_mut().zip(features) {
+            let array = batch.column_by_name(key).expect("projected");
+            put_numbers(path, key, array, row, &mut column[done..done + n])?;
+        }
+        done += n;
+    }
+    if done != rows {
+        return Err(format_err(path)(&format!("row group {g} holds fewer rows than its metadata says")));
+    }
+    Ok(runs)
+}
+
+/// Which feature columns to read (`columns`, each checked present, or every
+/// column but `group`) and each row group's row count; errors when the file
+/// has no `group` column or no rows.
+fn layout<'a>(
+    path: &Path,
+    names: &[&'a str],
+    meta: &ParquetMetaData,
+    columns: Option<&[&'a str]>,
+) -> Result<(Vec<&'a str>, Vec<usize>), ParquetError> {
     if !names.contains(&GROUP_COLUMN) {
         return Err(ParquetError::NoGroupColumn { path: path.to_path_buf() });
     }
@@ -151,10 +167,20 @@ pub(super) fn read_features(path: &Path, columns: Option<&[&str]>) -> Result<Csv
     }
     let lengths: Vec<usize> =
         (0..meta.num_row_groups()).map(|g| usize::try_from(meta.row_group(g).num_rows()).unwrap_or(0)).collect();
-    let rows: usize = lengths.iter().sum();
-    if rows == 0 {
+    if lengths.iter().sum::<usize>() == 0 {
         return Err(ParquetError::Empty { path: path.to_path_buf() });
     }
+    Ok((features, lengths))
+}
+
+pub(super) fn read_features(path: &Path, columns: Option<&[&str]>) -> Result<CsvFeatures, ParquetError> {
+    let builder = open(path)?;
+    let schema = builder.schema().clone();
+    let meta = builder.metadata().clone();
+    drop(builder);
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    let (features, lengths) = layout(path, &names, &meta, columns)?;
+    let rows: usize = lengths.iter().sum();
     let mut values: Vec<Vec<f64>> = features.iter().map(|_| vec![0.0; rows]).collect();
     // Groups by first appearance, as the CSV reader orders them.
     let mut runs: Runs =
@@ -168,6 +194,78 @@ pub(super) fn read_features(path: &Path, columns: Option<&[&str]>) -> Result<Csv
         table.add_column(key.to_string(), order.permute(column))?;
     }
     Ok(CsvFeatures::from_table(table, order))
+}
+
+/// A row group's runs and its feature columns.
+type Part = (Runs, Vec<Vec<f64>>);
+
+/// See [`super::stream_features`]. Row groups are decoded in waves of one per
+/// thread; the rows of a wave's last group wait for the next wave, which may
+/// hold more of that group.
+pub(super) fn stream_features<E: From<ParquetError>>(
+    path: &Path,
+    columns: &[&str],
+    mut chunk: impl FnMut(CsvFeatures) -> Result<(), E>,
+) -> Result<Streamed, E> {
+    let builder = open(path)?;
+    let schema = builder.schema().clone();
+    let meta = builder.metadata().clone();
+    drop(builder);
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    let (features, lengths) = layout(path, &names, &meta, Some(columns))?;
+    let bases: Vec<usize> = lengths.iter().scan(0, |sum, &n| Some(std::mem::replace(sum, *sum + n))).collect();
+    // Read and not yet handed on: runs of one group each (adjacent runs of one group merged)
+    // and their rows' values.
+    let mut runs = Runs::new();
+    let mut values: Vec<Vec<f64>> = features.iter().map(|_| Vec::new()).collect();
+    // The groups handed on, by a hash of their name: a name that comes back means the rows
+    // are not grouped (a collision can only say so wrongly, and then the caller reads the
+    // file whole, which is always right).
+    let hashes = std::hash::RandomState::new();
+    let mut finished: std::collections::HashSet<u64> = std::collections::HashSet::new();
+    let row_groups: Vec<usize> = (0..lengths.len()).collect();
+    let waves = row_groups.chunks(rayon::current_num_threads().max(1));
+    let last_wave = waves.len() - 1;
+    for (w, wave) in waves.enumerate() {
+        let parts: Vec<Result<Part, ParquetError>> = wave
+            .par_iter()
+            .map(|&g| {
+                let mut part: Vec<Vec<f64>> = features.iter().map(|_| vec![0.0; lengths[g]]).collect();
+                let mut out: Vec<&mut [f64]> = part.iter_mut().map(Vec::as_mut_slice).collect();
+                let runs = decode_row_group(path, GROUP_COLUMN, &features, (g, bases[g], lengths[g]), &mut out)?;
+                Ok((runs, part))
+            })
+            .collect();
+        for part in parts {
+            let (part_runs, part_values) = part?;
+            for (name, n) in part_runs {
+                match runs.last_mut() {
+                    Some((last, count)) if *last == name => *count += n,
+                    _ => runs.push((name, n)),
+                }
+            }
+            for (column, part) in values.iter_mut().zip(part_values) {
+                column.extend_from_slice(&part);
+            }
+        }
+        // Every run is a whole group but the last, until the last wave.
+        let whole = if w == last_wave { runs.len() } else { runs.len() - 1 };
+        if whole == 0 {
+            continue;
+        }
+        let held = runs.split_off(whole);
+        if !runs.iter().all(|(name, _)| finished.insert(std::hash::BuildHasher::hash_one(&hashes, name))) {
+            return Ok(Streamed::NotGrouped);
+        }
+        let rows: usize = runs.iter().map(|(_, n)| n).sum();
+        let mut table = FeatureTable::new(std::mem::replace(&mut runs, held)).map_err(ParquetError::from)?;
+        for (key, column) in features.iter().zip(values.iter_mut()) {
+            let rest = column.split_off(rows);
+            table.add_column(key.to_string(), std::mem::replace(column, rest)).map_err(ParquetError::from)?;
+        }
+        chunk(CsvFeatures::from_table(table, RowOrder::Identity(rows)))?;
+    }
+    Ok(Streamed::Done)
 }
 
 /// The text of a `group` column's rows, whatever string or integer type it has.
@@ -362,45 +460,73 @@ fn json_value(path: &Path, name: &str, array: &dyn Array, i: usize) -> Result<Op
     }))
 }
 
-pub(super) fn write_outputs(path: &Path, features: &CsvFeatures, outputs: &Outputs) -> Result<(), ParquetError> {
-    let table = &features.table;
-    let keys: Vec<&str> = table.column_keys().filter(|k| !OUTPUT_COLUMNS.contains(k) && *k != GROUP_COLUMN).collect();
-    let columns: Vec<&[f64]> = keys.iter().map(|k| table.column(k).expect("a key of the table")).collect();
-    let mut fields = vec![Field::new(GROUP_COLUMN, DataType::Utf8, false)];
-    fields.extend(keys.iter().chain(&OUTPUT_COLUMNS).map(|k| Field::new(*k, DataType::Float64, false)));
-    let schema = Arc::new(Schema::new(fields));
+/// See [`super::OutputWriter`].
+pub(super) struct Writer {
+    path: PathBuf,
+    schema: Arc<Schema>,
+    writer: ArrowWriter<File>,
+}
 
-    let rows = features.order.len();
-    let table_row = features.order.table_rows();
-    let file = File::create(path).map_err(|source| ParquetError::Io { path: path.to_path_buf(), source })?;
-    // Row groups of `BATCH_ROWS` rows: a reader decodes them in parallel. Dictionary encoding
-    // only for `group` (a handful of values a row group): the number columns hardly repeat, and
-    // a dictionary per column held while a row group is written was a sixth of the peak memory.
-    let props = WriterProperties::builder()
-        .set_compression(Compression::SNAPPY)
-        .set_max_row_group_row_count(Some(BATCH_ROWS))
-        .set_dictionary_enabled(false)
-        .set_column_dictionary_enabled(ColumnPath::from(GROUP_COLUMN), true)
-        .build();
-    let err = format_err(path);
-    let mut writer = ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(|e| err(&e))?;
-    let mut group_of = table.group_finder();
-    for start in (0..rows).step_by(BATCH_ROWS) {
-        let inputs = start..(start + BATCH_ROWS).min(rows);
-        let table_rows: Vec<usize> = match &table_row {
-            Some(inverse) => inverse[inputs].to_vec(),
-            None => inputs.collect(),
-        };
-        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
-        arrays.push(Arc::new(StringArray::from_iter_values(table_rows.iter().map(|&t| table.group_name(group_of(t))))));
-        let output_columns = [&outputs.reward[..], &outputs.adv[..], &outputs.advantage[..]];
-        for column in columns.iter().chain(&output_columns) {
-            let values: Vec<f64> = table_rows.iter().map(|&t| column[t] + 0.0).collect();
-            arrays.push(Arc::new(Float64Array::from(values)));
-        }
-        let batch = RecordBatch::try_new(schema.clone(), arrays).map_err(|e| err(&e))?;
-        writer.write(&batch).map_err(|e| err(&e))?;
+impl Writer {
+    pub(super) fn create(path: &Path, features: &CsvFeatures) -> Result<Writer, ParquetError> {
+        let mut fields = vec![Field::new(GROUP_COLUMN, DataType::Utf8, false)];
+        fields.extend(kept_keys(features).chain(OUTPUT_COLUMNS).map(|k| Field::new(k, DataType::Float64, false)));
+        let schema = Arc::new(Schema::new(fields));
+        let file = File::create(path).map_err(|source| ParquetError::Io { path: path.to_path_buf(), source })?;
+        // Row groups of `BATCH_ROWS` rows: a reader decodes them in parallel. Dictionary encoding
+        // only for `group` (a handful of values a row group): the number columns hardly repeat,
+        // and a dictionary per column held while a row group is written was a sixth of the peak
+        // memory.
+        let props = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_max_row_group_row_count(Some(BATCH_ROWS))
+            .set_dictionary_enabled(false)
+            .set_column_dictionary_enabled(ColumnPath::from(GROUP_COLUMN), true)
+            .build();
+        let writer = ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(|e| format_err(path)(&e))?;
+        Ok(Writer { path: path.to_path_buf(), schema, writer })
     }
-    writer.close().map_err(|e| err(&e))?;
-    Ok(())
+
+    pub(super) fn write(&mut self, features: &CsvFeatures, outputs: &Outputs) -> Result<(), ParquetError> {
+        let table = &features.table;
+        let keys: Vec<&str> = kept_keys(features).collect();
+        if keys.len() + 1 + OUTPUT_COLUMNS.len() != self.schema.fields().len() {
+            return Err(format_err(&self.path)(&"a chunk's columns differ from the first chunk's"));
+        }
+        let columns: Vec<&[f64]> = keys.iter().map(|k| table.column(k).expect("a key of the table")).collect();
+        let rows = features.order.len();
+        let table_row = features.order.table_rows();
+        let err = format_err(&self.path);
+        let mut group_of = table.group_finder();
+        for start in (0..rows).step_by(BATCH_ROWS) {
+            let inputs = start..(start + BATCH_ROWS).min(rows);
+            let table_rows: Vec<usize> = match &table_row {
+                Some(inverse) => inverse[inputs].to_vec(),
+                None => inputs.collect(),
+            };
+            let mut arrays: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
+            arrays.push(Arc::new(StringArray::from_iter_values(
+                table_rows.iter().map(|&t| table.group_name(group_of(t))),
+            )));
+            let output_columns = [&outputs.reward[..], &outputs.adv[..], &outputs.advantage[..]];
+            for column in columns.iter().chain(&output_columns) {
+                let values: Vec<f64> = table_rows.iter().map(|&t| column[t] + 0.0).collect();
+                arrays.push(Arc::new(Float64Array::from(values)));
+            }
+            let batch = RecordBatch::try_new(self.schema.clone(), arrays).map_err(|e| err(&e))?;
+            self.writer.write(&batch).map_err(|e| err(&e))?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn finish(self) -> Result<(), ParquetError> {
+        self.writer.close().map_err(|e| format_err(&self.path)(&e))?;
+        Ok(())
+    }
+}
+
+/// The feature columns written beside the outputs: the table's, but `group`
+/// and any named like an output (an output file re-evaluated).
+fn kept_keys(features: &CsvFeatures) -> impl Iterator<Item = &str> {
+    features.table.column_keys().filter(|k| !OUTPUT_COLUMNS.contains(k) && *k != GROUP_COLUMN)
 }

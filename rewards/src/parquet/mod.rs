@@ -157,17 +157,77 @@ pub fn rollout_lines(path: &Path) -> Result<Vec<u8>, ParquetError> {
     imp::rollout_lines(path)
 }
 
+/// How [`stream_features`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Streamed {
+    /// Every row was handed on.
+    Done,
+    /// A group came back after another had begun: the rows are not grouped,
+    /// so the chunks handed on are not whole groups after all. Discard what
+    /// was made of them and read the file whole ([`read_features`]).
+    NotGrouped,
+}
+
+/// Reads a features file in chunks of whole groups, in file order, handing
+/// each to `chunk` as a table whose rows are in input order, so that a program
+/// without batch reductions (`Program::reads_batch`) can be evaluated and
+/// written a chunk at a time, in memory for a few row groups instead of the
+/// whole file. `columns` are the features read (each must be present).
+///
+/// A chunk holds the rows of one or more row groups (one per thread), less
+/// the last group's rows when the next row group may hold more of them; those
+/// come with the next chunk. The file's errors (a null, a column's type, an
+/// empty group name) are [`read_features`]'s, but may come after some chunks
+/// were handed on.
+pub fn stream_features<E: From<ParquetError>>(
+    path: &Path,
+    columns: &[&str],
+    chunk: impl FnMut(CsvFeatures) -> Result<(), E>,
+) -> Result<Streamed, E> {
+    imp::stream_features(path, columns, chunk)
+}
+
 /// Writes `group`, the feature columns of `features.table` and
 /// `reward,adv,advantage` to `path`, rows in input order. `outputs` are in
 /// table order, as evaluation returns them.
 pub fn write_outputs(path: &Path, features: &CsvFeatures, outputs: &Outputs) -> Result<(), ParquetError> {
-    let rows = features.order.len();
-    for got in [outputs.reward.len(), outputs.adv.len(), outputs.advantage.len()] {
-        if got != rows {
-            return Err(ParquetError::OutputLength { got, want: rows });
-        }
+    let mut writer = OutputWriter::create(path, features)?;
+    writer.write(features, outputs)?;
+    writer.finish()
+}
+
+/// [`write_outputs`] a chunk at a time: the chunks of [`stream_features`]
+/// (or any tables with the same columns), each with its outputs, written one
+/// after another into one file.
+pub struct OutputWriter(imp::Writer);
+
+impl std::fmt::Debug for OutputWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutputWriter").finish_non_exhaustive()
     }
-    imp::write_outputs(path, features, outputs)
+}
+
+impl OutputWriter {
+    /// Creates the file, its columns those of `first` (the first chunk).
+    pub fn create(path: &Path, first: &CsvFeatures) -> Result<OutputWriter, ParquetError> {
+        imp::Writer::create(path, first).map(OutputWriter)
+    }
+
+    /// Appends a chunk's rows, in its input order; `outputs` in table order.
+    pub fn write(&mut self, features: &CsvFeatures, outputs: &Outputs) -> Result<(), ParquetError> {
+        let rows = features.order.len();
+        for got in [outputs.reward.len(), outputs.adv.len(), outputs.advantage.len()] {
+            if got != rows {
+                return Err(ParquetError::OutputLength { got, want: rows });
+            }
+        }
+        self.0.write(features, outputs)
+    }
+
+    /// Writes the file's footer; the file is complete once this returns.
+    pub fn finish(self) -> Result<(), ParquetError> {
+        self.0.finish()
+    }
 }
 
 #[cfg(all(test, feature = "parquet"))]

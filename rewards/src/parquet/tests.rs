@@ -10,6 +10,7 @@ use arrow_array::{
 use arrow_buffer::{OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field};
 use parquet::arrow::ArrowWriter;
+use rewardlab_dsl::csv_table::{CsvFeatures, RowOrder};
 use rewardlab_dsl::table::Outputs;
 
 use super::*;
@@ -138,6 +139,121 @@ fn row_groups_decoded_in_parallel_give_what_the_csv_reader_gives() {
     );
     let err = read_features(&path, None).expect_err("a null");
     assert_eq!(err.to_string(), format!("{}: row 701: `c` is null", path.display()));
+}
+
+/// The chunks [`stream_features`] hands on, or how it ended without them.
+fn chunks(path: &Path, columns: &[&str]) -> (Vec<CsvFeatures>, Result<Streamed, ParquetError>) {
+    let mut got = Vec::new();
+    let end = stream_features(path, columns, |chunk| {
+        got.push(chunk);
+        Ok::<(), ParquetError>(())
+    });
+    (got, end)
+}
+
+#[test]
+fn streamed_chunks_are_whole_groups_that_join_into_the_whole_table() {
+    // Groups of 1 to 9 rows across row groups of 16 rows (one group longer
+    // than a row group), and a single-row last group.
+    let mut groups: Vec<String> = Vec::new();
+    for g in 0..120 {
+        let size = if g == 40 { 37 } else { 1 + (g * 7) % 9 };
+        groups.extend(std::iter::repeat_n(format!("g{g}"), size));
+    }
+    groups.push("last".into());
+    let rows = groups.len();
+    let fb: Vec<f64> = (0..rows).map(|r| r as f64 / rows as f64).collect();
+    let c: Vec<i64> = (0..rows as i64).map(|r| r % 5).collect();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("features.parquet");
+    let names: Vec<&str> = groups.iter().map(String::as_str).collect();
+    write_in_row_groups(
+        &path,
+        vec![("group", strings(&names)), ("Fb(file)", floats(&fb)), ("c", Arc::new(Int64Array::from(c)) as ArrayRef)],
+        16,
+    );
+    let whole = read_features(&path, Some(&["c", "Fb(file)"])).expect("read whole");
+    // Waves of two row groups, whatever the machine's cores.
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().expect("a pool");
+    let (got, end) = pool.install(|| chunks(&path, &["c", "Fb(file)"]));
+    assert_eq!(end.expect("streamed"), Streamed::Done);
+    assert!(got.len() > 1, "several chunks: {}", got.len());
+    let mut group = 0;
+    let mut row = 0;
+    for chunk in &got {
+        let table = &chunk.table;
+        assert_eq!(chunk.order, RowOrder::Identity(table.rows()));
+        for g in 0..table.groups() {
+            // The same group, whole, as in the table read at once.
+            assert_eq!(table.group_name(g), whole.table.group_name(group));
+            assert_eq!(
+                table.group_rows(g),
+                whole.table.group_rows(group).start - row..whole.table.group_rows(group).end - row
+            );
+            group += 1;
+        }
+        for key in ["c", "Fb(file)"] {
+            let want = &whole.table.column(key).expect("read")[row..row + table.rows()];
+            assert_eq!(table.column(key), Some(want), "{key}");
+        }
+        row += table.rows();
+    }
+    assert_eq!((group, row), (whole.table.groups(), rows));
+}
+
+#[test]
+fn streaming_stops_at_a_group_that_comes_back_and_reports_the_files_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("features.parquet");
+    // `a` comes back after `b` and `c`, two row groups later.
+    let groups = ["a", "a", "b", "b", "c", "c", "a", "d"];
+    write_in_row_groups(&path, vec![("group", strings(&groups)), ("c", floats(&[1.0; 8]))], 2);
+    let (_, end) = chunks(&path, &["c"]);
+    assert_eq!(end.expect("read"), Streamed::NotGrouped);
+
+    // The errors of reading the file whole, whichever chunk they fall in.
+    let with_null: ArrayRef = Arc::new(Float64Array::from(vec![Some(1.0), Some(2.0), Some(3.0), None]));
+    write_in_row_groups(&path, vec![("group", strings(&["a", "a", "b", "b"])), ("c", with_null)], 2);
+    let (_, end) = chunks(&path, &["c"]);
+    let whole = read_features(&path, Some(&["c"])).expect_err("a null");
+    assert_eq!(end.expect_err("a null").to_string(), whole.to_string());
+    let (_, end) = chunks(&path, &["Fb(file)"]);
+    assert!(matches!(end, Err(ParquetError::MissingColumn { .. })), "{end:?}");
+}
+
+#[test]
+fn output_written_a_chunk_at_a_time_is_the_file_written_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("features.parquet");
+    let groups: Vec<String> = (0..300).map(|r| format!("g{}", r / 6)).collect();
+    let names: Vec<&str> = groups.iter().map(String::as_str).collect();
+    let fb: Vec<f64> = (0..300).map(|r| f64::from(r) / 7.0).collect();
+    write_in_row_groups(&input, vec![("group", strings(&names)), ("Fb(file)", floats(&fb))], 32);
+    let outputs_of = |features: &CsvFeatures| {
+        let column = features.table.column("Fb(file)").expect("read");
+        Outputs {
+            reward: column.to_vec(),
+            adv: column.iter().map(|v| -v).collect(),
+            advantage: vec![0.5; column.len()],
+        }
+    };
+    let at_once = dir.path().join("at_once.parquet");
+    let whole = read_features(&input, None).expect("read");
+    write_outputs(&at_once, &whole, &outputs_of(&whole)).expect("write");
+    let chunked = dir.path().join("chunked.parquet");
+    let mut writer: Option<OutputWriter> = None;
+    let end = stream_features(&input, &["Fb(file)"], |chunk| {
+        let w = match &mut writer {
+            Some(w) => w,
+            None => writer.insert(OutputWriter::create(&chunked, &chunk)?),
+        };
+        w.write(&chunk, &outputs_of(&chunk))
+    });
+    assert_eq!(end.expect("streamed"), Streamed::Done);
+    writer.expect("a chunk").finish().expect("finish");
+    let (a, b) = (read_features(&at_once, None).expect("read"), read_features(&chunked, None).expect("read"));
+    assert_eq!(a.table, b.table);
+    assert_eq!(a.order, b.order);
 }
 
 #[test]

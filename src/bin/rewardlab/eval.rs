@@ -7,7 +7,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use rewardlab_dsl::csv_table::{CsvFeatures, MappedFile, RowOrder, read_features_file, write_outputs};
+use rewardlab_dsl::csv_table::{
+    CsvFeatures, MappedFile, RowOrder, read_features_file, write_outputs, write_table_chunk,
+};
 use rewardlab_dsl::{EvalOptions, FeatureTable, NonFinite, Program};
 use rewardlab_rewards::features::{FeatureOptions, RowFeatures, feature_table, group_order_of, group_sizes_of};
 use rewardlab_rewards::metrics::LineMatch;
@@ -76,6 +78,12 @@ pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
             // messages as a JSONL file, `line N` being row N.
             jsonl_input(&args, &loaded.program, &parquet::rollout_lines(path)?)?
         } else {
+            if let Some(out) = &args.out
+                && !loaded.program.reads_batch()
+                && stream_parquet(&compiled, &options, path, &keys, out)?
+            {
+                return Ok(0);
+            }
             Some(parquet::read_features(path, Some(&keys))?)
         }
     } else if is_jsonl(path)? {
@@ -90,12 +98,103 @@ pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
     release_freed_memory();
     let outputs = compiled.eval(&input.table, &options)?;
     match &args.out {
-        Some(out) if out.extension().is_some_and(|e| e.eq_ignore_ascii_case("parquet")) => {
-            parquet::write_outputs(out, &input, &outputs)?
-        }
+        Some(out) if is_parquet_out(out) => parquet::write_outputs(out, &input, &outputs)?,
         out => write_outputs(open_out(out)?, &input, &outputs)?,
     }
     Ok(0)
+}
+
+/// Evaluates a Parquet features file a chunk of whole groups at a time
+/// ([`parquet::stream_features`]), in memory for a few row groups instead of
+/// the whole table, for a program without batch reductions (each group's
+/// outputs are then its own rows' alone, so the values are those of the whole
+/// table). Chunks are written to a file beside `out` that becomes `out` once
+/// all are written. Returns false, leaving nothing behind, when the file must
+/// be read whole instead: `out` is not a regular file (standard output, a
+/// pipe, a link), the rows are not grouped, or reading or evaluating a chunk
+/// failed, which the whole-file path then reports exactly as it always has.
+fn stream_parquet(
+    compiled: &Backend,
+    options: &EvalOptions,
+    path: &Path,
+    keys: &[&str],
+    out: &Path,
+) -> anyhow::Result<bool> {
+    let regular = std::fs::symlink_metadata(out).map_or(true, |m| m.file_type().is_file());
+    let Some(name) = out.file_name().filter(|_| regular) else {
+        return Ok(false);
+    };
+    let partial = out.with_file_name(format!(".{}.partial-{}", name.to_string_lossy(), std::process::id()));
+    let as_parquet = is_parquet_out(out);
+    let written = write_streamed(compiled, options, path, keys, (&partial, as_parquet));
+    if !matches!(written, Ok(true)) {
+        let _ = std::fs::remove_file(&partial);
+        return written;
+    }
+    std::fs::rename(&partial, out).with_context(|| format!("moving {} to {}", partial.display(), out.display()))?;
+    Ok(true)
+}
+
+/// Whether `--out` names a Parquet file (by its extension).
+fn is_parquet_out(out: &Path) -> bool {
+    out.extension().is_some_and(|e| e.eq_ignore_ascii_case("parquet"))
+}
+
+/// Why [`write_streamed`] stopped early: to read the file whole, or an error
+/// of the output.
+enum Stop {
+    Whole,
+    Fail(anyhow::Error),
+}
+
+impl From<parquet::ParquetError> for Stop {
+    fn from(_: parquet::ParquetError) -> Stop {
+        Stop::Whole
+    }
+}
+
+/// The chunks' rows and outputs, written to `to` as CSV, or as Parquet with
+/// `as_parquet`; false when the file must be read whole.
+fn write_streamed(
+    compiled: &Backend,
+    options: &EvalOptions,
+    path: &Path,
+    keys: &[&str],
+    (to, as_parquet): (&Path, bool),
+) -> anyhow::Result<bool> {
+    enum Sink {
+        Csv(std::io::BufWriter<File>),
+        Parquet(Box<parquet::OutputWriter>),
+    }
+    let mut sink: Option<Sink> = None;
+    let streamed = parquet::stream_features(path, keys, |chunk| {
+        let outputs = compiled.eval(&chunk.table, options).map_err(|_| Stop::Whole)?;
+        let fail = |e: anyhow::Error| Stop::Fail(e.context(format!("writing {}", to.display())));
+        let header = sink.is_none();
+        if header {
+            sink = Some(if as_parquet {
+                Sink::Parquet(Box::new(parquet::OutputWriter::create(to, &chunk).map_err(|e| fail(e.into()))?))
+            } else {
+                Sink::Csv(std::io::BufWriter::new(File::create(to).map_err(|e| fail(e.into()))?))
+            });
+        }
+        match sink.as_mut().expect("made above") {
+            Sink::Csv(w) => write_table_chunk(w, &chunk, &outputs, header).map_err(|e| fail(e.into())),
+            Sink::Parquet(w) => w.write(&chunk, &outputs).map_err(|e| fail(e.into())),
+        }
+    });
+    match streamed {
+        Ok(parquet::Streamed::Done) => {
+            match sink {
+                Some(Sink::Csv(mut w)) => w.flush()?,
+                Some(Sink::Parquet(w)) => w.finish()?,
+                None => return Ok(false),
+            }
+            Ok(true)
+        }
+        Ok(parquet::Streamed::NotGrouped) | Err(Stop::Whole) => Ok(false),
+        Err(Stop::Fail(e)) => Err(e),
+    }
 }
 
 /// Hands the allocator's free pages back to the system. Reading leaves the parsers' freed
