@@ -89,12 +89,12 @@ pub enum AnswerError {
         item: String,
     },
     /// A `files` entry is not a valid repository-relative path.
-    #[error("file `{text}`: {source}")]
+    #[error("file `{text}`: {reason}")]
     Path {
         /// The entry as written in the answer.
         text: String,
-        /// Why it is not a valid path.
-        source: paths::PathError,
+        /// Why it is not a valid path (its message ends this one's, so it is not a `source()`).
+        reason: paths::PathError,
     },
     /// A `line_ranges` entry does not parse as `path:start-end`.
     #[error(transparent)]
@@ -158,7 +158,7 @@ impl Answer {
         let mut files = Vec::with_capacity(files_raw.len());
         for f in files_raw {
             let f = f.as_ref();
-            let p = paths::normalize(f).map_err(|source| AnswerError::Path { text: f.to_string(), source })?;
+            let p = paths::normalize(f).map_err(|reason| AnswerError::Path { text: f.to_string(), reason })?;
             push_unique(&mut files, p, "files")?;
         }
         let mut line_ranges = Vec::with_capacity(ranges_raw.len());
@@ -180,7 +180,7 @@ impl Answer {
                         return Err(AnswerError::Function(f.to_string()));
                     }
                     let path =
-                        paths::normalize(path).map_err(|source| AnswerError::Path { text: f.to_string(), source })?;
+                        paths::normalize(path).map_err(|reason| AnswerError::Path { text: f.to_string(), reason })?;
                     push_unique(&mut out, format!("{path}::{name}"), "functions")?;
                 }
                 Some(out)

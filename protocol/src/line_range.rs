@@ -32,12 +32,13 @@ pub enum LineRangeError {
     #[error("line range `{0}`: end is before start")]
     Reversed(String),
     /// The path part is not a valid repository-relative path.
-    #[error("line range `{text}`: {source}")]
+    #[error("line range `{text}`: {reason}")]
     Path {
         /// The range as written.
         text: String,
-        /// Why its path part is not a valid path.
-        source: crate::paths::PathError,
+        /// Why its path part is not a valid path (its message ends this one's, so it is not a
+        /// `source()`).
+        reason: crate::paths::PathError,
     },
 }
 
@@ -104,7 +105,7 @@ impl LineRange {
             return Err(LineRangeError::Reversed(text.to_string()));
         }
         let path =
-            crate::paths::normalize(path).map_err(|source| LineRangeError::Path { text: text.to_string(), source })?;
+            crate::paths::normalize(path).map_err(|reason| LineRangeError::Path { text: text.to_string(), reason })?;
         Ok(LineRange { path, start, end })
     }
 }

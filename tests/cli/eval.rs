@@ -82,6 +82,17 @@ fn a_feature_the_source_lacks_is_an_error_naming_it() {
 }
 
 #[test]
+fn a_features_csv_without_a_column_the_program_reads_names_it_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = write(dir.path(), "f.csv", "group,Fb(file),c\ng,1,2\n");
+    let out = rewardlab(&["eval", "rewards/codegrep_v1.reward", "--rollouts", path.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(1));
+    let last = stderr(&out).lines().last().unwrap_or_default().to_string();
+    // The file wraps the reader's message; the chain prints each cause once.
+    assert_eq!(last, format!("error: {}: line 1: no column `Fb(lr)`", path.display()));
+}
+
+#[test]
 fn wrong_group_size_is_an_error() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = write(dir.path(), "r.jsonl", ROLLOUTS);

@@ -228,7 +228,7 @@ pub(super) fn write_plain(
     order: &RowOrder,
     outputs: &Outputs,
 ) -> Result<(), CsvError> {
-    let map = MappedFile::open(path).map_err(|source| CsvError::Open { path: path.to_path_buf(), source })?;
+    let map = MappedFile::open(path).map_err(|error| CsvError::Open { path: path.to_path_buf(), error })?;
     let kept: Vec<bool> = headers.iter().map(|h| !OUTPUT_COLUMNS.contains(&h.as_str())).collect();
     let names = headers.iter().zip(&kept).filter(|(_, k)| **k).map(|(h, _)| h.as_str()).chain(OUTPUT_COLUMNS);
     output.write_all(&header_line(names)?)?;

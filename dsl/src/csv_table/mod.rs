@@ -89,32 +89,31 @@ impl CsvFeatures {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CsvError {
+    // The wrapped errors below are part of the message and not a `source()`, so that
+    // printing the chain (`{:#}`) says each cause once.
     /// A failure inside a named file, wrapping the error that caused it.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     File {
         /// The CSV file being read or written.
         path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: Box<CsvError>,
+        /// The underlying error (its message ends this one's).
+        error: Box<CsvError>,
     },
     /// The file could not be opened or created.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Open {
         /// The path that failed to open.
         path: PathBuf,
-        /// The operating system's error.
-        #[source]
-        source: std::io::Error,
+        /// The operating system's error (its message ends this one's).
+        error: std::io::Error,
     },
     /// The CSV reader rejected a record (bad quoting, invalid UTF-8, ...).
-    #[error("line {line}: {source}")]
+    #[error("line {line}: {error}")]
     Csv {
         /// 1-based line of the bad record.
         line: u64,
-        /// The reader's error.
-        #[source]
-        source: csv::Error,
+        /// The reader's error (its message ends this one's).
+        error: csv::Error,
     },
     /// The header has no `group` column naming each row's group.
     #[error("line 1: no `group` column (the header names features as a reward file does: `group,x,f(level),...`)")]
@@ -166,7 +165,7 @@ pub enum CsvError {
         want: usize,
     },
     /// Writing the output CSV failed.
-    #[error("writing the output: {0}")]
+    #[error("writing the output")]
     Write(#[from] std::io::Error),
     /// The parsed columns did not form a valid feature table.
     #[error(transparent)]
@@ -179,7 +178,7 @@ pub enum CsvError {
 pub fn read_features(input: impl Read, columns: Option<&[&str]>) -> Result<CsvFeatures, CsvError> {
     let mut reader = csv::ReaderBuilder::new().flexible(true).trim(csv::Trim::All).from_reader(input);
     let headers: Vec<String> =
-        reader.headers().map_err(|source| CsvError::Csv { line: 1, source })?.iter().map(str::to_string).collect();
+        reader.headers().map_err(|error| CsvError::Csv { line: 1, error })?.iter().map(str::to_string).collect();
     let mut seen = HashMap::new();
     for (i, h) in headers.iter().enumerate() {
         if seen.insert(h.as_str(), i).is_some() {
@@ -204,9 +203,9 @@ pub fn read_features(input: impl Read, columns: Option<&[&str]>) -> Result<CsvFe
     let mut group_names: Vec<String> = Vec::new();
     let mut record = csv::StringRecord::new();
     loop {
-        let more = reader.read_record(&mut record).map_err(|source| {
-            let line = source.position().map_or(0, |p| p.line());
-            CsvError::Csv { line, source }
+        let more = reader.read_record(&mut record).map_err(|error| {
+            let line = error.position().map_or(0, |p| p.line());
+            CsvError::Csv { line, error }
         })?;
         if !more {
             break;
@@ -259,7 +258,7 @@ pub fn read_features(input: impl Read, columns: Option<&[&str]>) -> Result<CsvFe
 /// rather than keeping them. Anything else, and every error, goes through
 /// [`read_features`], so the result and the errors are the same either way.
 pub fn read_features_file(path: &Path, columns: Option<&[&str]>) -> Result<CsvFeatures, CsvError> {
-    let data = MappedFile::open(path).map_err(|source| CsvError::Open { path: path.to_path_buf(), source })?;
+    let data = MappedFile::open(path).map_err(|error| CsvError::Open { path: path.to_path_buf(), error })?;
     if let Some(plain) = fast::read_plain(&data, columns, |chunk| data.release(chunk)) {
         let source = fast::PlainSource { path: path.to_path_buf(), data_start: plain.data_start };
         return Ok(CsvFeatures {
@@ -270,7 +269,7 @@ pub fn read_features_file(path: &Path, columns: Option<&[&str]>) -> Result<CsvFe
         });
     }
     read_features(&data[..], columns)
-        .map_err(|source| CsvError::File { path: path.to_path_buf(), source: Box::new(source) })
+        .map_err(|error| CsvError::File { path: path.to_path_buf(), error: Box::new(error) })
 }
 
 /// [`write_outputs`] for a table evaluated in chunks of whole groups (read
@@ -318,7 +317,7 @@ pub fn write_outputs(mut output: impl Write, features: &CsvFeatures, outputs: &O
             )
             .map_err(|e| match e {
                 CsvError::Write(_) => e,
-                other => CsvError::File { path: source.path.clone(), source: Box::new(other) },
+                other => CsvError::File { path: source.path.clone(), error: Box::new(other) },
             });
         }
     };

@@ -33,7 +33,7 @@ fn format_err(path: &Path) -> impl Fn(&dyn std::fmt::Display) -> ParquetError + 
 }
 
 fn open(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>, ParquetError> {
-    let file = File::open(path).map_err(|source| ParquetError::Io { path: path.to_path_buf(), source })?;
+    let file = File::open(path).map_err(|error| ParquetError::Io { path: path.to_path_buf(), error })?;
     ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| format_err(path)(&e))
 }
 
@@ -472,7 +472,7 @@ impl Writer {
         let mut fields = vec![Field::new(GROUP_COLUMN, DataType::Utf8, false)];
         fields.extend(kept_keys(features).chain(OUTPUT_COLUMNS).map(|k| Field::new(k, DataType::Float64, false)));
         let schema = Arc::new(Schema::new(fields));
-        let file = File::create(path).map_err(|source| ParquetError::Io { path: path.to_path_buf(), source })?;
+        let file = File::create(path).map_err(|error| ParquetError::Io { path: path.to_path_buf(), error })?;
         // Row groups of `BATCH_ROWS` rows: a reader decodes them in parallel. Dictionary encoding
         // only for `group` (a handful of values a row group): the number columns hardly repeat,
         // and a dictionary per column held while a row group is written was a sixth of the peak

@@ -48,13 +48,13 @@ pub enum ParquetError {
         path: PathBuf,
     },
     /// The file could not be opened or created.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
-        /// The operating system's error.
-        #[source]
-        source: std::io::Error,
+        /// The operating system's error (its message ends this one's, so it is not a
+        /// `source()`).
+        error: std::io::Error,
     },
     /// The Parquet or Arrow library rejected the file (not Parquet, corrupt,
     /// an unsupported encoding) or the data written.

@@ -112,12 +112,12 @@ pub enum AccessError {
         id: ObjectId,
     },
     /// Reading a worktree file failed.
-    #[error("{path}: could not be read: {source}")]
+    #[error("{path}: could not be read: {error}")]
     Io {
         /// The path as given.
         path: String,
-        /// The underlying error.
-        source: std::io::Error,
+        /// The underlying error (its message ends this one's, so it is not a `source()`).
+        error: std::io::Error,
     },
 }
 

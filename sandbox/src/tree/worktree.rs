@@ -99,7 +99,7 @@ impl Checkout {
             return Err(AccessError::refused(user_path, "resolves to a location outside the repository"));
         };
         let metadata =
-            fs::metadata(&canonical).map_err(|source| AccessError::Io { path: user_path.to_owned(), source })?;
+            fs::metadata(&canonical).map_err(|error| AccessError::Io { path: user_path.to_owned(), error })?;
         if metadata.is_dir() {
             return Err(AccessError::IsDirectory {
                 path: if user_path.is_empty() { ".".to_owned() } else { user_path.trim_end_matches('/').to_owned() },
@@ -117,7 +117,7 @@ impl Checkout {
     /// the last component too.
     pub(crate) fn read_listed(&self, entry: &FileEntry, max_bytes: u64) -> Result<Arc<[u8]>, AccessError> {
         let path = self.root.join(&entry.path);
-        let io = |source| AccessError::Io { path: entry.path.clone(), source };
+        let io = |error| AccessError::Io { path: entry.path.clone(), error };
         let metadata = fs::symlink_metadata(&path).map_err(io)?;
         if !metadata.is_file() {
             return Err(AccessError::refused(&entry.path, "is not a regular file"));
@@ -161,7 +161,7 @@ fn read_capped(path: &Path, size: u64, user_path: &str, max_bytes: u64) -> Resul
     if size > max_bytes {
         return Err(AccessError::TooLarge { path: user_path.to_owned(), size, cap: max_bytes });
     }
-    let data = fs::read(path).map_err(|source| AccessError::Io { path: user_path.to_owned(), source })?;
+    let data = fs::read(path).map_err(|error| AccessError::Io { path: user_path.to_owned(), error })?;
     Ok(Arc::from(data))
 }
 

@@ -75,10 +75,10 @@ pub enum VerifyError {
         key: String,
     },
     /// The generated cases did not form a valid feature table.
-    #[error("could not build a feature table for verification: {0}")]
+    #[error("could not build a feature table for verification")]
     Table(#[from] TableError),
     /// Evaluating the program on the generated cases failed.
-    #[error("evaluation failed during verification: {0}")]
+    #[error("evaluation failed during verification")]
     Eval(#[from] EvalError),
 }
 
