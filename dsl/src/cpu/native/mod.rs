@@ -151,9 +151,10 @@ impl Kernel {
 }
 
 /// Runs `kernel` over the whole table into `space`, as `exec::run` does:
-/// every column and group value the program writes is sized to the table in
-/// `space` (buffers reused) and holds its values afterwards. `true` when
-/// some output value is NaN or infinite.
+/// every column the program writes is sized to the table in `space` (buffers
+/// reused) and holds its values afterwards. Group values live on the kernel's
+/// stack, one tile of groups at a time (`emit`), so `space` holds none. `true`
+/// when some output value is NaN or infinite.
 pub(crate) fn run(
     kernel: &Kernel,
     ir: &IrProgram,
@@ -163,16 +164,13 @@ pub(crate) fn run(
 ) -> bool {
     // A one-pass program writes every column and group value it has.
     space.columns.resize_with(ir.columns.len(), Vec::new);
-    space.group_values.resize_with(ir.group_values, Vec::new);
     for column in space.columns.iter_mut() {
         *column = sized(std::mem::take(column), table.rows());
     }
-    for values in space.group_values.iter_mut() {
-        *values = sized(std::mem::take(values), table.groups());
-    }
     let f: Vec<*const f64> = features.iter().map(|f| f.map_or(std::ptr::null(), <[f64]>::as_ptr)).collect();
     let c: Vec<*mut f64> = space.columns.iter_mut().map(|v| v.as_mut_ptr()).collect();
-    let g: Vec<*mut f64> = space.group_values.iter_mut().map(|v| v.as_mut_ptr()).collect();
+    // The ABI keeps a slot for group-value arrays; today's kernels take none.
+    let g: Vec<*mut f64> = Vec::new();
     let p: Vec<f64> = ir.params.iter().map(|(_, v)| *v).collect();
     let offsets = table.group_offsets();
     let args = SharedArgs(Args { off: offsets.as_ptr(), f: f.as_ptr(), c: c.as_ptr(), g: g.as_ptr(), p: p.as_ptr() });
@@ -181,8 +179,8 @@ pub(crate) fn run(
         // SAFETY: `args` points at the table's `groups + 1` offsets, a
         // column of `rows` values for every feature the program reads
         // (`prepare` resolved them; unread ones are null and never touched),
-        // a buffer of `rows` values for every column and of `groups` values
-        // for every group value (sized above), and every param. The call
+        // a buffer of `rows` values for every column (sized above) and every
+        // param. The call
         // reads and writes only rows and groups of `block`, and blocks are
         // disjoint, so concurrent calls never write the same element, and
         // nothing else touches the buffers until `for_each` returns.
