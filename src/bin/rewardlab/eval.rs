@@ -111,8 +111,9 @@ pub fn run(args: EvalArgs) -> anyhow::Result<u8> {
 /// table). Chunks are written to a file beside `out` that becomes `out` once
 /// all are written. Returns false, leaving nothing behind, when the file must
 /// be read whole instead: `out` is not a regular file (standard output, a
-/// pipe, a link), the rows are not grouped, or reading or evaluating a chunk
-/// failed, which the whole-file path then reports exactly as it always has.
+/// pipe, a link), the partial file cannot be created, the rows are not
+/// grouped, or reading or evaluating a chunk failed, which the whole-file path
+/// then reports exactly as it always has.
 fn stream_parquet(
     compiled: &Backend,
     options: &EvalOptions,
@@ -172,10 +173,12 @@ fn write_streamed(
         let fail = |e: anyhow::Error| Stop::Fail(e.context(format!("writing {}", to.display())));
         let header = sink.is_none();
         if header {
+            // A partial file that cannot be made (a directory that takes no new file, where
+            // `PATH` itself may still be written) leaves the work to the whole-file path.
             sink = Some(if as_parquet {
-                Sink::Parquet(Box::new(parquet::OutputWriter::create(to, &chunk).map_err(|e| fail(e.into()))?))
+                Sink::Parquet(Box::new(parquet::OutputWriter::create(to, &chunk).map_err(|_| Stop::Whole)?))
             } else {
-                Sink::Csv(std::io::BufWriter::new(File::create(to).map_err(|e| fail(e.into()))?))
+                Sink::Csv(std::io::BufWriter::new(File::create(to).map_err(|_| Stop::Whole)?))
             });
         }
         match sink.as_mut().expect("made above") {
