@@ -354,7 +354,7 @@ impl Program {
         &self.defs[id]
     }
 
-    /// Whether any definition reads a batch reduction (`batch.mean(x)`, `batch.rank(x)`, ...).
+    /// Whether any definition reads a batch reduction (`batch.mean(x)`, `batch.std(x)`, ...).
     /// Without one, a group's outputs depend on that group's rows alone, so a table may be
     /// evaluated a chunk of whole groups at a time with the same values.
     pub fn reads_batch(&self) -> bool {

@@ -69,3 +69,17 @@ fn params_checks_and_intervals_of_sample_files() {
     assert_eq!(p.def(p.advantage).interval, Interval::new(-1e4, 1e4));
     assert_eq!(p.features.iter().map(|f| f.key.as_str()).collect::<Vec<_>>(), ["grade(word)", "cost"]);
 }
+
+#[test]
+fn reads_batch_sees_a_batch_reduction_anywhere_and_nothing_else() {
+    let reads = |text: &str| {
+        let (program, diagnostics) = check_text(text);
+        program.unwrap_or_else(|| panic!("{text}: {diagnostics:?}")).reads_batch()
+    };
+    assert!(!reads("reward = grade(word) * mask(cost > 0)\n"), "GRPO's defaults are per group");
+    assert!(!reads("reward = grade(word)\nadv = reward - group.mean(reward, where = cost > 0)\n"));
+    assert!(reads("reward = grade(word) - batch.mean(grade(word))\n"));
+    // Inside a group reduction's argument or mask, and through a `let`.
+    assert!(reads("reward = grade(word)\nlet b = batch.std(reward)\nadv = group.mean(reward * b)\n"));
+    assert!(reads("reward = grade(word)\nadv = group.sum(reward, where = reward > batch.mean(reward))\n"));
+}
