@@ -298,3 +298,46 @@ fn jsonl_input(args: &EvalArgs, program: &Program, data: &[u8]) -> anyhow::Resul
     }
     Ok(Some(CsvFeatures::from_table(table, RowOrder::new(order))))
 }
+
+#[cfg(test)]
+mod tests {
+    use rewardlab_dsl::Outputs;
+
+    use super::*;
+
+    /// Groups `a` (2 rows) and `b` (3 rows) as a Parquet features file whose
+    /// rows come in the order `order` gives (grouped for the identity).
+    fn features_file(path: &Path, order: Vec<usize>) {
+        let mut table = FeatureTable::new([("a".to_string(), 2), ("b".to_string(), 3)]).expect("a table");
+        table.add_column("Fb(file)", vec![0.5, 1.0, 0.0, 0.25, 1.0]).expect("a column");
+        table.add_column("c", vec![1.0, 4.0, 0.0, 2.0, 8.0]).expect("a column");
+        let features = CsvFeatures::from_table(table, RowOrder::new(order));
+        let outputs = Outputs { reward: vec![0.0; 5], adv: vec![0.0; 5], advantage: vec![0.0; 5] };
+        parquet::write_outputs(path, &features, &outputs).expect("written");
+    }
+
+    #[test]
+    fn grouped_parquet_streams_and_ungrouped_parquet_is_left_to_the_whole_file_path() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let reward = Path::new(env!("CARGO_MANIFEST_DIR")).join("rewards/codegrep_v3.reward");
+        let program = load_with_params(&reward, &[]).expect("loads").expect("checks").program;
+        assert!(!program.reads_batch());
+        let backend = Backend::new(Device::Cpu, &program).expect("compiles");
+        let options = EvalOptions::default();
+        let keys = ["Fb(file)", "c"];
+        let (input, streamed) = (dir.path().join("in.parquet"), dir.path().join("streamed.csv"));
+
+        features_file(&input, vec![0, 1, 2, 3, 4]);
+        let wrote = write_streamed(&backend, &options, &input, &keys, (&streamed, false)).expect("no error");
+        assert!(wrote, "grouped rows stream");
+        let whole = parquet::read_features(&input, Some(&keys)).expect("read");
+        let mut want = Vec::new();
+        write_outputs(&mut want, &whole, &backend.eval(&whole.table, &options).expect("evaluates")).expect("written");
+        assert_eq!(std::fs::read(&streamed).expect("read"), want);
+
+        // Rows a, b, a, b, b: `a` comes back.
+        features_file(&input, vec![0, 2, 1, 3, 4]);
+        let wrote = write_streamed(&backend, &options, &input, &keys, (&streamed, false)).expect("no error");
+        assert!(!wrote, "a group that comes back is read whole");
+    }
+}
