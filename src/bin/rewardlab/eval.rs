@@ -32,7 +32,9 @@ pub struct EvalArgs {
     /// Where to write the output CSV (default: standard output). It keeps the input's
     /// columns (for JSONL and Parquet: `group` and the features the file reads) and adds
     /// `reward,adv,advantage`. A path ending in `.parquet` writes Parquet, with `group`,
-    /// the features read and the outputs.
+    /// the features read and the outputs. From a Parquet features file whose rows are
+    /// grouped, a program without batch reductions is evaluated and written a few row
+    /// groups at a time (into `.PATH.partial-PID`, renamed at the end).
     #[arg(long, value_name = "PATH")]
     out: Option<PathBuf>,
     /// Evaluate the good records of a rollout JSONL even when some lines are bad (they are still reported).
