@@ -14,7 +14,6 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
-use parquet::file::metadata::ParquetMetaData;
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 use rayon::prelude::*;
@@ -50,17 +49,12 @@ pub(super) fn holds_rollouts(path: &Path) -> Result<bool, ParquetError> {
 /// batches can go at once.
 type Runs = Vec<(String, usize)>;
 
-/// Decodes the row groups in parallel, each by its own reader over the named
-/// root columns, writing feature `k` of row group `g` straight into
+/// Decodes the row groups in parallel, each by its own reader over the
+/// layout's columns, writing feature `k` of row group `g` straight into
 /// `columns[k][bases[g]..]` (no per-part buffers to grow and merge), and
 /// returns each row group's runs. The first error in row order is the error.
-fn read_parts(
-    path: &Path,
-    group: &str,
-    features: &[&str],
-    lengths: &[usize],
-    columns: &mut [Vec<f64>],
-) -> Result<Vec<Runs>, ParquetError> {
+fn read_parts(path: &Path, layout: &Layout, columns: &mut [Vec<f64>]) -> Result<Vec<Runs>, ParquetError> {
+    let (features, lengths) = (layout.features(), &layout.lengths);
     // Row group `g`'s slice of every column.
     let mut slices: Vec<Vec<&mut [f64]>> = lengths.iter().map(|_| Vec::with_capacity(columns.len())).collect();
     for column in columns.iter_mut() {
@@ -71,11 +65,10 @@ fn read_parts(
             rest = tail;
         }
     }
-    let bases: Vec<usize> = lengths.iter().scan(0, |sum, &n| Some(std::mem::replace(sum, *sum + n))).collect();
     let runs: Vec<Result<Runs, ParquetError>> = slices
         .into_par_iter()
         .enumerate()
-        .map(|(g, mut out)| decode_row_group(path, group, features, (g, bases[g], lengths[g]), &mut out))
+        .map(|(g, mut out)| decode_row_group(path, &features, layout.row_group(g), &mut out))
         .collect();
     runs.into_iter().collect()
 }
@@ -86,12 +79,12 @@ fn read_parts(
 /// runs.
 fn decode_row_group(
     path: &Path,
-    group: &str,
     features: &[&str],
     (g, base, rows): (usize, usize, usize),
     out: &mut [&mut [f64]],
 ) -> Result<Runs, ParquetError> {
     let builder = open(path)?;
+    let group = GROUP_COLUMN;
     let indices: Vec<usize> = std::iter::once(group)
         .chain(features.iter().copied())
         .map(|n| builder.schema().index_of(n).expect("the caller checked the column is present"))
@@ -122,10 +115,7 @@ fn decode_row_group(
             if name.is_empty() {
                 return Err(ParquetError::EmptyGroup { path: path.to_path_buf(), row: row + i + 1 });
             }
-            match runs.last_mut() {
-                Some((last, count)) if *last == name => *count += 1,
-                _ => runs.push((name.into_owned(), 1)),
-            }
+            push_run(&mut runs, name, 1);
         }
         for (column, key) in out.iter_mut().zip(features) {
             let array = batch.column_by_name(key).expect("projected");
@@ -139,52 +129,68 @@ fn decode_row_group(
     Ok(runs)
 }
 
-/// Which feature columns to read (`columns`, each checked present, or every
-/// column but `group`) and each row group's row count; errors when the file
-/// has no `group` column or no rows.
-fn layout<'a>(
-    path: &Path,
-    names: &[&'a str],
-    meta: &ParquetMetaData,
-    columns: Option<&[&'a str]>,
-) -> Result<(Vec<&'a str>, Vec<usize>), ParquetError> {
-    if !names.contains(&GROUP_COLUMN) {
-        return Err(ParquetError::NoGroupColumn { path: path.to_path_buf() });
-    }
-    let mut features: Vec<&str> = Vec::new();
-    match columns {
-        Some(keys) => {
-            for &k in keys {
-                if !names.contains(&k) {
-                    return Err(ParquetError::MissingColumn { path: path.to_path_buf(), column: k.to_string() });
-                }
-                if !features.contains(&k) {
-                    features.push(k);
+/// What a read of a features file covers: the feature columns (`columns`,
+/// each checked present, or every column but `group`) and each row group's
+/// row count and first row.
+struct Layout {
+    features: Vec<String>,
+    lengths: Vec<usize>,
+    bases: Vec<usize>,
+}
+
+impl Layout {
+    /// Reads `path`'s footer; errors when the file has no `group` column, lacks
+    /// a column asked for, or has no rows.
+    fn of(path: &Path, columns: Option<&[&str]>) -> Result<Layout, ParquetError> {
+        let builder = open(path)?;
+        let names: Vec<&str> = builder.schema().fields().iter().map(|f| f.name().as_str()).collect();
+        if !names.contains(&GROUP_COLUMN) {
+            return Err(ParquetError::NoGroupColumn { path: path.to_path_buf() });
+        }
+        let mut features: Vec<String> = Vec::new();
+        match columns {
+            Some(keys) => {
+                for &k in keys {
+                    if !names.contains(&k) {
+                        return Err(ParquetError::MissingColumn { path: path.to_path_buf(), column: k.to_string() });
+                    }
+                    if !features.iter().any(|f| f == k) {
+                        features.push(k.to_string());
+                    }
                 }
             }
+            None => features.extend(names.iter().filter(|&&n| n != GROUP_COLUMN).map(|n| n.to_string())),
         }
-        None => features.extend(names.iter().copied().filter(|&n| n != GROUP_COLUMN)),
+        let meta = builder.metadata();
+        let lengths: Vec<usize> =
+            (0..meta.num_row_groups()).map(|g| usize::try_from(meta.row_group(g).num_rows()).unwrap_or(0)).collect();
+        if lengths.iter().sum::<usize>() == 0 {
+            return Err(ParquetError::Empty { path: path.to_path_buf() });
+        }
+        let bases = lengths.iter().scan(0, |sum, &n| Some(std::mem::replace(sum, *sum + n))).collect();
+        Ok(Layout { features, lengths, bases })
     }
-    let lengths: Vec<usize> =
-        (0..meta.num_row_groups()).map(|g| usize::try_from(meta.row_group(g).num_rows()).unwrap_or(0)).collect();
-    if lengths.iter().sum::<usize>() == 0 {
-        return Err(ParquetError::Empty { path: path.to_path_buf() });
+
+    fn features(&self) -> Vec<&str> {
+        self.features.iter().map(String::as_str).collect()
     }
-    Ok((features, lengths))
+
+    fn rows(&self) -> usize {
+        self.lengths.iter().sum()
+    }
+
+    /// Row group `g`, its first row and its row count, as [`decode_row_group`] takes them.
+    fn row_group(&self, g: usize) -> (usize, usize, usize) {
+        (g, self.bases[g], self.lengths[g])
+    }
 }
 
 pub(super) fn read_features(path: &Path, columns: Option<&[&str]>) -> Result<CsvFeatures, ParquetError> {
-    let builder = open(path)?;
-    let schema = builder.schema().clone();
-    let meta = builder.metadata().clone();
-    drop(builder);
-    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-    let (features, lengths) = layout(path, &names, &meta, columns)?;
-    let rows: usize = lengths.iter().sum();
-    let mut values: Vec<Vec<f64>> = features.iter().map(|_| vec![0.0; rows]).collect();
+    let layout = Layout::of(path, columns)?;
+    let features = layout.features();
+    let mut values: Vec<Vec<f64>> = features.iter().map(|_| vec![0.0; layout.rows()]).collect();
     // Groups by first appearance, as the CSV reader orders them.
-    let mut runs: Runs =
-        read_parts(path, GROUP_COLUMN, &features, &lengths, &mut values)?.into_iter().flatten().collect();
+    let mut runs: Runs = read_parts(path, &layout, &mut values)?.into_iter().flatten().collect();
     let RunGrouping { first_runs, sizes, order } = RunGrouping::of(runs.iter().map(|(name, n)| (name.as_str(), *n)));
     // Each group's name moves out of its first run: no second copy.
     let group_names: Vec<String> = first_runs.iter().map(|&r| std::mem::take(&mut runs[r].0)).collect();
@@ -194,6 +200,14 @@ pub(super) fn read_features(path: &Path, columns: Option<&[&str]>) -> Result<Csv
         table.add_column(key.to_string(), order.permute(column))?;
     }
     Ok(CsvFeatures::from_table(table, order))
+}
+
+/// Adds `n` rows of group `name` after `runs`: to the last run when it is that group's.
+fn push_run(runs: &mut Runs, name: std::borrow::Cow<'_, str>, n: usize) {
+    match runs.last_mut() {
+        Some((last, count)) if *last == name => *count += n,
+        _ => runs.push((name.into_owned(), n)),
+    }
 }
 
 /// A row group's runs and its feature columns.
@@ -207,13 +221,8 @@ pub(super) fn stream_features<E: From<ParquetError>>(
     columns: &[&str],
     mut chunk: impl FnMut(CsvFeatures) -> Result<(), E>,
 ) -> Result<Streamed, E> {
-    let builder = open(path)?;
-    let schema = builder.schema().clone();
-    let meta = builder.metadata().clone();
-    drop(builder);
-    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-    let (features, lengths) = layout(path, &names, &meta, Some(columns))?;
-    let bases: Vec<usize> = lengths.iter().scan(0, |sum, &n| Some(std::mem::replace(sum, *sum + n))).collect();
+    let layout = Layout::of(path, Some(columns))?;
+    let features = layout.features();
     // Read and not yet handed on: runs of one group each (adjacent runs of one group merged)
     // and their rows' values.
     let mut runs = Runs::new();
@@ -223,26 +232,23 @@ pub(super) fn stream_features<E: From<ParquetError>>(
     // file whole, which is always right).
     let hashes = std::hash::RandomState::new();
     let mut finished: std::collections::HashSet<u64> = std::collections::HashSet::new();
-    let row_groups: Vec<usize> = (0..lengths.len()).collect();
+    let row_groups: Vec<usize> = (0..layout.lengths.len()).collect();
     let waves = row_groups.chunks(rayon::current_num_threads().max(1));
     let last_wave = waves.len() - 1;
     for (w, wave) in waves.enumerate() {
         let parts: Vec<Result<Part, ParquetError>> = wave
             .par_iter()
             .map(|&g| {
-                let mut part: Vec<Vec<f64>> = features.iter().map(|_| vec![0.0; lengths[g]]).collect();
+                let mut part: Vec<Vec<f64>> = features.iter().map(|_| vec![0.0; layout.lengths[g]]).collect();
                 let mut out: Vec<&mut [f64]> = part.iter_mut().map(Vec::as_mut_slice).collect();
-                let runs = decode_row_group(path, GROUP_COLUMN, &features, (g, bases[g], lengths[g]), &mut out)?;
+                let runs = decode_row_group(path, &features, layout.row_group(g), &mut out)?;
                 Ok((runs, part))
             })
             .collect();
         for part in parts {
             let (part_runs, part_values) = part?;
             for (name, n) in part_runs {
-                match runs.last_mut() {
-                    Some((last, count)) if *last == name => *count += n,
-                    _ => runs.push((name, n)),
-                }
+                push_run(&mut runs, std::borrow::Cow::Owned(name), n);
             }
             for (column, part) in values.iter_mut().zip(part_values) {
                 column.extend_from_slice(&part);

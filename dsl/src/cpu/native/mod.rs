@@ -162,7 +162,7 @@ pub(crate) fn run(
     features: &[Option<&[f64]>],
     space: &mut Workspace,
 ) -> bool {
-    // A one-pass program writes every column and group value it has.
+    // A one-pass program writes every column it has.
     space.columns.resize_with(ir.columns.len(), Vec::new);
     for column in space.columns.iter_mut() {
         *column = sized(std::mem::take(column), table.rows());
@@ -180,8 +180,7 @@ pub(crate) fn run(
         // column of `rows` values for every feature the program reads
         // (`prepare` resolved them; unread ones are null and never touched),
         // a buffer of `rows` values for every column (sized above) and every
-        // param. The call
-        // reads and writes only rows and groups of `block`, and blocks are
+        // param. The call reads and writes only rows and groups of `block`, and blocks are
         // disjoint, so concurrent calls never write the same element, and
         // nothing else touches the buffers until `for_each` returns.
         let bad = unsafe { (kernel.run)(args.get(), block.groups.start, block.groups.end) };
