@@ -25,7 +25,10 @@
 //! alternately, one evaluation each per round (the order swapped every
 //! round), writing into the same output buffers, and the median over the
 //! rounds of hand-written time / compiled time, with its quartiles
-//! (`paired_ratio`).
+//! (`paired_ratio`). A second paired ratio puts the kernel beside the same
+//! loop dividing each row by `std + eps` as the language defines `adv`
+//! (the first multiplies by the group's reciprocal, which can differ in the
+//! last bit); that loop's outputs are asserted to be the kernel's bits.
 //!
 //! A last group measures parse + check + compile of each reward file, and
 //! one more the one-off build of each native kernel with an empty cache
@@ -75,13 +78,26 @@ fn compile(file: &str) -> Program {
 }
 
 /// Writes one group's GRPO `adv` (and the discounted `advantage`) from its rewards.
+///
+/// `DIVIDE = false` multiplies by the group's `1 / (std + eps)`: the loop a
+/// Rust programmer writes, one division per group, whose values may differ
+/// from the formula's in the last bit. `DIVIDE = true` divides each row by
+/// `std + eps` as the reward language defines `adv` (and as the compiled
+/// program must, to give the interpreter's and the GPU's bits): the same
+/// operations as the formula, so the pair compares code, not arithmetic.
 #[inline(always)]
-fn grpo_group(r: &[f64; GROUP], discount: impl Fn(usize) -> f64, adv: &mut [f64], advantage: &mut [f64]) {
+fn grpo_group<const DIVIDE: bool>(
+    r: &[f64; GROUP],
+    discount: impl Fn(usize) -> f64,
+    adv: &mut [f64],
+    advantage: &mut [f64],
+) {
     let mean = r.iter().sum::<f64>() / GROUP as f64;
     let var = r.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / GROUP as f64;
-    let scale = 1.0 / (var.sqrt() + EPS);
+    let sd = var.sqrt() + EPS;
+    let scale = 1.0 / sd;
     for i in 0..GROUP {
-        let a = (r[i] - mean) * scale;
+        let a = if DIVIDE { (r[i] - mean) / sd } else { (r[i] - mean) * scale };
         adv[i] = a;
         advantage[i] = a * discount(i);
     }
@@ -101,7 +117,12 @@ fn sized(column: &mut Vec<f64>, n: usize) {
 /// The baseline loop shared by the formulas, into `out`: `reward_of(row)`,
 /// GRPO, and a per-row advantage discount.
 #[inline(always)]
-fn hand_loop(n: usize, reward_of: impl Fn(usize) -> f64, discount: impl Fn(usize) -> f64, out: &mut Outputs) {
+fn hand_loop<const DIVIDE: bool>(
+    n: usize,
+    reward_of: impl Fn(usize) -> f64,
+    discount: impl Fn(usize) -> f64,
+    out: &mut Outputs,
+) {
     for column in [&mut out.reward, &mut out.adv, &mut out.advantage] {
         sized(column, n);
     }
@@ -114,7 +135,7 @@ fn hand_loop(n: usize, reward_of: impl Fn(usize) -> f64, discount: impl Fn(usize
         let base = g * GROUP;
         let r: [f64; GROUP] = std::array::from_fn(|i| reward_of(base + i));
         reward.copy_from_slice(&r);
-        grpo_group(&r, |i| discount(base + i), adv, advantage);
+        grpo_group::<DIVIDE>(&r, |i| discount(base + i), adv, advantage);
     }
 }
 
@@ -122,14 +143,14 @@ fn col<'t>(t: &'t FeatureTable, key: &str) -> &'t [f64] {
     t.column(key).unwrap_or_else(|| panic!("bench table has `{key}`"))
 }
 
-fn codegrep_v1(t: &FeatureTable, out: &mut Outputs) {
+fn codegrep_v1<const DIVIDE: bool>(t: &FeatureTable, out: &mut Outputs) {
     let (fbf, fbl, c) = (col(t, "Fb(file)"), col(t, "Fb(lr)"), col(t, "c"));
-    hand_loop(t.rows(), |i| (fbf[i] + fbl[i]) / 2.0 / f64::max(1.0, c[i] / 4.0), |_| 1.0, out)
+    hand_loop::<DIVIDE>(t.rows(), |i| (fbf[i] + fbl[i]) / 2.0 / f64::max(1.0, c[i] / 4.0), |_| 1.0, out)
 }
 
-fn codegrep_v2(t: &FeatureTable, out: &mut Outputs) {
+fn codegrep_v2<const DIVIDE: bool>(t: &FeatureTable, out: &mut Outputs) {
     let (fbf, fbl, c) = (col(t, "Fb(file)"), col(t, "Fb(lr)"), col(t, "c"));
-    hand_loop(
+    hand_loop::<DIVIDE>(
         t.rows(),
         |i| {
             if c[i] > 0.0 { (fbf[i] + fbl[i]) / 2.0 } else { 0.0 }
@@ -139,15 +160,15 @@ fn codegrep_v2(t: &FeatureTable, out: &mut Outputs) {
     )
 }
 
-fn codegrep_v3(t: &FeatureTable, out: &mut Outputs) {
+fn codegrep_v3<const DIVIDE: bool>(t: &FeatureTable, out: &mut Outputs) {
     let (fbf, c) = (col(t, "Fb(file)"), col(t, "c"));
-    hand_loop(t.rows(), |i| if c[i] > 0.0 { fbf[i] } else { 0.0 }, |i| f64::min(c[i] / 4.0, 1.0).sqrt(), out)
+    hand_loop::<DIVIDE>(t.rows(), |i| if c[i] > 0.0 { fbf[i] } else { 0.0 }, |i| f64::min(c[i] / 4.0, 1.0).sqrt(), out)
 }
 
-fn fusesearch_f1_times_e(t: &FeatureTable, out: &mut Outputs) {
+fn fusesearch_f1_times_e<const DIVIDE: bool>(t: &FeatureTable, out: &mut Outputs) {
     let (f1f, f1g, e) = (col(t, "F1(file)"), col(t, "F1(func)"), col(t, "e"));
     let (w, alpha, gamma) = (0.5, 1.0, 0.5);
-    hand_loop(
+    hand_loop::<DIVIDE>(
         t.rows(),
         |i| {
             let f1 = w * f1f[i] + (1.0 - w) * f1g[i];
@@ -160,11 +181,18 @@ fn fusesearch_f1_times_e(t: &FeatureTable, out: &mut Outputs) {
 
 type HandWritten = fn(&FeatureTable, &mut Outputs);
 
-const FORMULAS: [(&str, &str, HandWritten); 4] = [
-    ("codegrep_v1", "codegrep_v1.reward", codegrep_v1),
-    ("codegrep_v2", "codegrep_v2.reward", codegrep_v2),
-    ("codegrep_v3", "codegrep_v3.reward", codegrep_v3),
-    ("fusesearch_f1_times_e", "fusesearch_f1_times_e.reward", fusesearch_f1_times_e),
+/// Each formula with its hand-written loop, multiplying by the group's reciprocal, and the same
+/// loop dividing each row as the formula does.
+const FORMULAS: [(&str, &str, HandWritten, HandWritten); 4] = [
+    ("codegrep_v1", "codegrep_v1.reward", codegrep_v1::<false>, codegrep_v1::<true>),
+    ("codegrep_v2", "codegrep_v2.reward", codegrep_v2::<false>, codegrep_v2::<true>),
+    ("codegrep_v3", "codegrep_v3.reward", codegrep_v3::<false>, codegrep_v3::<true>),
+    (
+        "fusesearch_f1_times_e",
+        "fusesearch_f1_times_e.reward",
+        fusesearch_f1_times_e::<false>,
+        fusesearch_f1_times_e::<true>,
+    ),
 ];
 
 fn assert_close(name: &str, a: &Outputs, b: &Outputs) {
@@ -187,6 +215,7 @@ const PAIRED_ROUNDS: usize = 201;
 /// where the two times move.
 fn paired_ratio(
     name: &str,
+    baseline: &str,
     outputs: &mut Outputs,
     mut compiled: impl FnMut(&mut Outputs),
     mut hand: impl FnMut(&mut Outputs),
@@ -217,8 +246,8 @@ fn paired_ratio(
         v[((v.len() - 1) as f64 * q).round() as usize]
     };
     eprintln!(
-        "reward_eval/{name}: paired ratio hand-written / compiled, into reused buffers: median {:.2} \
-         (quartiles {:.2}-{:.2}) over {PAIRED_ROUNDS} rounds; median times {:.2} ms compiled, {:.2} ms hand-written",
+        "reward_eval/{name}: paired ratio {baseline} / compiled, into reused buffers: median {:.2} \
+         (quartiles {:.2}-{:.2}) over {PAIRED_ROUNDS} rounds; median times {:.2} ms compiled, {:.2} ms {baseline}",
         quantile(&mut ratios, 0.5),
         quantile(&mut ratios, 0.25),
         quantile(&mut ratios, 0.75),
@@ -227,17 +256,20 @@ fn paired_ratio(
     );
 }
 
+/// `hand`'s outputs in fresh buffers.
+fn fresh_with(hand: HandWritten, table: &FeatureTable) -> Outputs {
+    let mut out = Outputs::default();
+    hand(table, &mut out);
+    out
+}
+
 fn evaluation(c: &mut Criterion) {
     let table = table();
     let options = EvalOptions { group_size: Some(GROUP), ..EvalOptions::default() };
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("one-thread pool");
-    for (name, file, hand) in FORMULAS {
+    for (name, file, hand, hand_divide) in FORMULAS {
         let compiled = CompiledProgram::new(&compile(file));
-        let fresh = |table: &FeatureTable| {
-            let mut out = Outputs::default();
-            hand(table, &mut out);
-            out
-        };
+        let fresh = |table: &FeatureTable| fresh_with(hand, table);
         let want = fresh(&table);
         let got = pool.install(|| compiled.eval(&table, &options)).expect("finite");
         assert_close(name, &got, &want);
@@ -254,11 +286,24 @@ fn evaluation(c: &mut Criterion) {
         let mut shared = Outputs::default();
         paired_ratio(
             name,
+            "hand-written",
             &mut shared,
             |out| pool.install(|| compiled.eval_into(black_box(&table), &options, &mut space, out)).expect("finite"),
             |out| pool.install(|| hand(black_box(&table), out)),
         );
         assert_close(name, &shared, &want);
+        // The dividing loop computes what the formula says, operation for operation: the same bits.
+        let divided = fresh_with(hand_divide, &table);
+        let bits =
+            |o: &Outputs| [&o.reward, &o.adv, &o.advantage].map(|c| c.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+        assert!(bits(&divided) == bits(&got), "{name}: the dividing loop's values are not the compiled program's bits");
+        paired_ratio(
+            name,
+            "hand-written dividing",
+            &mut shared,
+            |out| pool.install(|| compiled.eval_into(black_box(&table), &options, &mut space, out)).expect("finite"),
+            |out| pool.install(|| hand_divide(black_box(&table), out)),
+        );
 
         let mut group = c.benchmark_group(format!("reward_eval/{name}"));
         group.throughput(Throughput::Elements(ROLLOUTS as u64));
@@ -287,7 +332,7 @@ fn compilation(c: &mut Criterion) {
     let schema = rewardlab_rewards::feature_schema();
     let mut group = c.benchmark_group("reward_eval/parse_check_compile");
     group.warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(2));
-    for (name, file, _) in FORMULAS {
+    for (name, file, ..) in FORMULAS {
         let path = format!("{}/rewards/{file}", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         group.bench_with_input(BenchmarkId::from_parameter(name), &text, |b, text| {
@@ -303,7 +348,7 @@ fn compilation(c: &mut Criterion) {
     let mut group = c.benchmark_group("reward_eval/native_build");
     group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
     let scratch = std::env::temp_dir().join(format!("rewardlab-bench-native-{}", std::process::id()));
-    for (name, file, _) in FORMULAS {
+    for (name, file, ..) in FORMULAS {
         let program = compile(file);
         let mut n = 0;
         group.bench_function(BenchmarkId::from_parameter(name), |b| {
