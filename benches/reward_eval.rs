@@ -28,7 +28,10 @@
 //! (`paired_ratio`). A second paired ratio puts the kernel beside the same
 //! loop dividing each row by `std + eps` as the language defines `adv`
 //! (the first multiplies by the group's reciprocal, which can differ in the
-//! last bit); that loop's outputs are asserted to be the kernel's bits.
+//! last bit); that loop's outputs are asserted to be the kernel's bits. A
+//! third pairs them on output columns whose starts lie about 1 KiB apart
+//! modulo a page (`staggered_outputs`; each formula prints where its columns
+//! start, mod 4096): a test for loads held up by stores 4 KiB away.
 //!
 //! A last group measures parse + check + compile of each reward file, and
 //! one more the one-off build of each native kernel with an empty cache
@@ -256,6 +259,33 @@ fn paired_ratio(
     );
 }
 
+/// Where each column the kernel reads or writes starts, modulo a 4 KiB page.
+fn offsets(program: &Program, table: &FeatureTable, out: &Outputs) -> String {
+    let at = |p: &[f64]| p.as_ptr() as usize % 4096;
+    let mut parts: Vec<String> =
+        program.features.iter().map(|f| format!("{} {}", f.key, at(col(table, &f.key)))).collect();
+    parts.extend(
+        [("reward", &out.reward), ("adv", &out.adv), ("advantage", &out.advantage)]
+            .map(|(k, c)| format!("{k} {}", at(c))),
+    );
+    format!("column starts mod 4096: {}", parts.join(", "))
+}
+
+/// Output columns of `n` values whose allocations are each `136 * (k + 1)` values longer than
+/// needed, so that (when the allocator places them one after another, as it does the plain
+/// columns) their starts differ by about 1 KiB modulo a page; `eval_into` and the hand loop keep
+/// an allocation that is large enough, so the starts stay put. Columns the allocator maps on pages
+/// of their own (the process's first large allocations) start at 16 whatever their length, which
+/// the printed offsets show.
+fn staggered_outputs(n: usize) -> Outputs {
+    let column = |k: usize| {
+        let mut v = Vec::with_capacity(n + 136 * (k + 1));
+        v.resize(n, 0.0);
+        v
+    };
+    Outputs { reward: column(0), adv: column(1), advantage: column(2) }
+}
+
 /// `hand`'s outputs in fresh buffers.
 fn fresh_with(hand: HandWritten, table: &FeatureTable) -> Outputs {
     let mut out = Outputs::default();
@@ -292,6 +322,21 @@ fn evaluation(c: &mut Criterion) {
             |out| pool.install(|| hand(black_box(&table), out)),
         );
         assert_close(name, &shared, &want);
+        eprintln!("reward_eval/{name}: {}", offsets(compiled.program(), &table, &shared));
+        // The same pair on output columns whose starts lie about 1 KiB apart modulo a page, where
+        // the allocator put the three 8 MB columns 16 bytes apart: a kernel that reads an output
+        // column back (the group sums read `reward`) while it stores the next ones may have its
+        // loads held up by stores 4 KiB away ("4K aliasing").
+        let mut staggered = staggered_outputs(ROLLOUTS);
+        paired_ratio(
+            name,
+            "hand-written, staggered outputs",
+            &mut staggered,
+            |out| pool.install(|| compiled.eval_into(black_box(&table), &options, &mut space, out)).expect("finite"),
+            |out| pool.install(|| hand(black_box(&table), out)),
+        );
+        assert_close(name, &staggered, &want);
+        eprintln!("reward_eval/{name}: staggered {}", offsets(compiled.program(), &table, &staggered));
         // The dividing loop computes what the formula says, operation for operation: the same bits.
         let divided = fresh_with(hand_divide, &table);
         let bits =
