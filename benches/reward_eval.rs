@@ -314,13 +314,19 @@ fn evaluation(c: &mut Criterion) {
         // from process to process (ratios of 0.7 and 1.2 for the same binary), so a side of
         // its own would pair one side's luck with the other's.
         let mut shared = Outputs::default();
-        paired_ratio(
-            name,
-            "hand-written",
-            &mut shared,
-            |out| pool.install(|| compiled.eval_into(black_box(&table), &options, &mut space, out)).expect("finite"),
-            |out| pool.install(|| hand(black_box(&table), out)),
-        );
+        // The compiled program against `baseline` (called `label`), timed into `out`.
+        let mut pair = |label: &str, baseline: HandWritten, out: &mut Outputs| {
+            paired_ratio(
+                name,
+                label,
+                out,
+                |out| {
+                    pool.install(|| compiled.eval_into(black_box(&table), &options, &mut space, out)).expect("finite")
+                },
+                |out| pool.install(|| baseline(black_box(&table), out)),
+            )
+        };
+        pair("hand-written", hand, &mut shared);
         assert_close(name, &shared, &want);
         eprintln!("reward_eval/{name}: {}", offsets(compiled.program(), &table, &shared));
         // The same pair on output columns whose starts lie about 1 KiB apart modulo a page, where
@@ -328,13 +334,7 @@ fn evaluation(c: &mut Criterion) {
         // column back (the group sums read `reward`) while it stores the next ones may have its
         // loads held up by stores 4 KiB away ("4K aliasing").
         let mut staggered = staggered_outputs(ROLLOUTS);
-        paired_ratio(
-            name,
-            "hand-written, staggered outputs",
-            &mut staggered,
-            |out| pool.install(|| compiled.eval_into(black_box(&table), &options, &mut space, out)).expect("finite"),
-            |out| pool.install(|| hand(black_box(&table), out)),
-        );
+        pair("hand-written, staggered outputs", hand, &mut staggered);
         assert_close(name, &staggered, &want);
         eprintln!("reward_eval/{name}: staggered {}", offsets(compiled.program(), &table, &staggered));
         // The dividing loop computes what the formula says, operation for operation: the same bits.
@@ -342,13 +342,7 @@ fn evaluation(c: &mut Criterion) {
         let bits =
             |o: &Outputs| [&o.reward, &o.adv, &o.advantage].map(|c| c.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
         assert!(bits(&divided) == bits(&got), "{name}: the dividing loop's values are not the compiled program's bits");
-        paired_ratio(
-            name,
-            "hand-written dividing",
-            &mut shared,
-            |out| pool.install(|| compiled.eval_into(black_box(&table), &options, &mut space, out)).expect("finite"),
-            |out| pool.install(|| hand_divide(black_box(&table), out)),
-        );
+        pair("hand-written dividing", hand_divide, &mut shared);
 
         let mut group = c.benchmark_group(format!("reward_eval/{name}"));
         group.throughput(Throughput::Elements(ROLLOUTS as u64));
