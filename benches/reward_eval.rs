@@ -299,8 +299,7 @@ fn evaluation(c: &mut Criterion) {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("one-thread pool");
     for (name, file, hand, hand_divide) in FORMULAS {
         let compiled = CompiledProgram::new(&compile(file));
-        let fresh = |table: &FeatureTable| fresh_with(hand, table);
-        let want = fresh(&table);
+        let want = fresh_with(hand, &table);
         let got = pool.install(|| compiled.eval(&table, &options)).expect("finite");
         assert_close(name, &got, &want);
         match compiled.backend() {
@@ -350,7 +349,7 @@ fn evaluation(c: &mut Criterion) {
         group.bench_function("compiled", |b| {
             b.iter(|| pool.install(|| compiled.eval(black_box(&table), &options)).expect("finite"))
         });
-        group.bench_function("hand_written", |b| b.iter(|| fresh(black_box(&table))));
+        group.bench_function("hand_written", |b| b.iter(|| fresh_with(hand, black_box(&table))));
         group.bench_function("compiled_into", |b| {
             b.iter(|| {
                 pool.install(|| compiled.eval_into(black_box(&table), &options, &mut space, &mut compiled_out))

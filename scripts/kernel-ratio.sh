@@ -6,11 +6,11 @@
 #   scripts/kernel-ratio.sh [BENCH_BINARY] [CORES]
 #
 # BENCH_BINARY defaults to the one `cargo bench --bench reward_eval --no-run` builds; a binary
-# built on another machine runs where this checkout sits at the same path as there (the bench reads
-# `rewards/*.reward` from the path it was built at). CORES is a comma-separated list (default:
-# every core but the first, up to 12). The
-# kernels are built by the C compiler (`REWARDLAB_CC`) into `REWARDLAB_CACHE_DIR` as usual; to run
-# the very code measured elsewhere, carry that cache and a compiler whose `--version` matches.
+# built on another machine runs where this checkout sits at the same path as there (the bench
+# reads `rewards/*.reward` from the path it was built at). CORES is a comma-separated list
+# (default: every core but the first, up to 12). The kernels are built by the C compiler
+# (`REWARDLAB_CC`) into `REWARDLAB_CACHE_DIR` as usual; to run the very code measured elsewhere,
+# carry that cache and a compiler whose `--version` matches.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin=${1:-}
