@@ -33,6 +33,24 @@ pub struct StudyTasks {
     pub repo_dirs: BTreeMap<String, PathBuf>,
 }
 
+impl StudyTasks {
+    /// Reads the persisted content index of each of the tasks' repositories now, a thread per
+    /// repository, so that the first step's greps find it (see `Repo::load_index`: read lazily,
+    /// the file is read by the low-priority build pool, which a step's tool calls starve); the
+    /// entries the indexes hold afterwards. A repository the store cannot open is left to the
+    /// runs, which report it.
+    pub fn load_indexes(&self) -> usize {
+        std::thread::scope(|scope| {
+            let loads: Vec<_> = self
+                .repo_dirs
+                .keys()
+                .map(|name| scope.spawn(move || self.store.repo(name).map_or(0, |repo| repo.load_index())))
+                .collect();
+            loads.into_iter().map(|load| load.join().unwrap_or(0)).sum()
+        })
+    }
+}
+
 impl std::fmt::Debug for StudyTasks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StudyTasks")
@@ -250,6 +268,8 @@ where
         // old key (or none), which only costs the next process a recomputation.
         publish::write_text(study_dir, baseline::CACHE_KEY_FILE, key, "the baselines' cache key")?;
     }
+
+    tasks.load_indexes();
 
     let group_size = study.training.group_size;
     let variants = study

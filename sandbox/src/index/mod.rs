@@ -12,14 +12,18 @@
 //!
 //! # Building
 //!
-//! The first grep on a zero-disk view starts a background job that builds the entries the view's
-//! blobs lack, in parallel, on a pool of its own ([`spawn_background`]) whose threads run at a
-//! lower scheduling priority: tool calls and the policy, which a training step waits for, get
-//! the cores first, and the builds take what they leave idle. The grep itself, and every one after it until
-//! the job is done, use whatever entries exist and scan the rest, so a build never holds a call
-//! past its deadline; a grep that finds the index locked by a build (inserting a blob's
-//! trigrams, compacting the lists) waits at most [`GREP_PATIENCE`] for it, then goes on without
-//! the index for that call. [`crate::Repo::build_index`] builds for a list of commits in the calling
+//! The first grep on a zero-disk view whose blobs the index lacks starts a background job that
+//! builds those entries, in parallel, on a pool of its own ([`spawn_background`]) whose threads
+//! run at a lower scheduling priority: tool calls and the policy, which a training step waits
+//! for, get the cores first, and the builds take what they leave idle. A view whose blobs all
+//! have entries starts no job. The grep itself, and every one after it until the job is done,
+//! use whatever entries exist and scan the rest, so a build never holds a call past its
+//! deadline. Greps evaluate their queries side by side under a read lock; a grep that finds the
+//! index write-locked by a build (inserting a blob's trigrams, compacting the lists) sleeps at
+//! most [`GREP_PATIENCE`] for it, then goes on without the index for that call. (A low-priority
+//! builder preempted inside its critical section holds the lock for as long as the scheduler
+//! keeps it off the cores: on a real study that made one grep in fourteen give up, which is why
+//! a warm view starts no build at all.) [`crate::Repo::build_index`] builds for a list of commits in the calling
 //! thread (parallel too), reporting progress, for callers that want the index ready before a run.
 //!
 //! # Memory bound
@@ -57,10 +61,10 @@ use std::{
     collections::HashSet,
     path::{Path, PathBuf},
     sync::{
-        Arc, Condvar, Mutex, MutexGuard, TryLockError,
+        Arc, Mutex,
         atomic::{AtomicU64, AtomicUsize, Ordering},
     },
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use gix::ObjectId;
@@ -197,9 +201,15 @@ pub(crate) struct ContentIndex {
     /// Whether the persisted file was read (or there was none to read); builds take this lock
     /// first, greps never do.
     load: Mutex<bool>,
-    inner: Mutex<Inner>,
-    /// Signalled whenever pending blobs finish, for builds waiting on another build's blobs.
-    settled: Condvar,
+    /// The entries and lists. Greps evaluate their queries under the read lock, side by side;
+    /// builds and a view's lookups (which mark its blobs used) take the write lock. A
+    /// `parking_lot` lock for its timed waits: a grep that finds it held sleeps for it (up to
+    /// [`GREP_PATIENCE`]) instead of spinning on the cores the holder needs.
+    inner: parking_lot::RwLock<Inner>,
+    /// Signalled (under `settle`) whenever pending blobs finish, for builds waiting on another
+    /// build's blobs.
+    settled: parking_lot::Condvar,
+    settle: parking_lot::Mutex<()>,
     files_skipped: AtomicU64,
     indexed_greps: AtomicU64,
 }
@@ -287,7 +297,7 @@ impl ContentIndex {
             capacity,
             file,
             load: Mutex::new(false),
-            inner: Mutex::new(Inner {
+            inner: parking_lot::RwLock::new(Inner {
                 map: LruCache::unbounded_with_hasher(foldhash::fast::RandomState::default()),
                 postings: Postings::default(),
                 live_grams: 0,
@@ -298,7 +308,8 @@ impl ContentIndex {
                 compactions: 0,
                 pending: HashSet::new(),
             }),
-            settled: Condvar::new(),
+            settled: parking_lot::Condvar::new(),
+            settle: parking_lot::Mutex::new(()),
             files_skipped: AtomicU64::new(0),
             indexed_greps: AtomicU64::new(0),
         }
@@ -309,7 +320,7 @@ impl ContentIndex {
     }
 
     pub(crate) fn stats(&self) -> IndexStats {
-        let inner = self.lock();
+        let inner = self.inner.read();
         IndexStats {
             blobs: inner.map.len(),
             bytes: inner.bytes(),
@@ -331,13 +342,13 @@ impl ContentIndex {
     /// The live text blobs that cannot match `query`, evaluated once over the posting lists;
     /// `None` when a build held the index past [`GREP_PATIENCE`].
     pub(crate) fn skip_set(&self, query: &Query) -> Option<SkipSet> {
-        Some(self.lock_for_grep()?.postings.skip_set(query))
+        Some(self.inner.try_read_for(GREP_PATIENCE)?.postings.skip_set(query))
     }
 
     /// The entries of `ids` (in order) that exist now, and whether all of them do. When a build
     /// holds the index past [`GREP_PATIENCE`], no entries (and not complete).
     pub(crate) fn lookup(&self, ids: &[Option<ObjectId>]) -> (Vec<Option<Arc<BlobEntry>>>, bool) {
-        let Some(mut inner) = self.lock_for_grep() else {
+        let Some(mut inner) = self.inner.try_write_for(GREP_PATIENCE) else {
             return (vec![None; ids.len()], false);
         };
         let mut complete = true;
@@ -401,16 +412,18 @@ impl ContentIndex {
         if !wait {
             return;
         }
-        let mut inner = self.lock();
-        while theirs.iter().any(|id| inner.pending.contains(id)) {
-            inner = self.settled.wait(inner).unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Checked under `settle`, which `finish` takes to signal: no wake-up is lost.
+        let mut settle = self.settle.lock();
+        while theirs.iter().any(|id| self.inner.read().pending.contains(id)) {
+            self.settled.wait(&mut settle);
         }
     }
 
     /// Reads the persisted file once, before the first build (greps use whatever exists and
     /// never wait for it). A missing, old or corrupt file leaves the index empty; it is written
-    /// over at the next save.
-    fn ensure_loaded(&self) {
+    /// over at the next save. Called by the first build (on the low-priority pool) or, ahead of
+    /// any grep, by [`crate::Repo::load_index`] in the caller's thread.
+    pub(crate) fn ensure_loaded(&self) {
         let Some(file) = &self.file else { return };
         let mut done = self.load.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if *done {
@@ -463,26 +476,13 @@ impl ContentIndex {
             inner.insert(id, built, self.capacity);
         }
         drop(inner);
+        let _settle = self.settle.lock();
         self.settled.notify_all();
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        // Every critical section leaves the map, the lists and their counts consistent.
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// The lock for a grep, which never waits on a build for long: tried until
-    /// [`GREP_PATIENCE`] has passed, then given up.
-    fn lock_for_grep(&self) -> Option<MutexGuard<'_, Inner>> {
-        let started = Instant::now();
-        loop {
-            match self.inner.try_lock() {
-                Ok(inner) => return Some(inner),
-                Err(TryLockError::Poisoned(poisoned)) => return Some(poisoned.into_inner()),
-                Err(TryLockError::WouldBlock) if started.elapsed() < GREP_PATIENCE => std::thread::yield_now(),
-                Err(TryLockError::WouldBlock) => return None,
-            }
-        }
+    /// The write lock, for builds (never for a grep: see [`GREP_PATIENCE`]).
+    fn lock(&self) -> parking_lot::RwLockWriteGuard<'_, Inner> {
+        self.inner.write()
     }
 }
 

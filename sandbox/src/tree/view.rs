@@ -107,16 +107,21 @@ impl View {
         if let Some(entries) = self.index_snapshot.get() {
             return Some((index, entries.clone()));
         }
-        if !self.index_requested.swap(true, Ordering::SeqCst) {
+        let (found, complete) = index.lookup(&self.ids);
+        // Only a view with blobs the index lacks starts a build, and only for those blobs: the
+        // build's threads run at a low priority, and one preempted while it holds the index's
+        // lock (even to find which blobs are new) made every grep of the repository give up on
+        // the index meanwhile (see `GREP_PATIENCE`).
+        if !complete && !self.index_requested.swap(true, Ordering::SeqCst) {
             let shared = self.shared.clone();
-            let ids: Vec<ObjectId> = self.ids.iter().flatten().copied().collect();
+            let ids: Vec<ObjectId> =
+                self.ids.iter().zip(&found).filter(|(_, entry)| entry.is_none()).filter_map(|(id, _)| *id).collect();
             let done = self.index_done.clone();
             crate::index::spawn_background(move || {
                 shared.index.build(&shared, &ids, false, None);
                 done.store(true, Ordering::SeqCst);
             });
         }
-        let (found, complete) = index.lookup(&self.ids);
         let entries: Entries = found.into();
         if complete || self.index_done.load(Ordering::SeqCst) {
             let _ = self.index_snapshot.set(entries.clone());

@@ -338,6 +338,26 @@ fn the_index_persists_across_processes_and_bad_files_are_ignored_and_rebuilt() {
     assert!(!repo.save_index().expect("no error"), "nothing new to write");
     drop((repo, store));
 
+    // `load_index` reads the file in the caller's thread before any grep or build, so the very
+    // first grep of a commit is narrowed by it and starts no build (its blobs all have entries).
+    {
+        let store = RepoStore::open_with(&store_dir, StoreOptions { persist_index: true, ..StoreOptions::default() })
+            .expect("store");
+        let repo = store.repo(spec).expect("adopt");
+        assert_eq!(repo.index_stats().loaded, 0, "nothing is read on opening");
+        assert_eq!(repo.load_index(), first.blobs);
+        assert_eq!(repo.load_index(), first.blobs, "read once");
+        let tree = repo.tree(&ids[0], TreeKind::View).expect("view");
+        let scanned = scan_repo.tree(&ids[0], TreeKind::View).expect("view");
+        assert_eq!(
+            grep(&tree, &limits, "no_such_thing", None, true),
+            grep(&scanned, &limits, "no_such_thing", None, true)
+        );
+        let stats = repo.index_stats();
+        assert!(stats.files_skipped > 0, "the first grep used the loaded index: {stats:?}");
+        assert_eq!((stats.loaded, stats.built), (first.blobs, 0), "{stats:?}");
+    }
+
     // Bad files are ignored: the index is rebuilt, greps still agree, and a good file replaces it.
     let mut old_version = good.clone();
     old_version[8..12].copy_from_slice(&0u32.to_le_bytes());
