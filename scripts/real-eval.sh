@@ -18,6 +18,7 @@
 #   PROXY="" (extra `key = value` lines for the proxy's [policy] table, e.g. "ranking_prior = true",
 #   which the README's numbers use, $'ranking_prior = true\neval_average = 0.9' for session 7's,
 #   or a switch off for an ablation)
+#   TRAINING="" (extra `key = value` lines for the [training] table, e.g. $'epochs = 2\nminibatches = 2')
 #   ABLATION="rarity=false definitions=false ..." makes one study of the first variant's reward:
 #   a "full" variant and one variant per `key=value` proxy override (the README's ablation table)
 #   CHECK_ONLY=1 stops after `study check` (mining, the leakage report)
@@ -94,6 +95,7 @@ total_steps = $steps
 prompts_per_step = ${PROMPTS:-8}
 group_size = ${GROUP:-8}
 eval_every = ${EVAL_EVERY:-20}
+${TRAINING:-}
 
 [training.optim]
 lr = ${LR:-0.05}
