@@ -22,7 +22,7 @@
 //! index write-locked by a build (inserting a blob's trigrams, compacting the lists) sleeps at
 //! most [`GREP_PATIENCE`] for it, then goes on without the index for that call. (A low-priority
 //! builder preempted inside its critical section holds the lock for as long as the scheduler
-//! keeps it off the cores: on a real study that made one grep in fourteen give up, which is why
+//! keeps it off the cores: on a real study that made one grep in twenty give up, which is why
 //! a warm view starts no build at all.) [`crate::Repo::build_index`] builds for a list of commits in the calling
 //! thread (parallel too), reporting progress, for callers that want the index ready before a run.
 //!
@@ -480,7 +480,8 @@ impl ContentIndex {
         self.settled.notify_all();
     }
 
-    /// The write lock, for builds (never for a grep: see [`GREP_PATIENCE`]).
+    /// The write lock, waited for without a bound: for builds, loads and saves, never for a grep
+    /// (see [`GREP_PATIENCE`]).
     fn lock(&self) -> parking_lot::RwLockWriteGuard<'_, Inner> {
         self.inner.write()
     }
