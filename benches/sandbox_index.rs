@@ -7,8 +7,8 @@
 //! - `sandbox_index_vs_git_grep`: per pattern of a fixed mix of selective and common ones
 //!   (literals, an alternation, a case-insensitive word, classes, `\b`, escapes, and one
 //!   pattern without a usable literal that falls back to the scan), one grep call in steady
-//!   state (index built, blob cache warm, result cache not involved: `RunTool::run` on the
-//!   tree) on an indexed view, on a scanning view (index off), and `git grep -n` on a checked
+//!   state (index built, blob cache warm, result cache and grep memo not involved: `RunTool::run`
+//!   on the tree, the memo off, since it would replay every blob of a commit grepped before) on an indexed view, on a scanning view (index off), and `git grep -n` on a checked
 //!   out worktree of the same commit (a subprocess, as a policy's tool would be). The median per
 //!   call of each over the mix and the ratios are printed after the group.
 //! - `sandbox_index_build`: the index build of one commit on a fresh store (cold: the first
@@ -288,16 +288,19 @@ fn ms(d: Duration) -> f64 {
 fn greps(c: &mut Criterion, label: &str, fx: &Fixture, repo_spec: &str, mix: &[(&str, &str, bool)]) {
     let limits = Limits::default();
     // Not persisted, so the build below is a build on every run of the bench.
-    let indexed_store =
-        RepoStore::open_with(&fx.store_dir, StoreOptions { persist_index: false, ..StoreOptions::default() })
-            .expect("store");
+    let indexed_store = RepoStore::open_with(
+        &fx.store_dir,
+        StoreOptions { persist_index: false, grep_memo_bytes: 0, ..StoreOptions::default() },
+    )
+    .expect("store");
     let scan_dir = fx.scratch.join("scan-store");
     let _ = std::fs::remove_dir_all(&scan_dir);
     std::fs::create_dir_all(&scan_dir).expect("mkdir");
     let mirror_name = fx.bare.file_name().expect("name").to_owned();
     std::os::unix::fs::symlink(&fx.bare, scan_dir.join(&mirror_name)).expect("symlink the mirror");
     let scan_store =
-        RepoStore::open_with(&scan_dir, StoreOptions { index_bytes: 0, ..StoreOptions::default() }).expect("store");
+        RepoStore::open_with(&scan_dir, StoreOptions { index_bytes: 0, grep_memo_bytes: 0, ..StoreOptions::default() })
+            .expect("store");
     let indexed_repo = indexed_store.repo(repo_spec).expect("adopt");
     let scan_repo = scan_store.repo(repo_spec).expect("adopt");
     let head = fx.commits.last().expect("a commit");

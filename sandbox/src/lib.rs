@@ -68,6 +68,20 @@
 //! the first build, written atomically when the repository is dropped or by
 //! [`Repo::save_index`]; a missing, old or corrupt file is ignored and rebuilt.
 //!
+//! # Grep memo
+//!
+//! A trigram query cannot rule out a file that holds a common word, or the trigrams of
+//! `def`, `class` and a name without defining it. But what a pattern matches in a blob does not
+//! depend on the commit, so each repository also keeps, per grep pattern (with its case flag and
+//! the line and file caps), what it matched in every blob it was searched in (`grep_memo`):
+//! nothing, binary, or the matching lines' counts (and their texts when few). A grep on a view
+//! replays the entries of the blobs it finds there instead of reading and scanning them, and
+//! records the blobs it scans; a study that asks one pattern at many commits scans each blob
+//! once. Replays are exactly the scan's output (tests compare both on every commit of built
+//! repositories); past [`StoreOptions::grep_memo_bytes`] (64 MiB) least recently used patterns
+//! are dropped whole, and 0 turns the memo off. [`IndexStats::memo_files`] counts the files
+//! served. Worktrees always scan.
+//!
 //! # Tools and limits
 //!
 //! [`ToolCall`] is `{"tool": "grep"|"glob"|"read", "args": {...}}`; [`ToolCall::from_json`]
@@ -115,6 +129,7 @@
 mod blob_cache;
 mod deadline;
 mod error;
+mod grep_memo;
 mod index;
 mod limits;
 mod path;

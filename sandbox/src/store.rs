@@ -17,6 +17,7 @@ use lru::LruCache;
 use crate::{
     blob_cache::BlobCache,
     error::Error,
+    grep_memo::GrepMemo,
     index::{ContentIndex, IndexProgress, IndexStats},
     tree::{Backend, Checkout, Tree, TreeKind, View},
 };
@@ -38,6 +39,10 @@ pub struct StoreOptions {
     /// Off by default (a store's directory then holds only mirrors and trees); `rewardlab
     /// sandbox --store` turns it on.
     pub persist_index: bool,
+    /// Byte bound of each repository's grep memo (what a pattern matched in each blob it was
+    /// searched in, shared by every commit; see the crate docs); 0 disables it and every grep
+    /// scans the files the index leaves.
+    pub grep_memo_bytes: usize,
 }
 
 impl Default for StoreOptions {
@@ -47,6 +52,7 @@ impl Default for StoreOptions {
             keep_recent_trees: 16,
             index_bytes: 256 << 20,
             persist_index: false,
+            grep_memo_bytes: 64 << 20,
         }
     }
 }
@@ -288,6 +294,7 @@ impl RepoStore {
                     self.options.index_bytes,
                     self.options.persist_index.then(|| self.root.join(".index").join(format!("{name}.trigrams"))),
                 ),
+                memo: GrepMemo::new(self.options.grep_memo_bytes),
                 admin: Mutex::new(()),
             }),
             trees_dir: self.trees_root().join(format!("{name}.git")),
@@ -390,7 +397,13 @@ impl Repo {
 
     /// Counters of this repository's content index.
     pub fn index_stats(&self) -> IndexStats {
-        self.shared.index.stats()
+        let memo = self.shared.memo.stats();
+        IndexStats {
+            memo_files: memo.served,
+            memo_patterns: memo.patterns,
+            memo_bytes: memo.bytes,
+            ..self.shared.index.stats()
+        }
     }
 
     /// Writes the content index to its file under the store now (see
@@ -507,6 +520,7 @@ pub(crate) struct RepoShared {
     git: gix::ThreadSafeRepository,
     pub(crate) blobs: BlobCache,
     pub(crate) index: ContentIndex,
+    pub(crate) memo: GrepMemo,
     /// Serialises worktree registration and removal (see `Checkout::create`).
     admin: Mutex<()>,
 }

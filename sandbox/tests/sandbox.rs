@@ -7,6 +7,7 @@ mod sandbox {
     pub mod helpers;
     mod index;
     mod limits;
+    mod memo;
     mod oracle;
     mod security;
     mod store;

@@ -215,13 +215,15 @@ fn render_index(rows: &[IndexRow]) -> String {
         "\n## Content index and blob cache\n\n\
          Counters of the last training process, per repository (`index.json`). Evictions mean the \
          index reached its bound (`[sandbox] index_mib` in the study file) and greps read the evicted \
-         blobs' files again; a compaction follows each round of evictions.\n\n\
-         | repository | blobs | index | bound | built | loaded | evicted | compactions | files skipped | indexed greps | blob cache hits | misses |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         blobs' files again; a compaction follows each round of evictions. Memo files: files greps took \
+         from the grep memo (what the pattern matched in the blob at an earlier grep) instead of reading \
+         them; its size is bounded by `[sandbox] grep_memo_mib`.\n\n\
+         | repository | blobs | index | bound | built | loaded | evicted | compactions | files skipped | indexed greps | memo files | memo | blob cache hits | misses |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for IndexRow { repository, index: i, blob_cache: b } in rows {
         out.push_str(&format!(
-            "| {repository} | {} | {:.0} MiB | {:.0} MiB | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {repository} | {} | {:.0} MiB | {:.0} MiB | {} | {} | {} | {} | {} | {} | {} | {:.0} MiB | {} | {} |\n",
             i.blobs,
             mib(i.bytes),
             mib(i.capacity_bytes),
@@ -231,6 +233,8 @@ fn render_index(rows: &[IndexRow]) -> String {
             i.compactions,
             i.files_skipped,
             i.indexed_greps,
+            i.memo_files,
+            mib(i.memo_bytes),
             b.hits,
             b.misses
         ));
@@ -277,6 +281,9 @@ mod tests {
                 compactions: 0,
                 files_skipped: 31569,
                 indexed_greps: 351,
+                memo_files: 20417,
+                memo_patterns: 233,
+                memo_bytes: 3 << 20,
             },
             blob_cache: BlobCacheStats { hits: 6911, misses: 1232, ..BlobCacheStats::default() },
         };
@@ -289,7 +296,7 @@ mod tests {
         write(dir.path(), "s", &[phase]).expect("writes");
         let md = fs::read_to_string(dir.path().join(PHASES_MD)).expect("phases.md");
         assert!(
-            md.contains("| psf__requests | 1462 | 14 MiB | 256 MiB | 12 | 1450 | 0 | 0 | 31569 | 351 | 6911 | 1232 |"),
+            md.contains("| psf__requests | 1462 | 14 MiB | 256 MiB | 12 | 1450 | 0 | 0 | 31569 | 351 | 20417 | 3 MiB | 6911 | 1232 |"),
             "{md}"
         );
     }

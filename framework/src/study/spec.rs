@@ -386,12 +386,19 @@ pub struct SandboxSpec {
     pub index_mib: usize,
     /// Each repository's blob cache, in MiB (`StoreOptions::blob_cache_bytes`); 0 caches nothing.
     pub blob_cache_mib: usize,
+    /// Each repository's grep memo, in MiB (`StoreOptions::grep_memo_bytes`: what each pattern
+    /// matched in each blob, shared by every commit); 0 turns it off.
+    pub grep_memo_mib: usize,
 }
 
 impl Default for SandboxSpec {
     fn default() -> Self {
         let options = rewardlab_sandbox::StoreOptions::default();
-        SandboxSpec { index_mib: options.index_bytes >> 20, blob_cache_mib: options.blob_cache_bytes >> 20 }
+        SandboxSpec {
+            index_mib: options.index_bytes >> 20,
+            blob_cache_mib: options.blob_cache_bytes >> 20,
+            grep_memo_mib: options.grep_memo_bytes >> 20,
+        }
     }
 }
 
@@ -402,6 +409,7 @@ impl SandboxSpec {
         rewardlab_sandbox::StoreOptions {
             index_bytes: self.index_mib.saturating_mul(1 << 20),
             blob_cache_bytes: self.blob_cache_mib.saturating_mul(1 << 20),
+            grep_memo_bytes: self.grep_memo_mib.saturating_mul(1 << 20),
             persist_index: true,
             ..rewardlab_sandbox::StoreOptions::default()
         }

@@ -161,6 +161,7 @@ enum BuiltContent {
 
 /// Counters of one repository's content index.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct IndexStats {
     /// Blobs with an entry now.
     pub blobs: usize,
@@ -181,6 +182,13 @@ pub struct IndexStats {
     pub files_skipped: u64,
     /// Greps whose pattern gave a usable query.
     pub indexed_greps: u64,
+    /// Files greps took from the repository's grep memo instead of reading them (see
+    /// [`crate::StoreOptions::grep_memo_bytes`]).
+    pub memo_files: u64,
+    /// Patterns the grep memo holds now.
+    pub memo_patterns: usize,
+    /// Bytes the grep memo is counted at now.
+    pub memo_bytes: usize,
 }
 
 /// Progress of [`crate::Repo::build_index`]: blobs done of the blobs to build.
@@ -331,6 +339,7 @@ impl ContentIndex {
             compactions: inner.compactions,
             files_skipped: self.files_skipped.load(Ordering::Relaxed),
             indexed_greps: self.indexed_greps.load(Ordering::Relaxed),
+            ..IndexStats::default()
         }
     }
 

@@ -8,6 +8,10 @@
 //! trigram query, evaluated once over the posting lists, rules out files that cannot match, and the index's sizes and binary flags
 //! account for them exactly as reading them would (`searched`, skipped binary and large files),
 //! so the output is the same byte for byte. Files without an entry are read and scanned.
+//!
+//! Then the repository's grep memo (`crate::grep_memo`): a blob this pattern was searched in
+//! before, at any commit, replays the lines it matched there instead of being read; a blob that
+//! is scanned is recorded for the next grep.
 
 use std::sync::Arc;
 
@@ -18,6 +22,7 @@ use super::{Entity, ErrorKind, GrepArgs, ToolResult, filter::PathFilter, output:
 use crate::{
     Limits,
     deadline::Deadline,
+    grep_memo::{BlobMatches, PatternKey, Recorder, line_chars},
     index::{Content, Query},
     tree::{AccessError, EntryKind, Tree},
 };
@@ -49,6 +54,17 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
         if query.is_all() { None } else { index.skip_set(&query) }
     });
     let mut skipped = 0usize;
+    // The pattern's memo (what it matched in each blob searched before), and what this call
+    // scans for it.
+    let memo_key = PatternKey {
+        pattern: args.pattern.clone(),
+        case_insensitive: !args.case_sensitive.unwrap_or(true),
+        max_line_chars: limits.max_line_chars,
+        max_file_bytes: limits.max_grep_file_bytes,
+    };
+    let memo = tree.grep_memo().and_then(|(memo, ids)| Some((memo, ids, memo.pattern(&memo_key)?)));
+    let mut fresh = Vec::new();
+    let mut served = 0usize;
     let reader = tree.reader();
     let mut out = Output::new(limits);
     let mut searched = 0usize;
@@ -94,6 +110,21 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
                 Content::Unindexed => {}
             }
         }
+        let blob = memo.as_ref().and_then(|(_, ids, _)| ids[i]);
+        if let (Some((_, _, patterns)), Some(id)) = (&memo, blob) {
+            let path_chars = entry.path.chars().count();
+            // `Some(binary)` when the entry said what the scan would.
+            let replayed = patterns.with(&id, |matches| match matches {
+                BlobMatches::Binary => Some(true),
+                matches => matches.replay(&entry.path, path_chars, &mut out).then_some(false),
+            });
+            if let Some(Some(is_binary)) = replayed {
+                searched += 1;
+                served += 1;
+                binary += usize::from(is_binary);
+                continue;
+            }
+        }
         let data: Arc<[u8]> = match reader.read_listed(i, entry, limits.max_grep_file_bytes) {
             Ok((data, text)) => {
                 known_text |= text;
@@ -113,11 +144,21 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
         // search, not `<[u8]>::contains`: the latter was a visible share of the tools' time.)
         if !known_text && memchr::memchr(0, &data).is_some() {
             binary += 1;
+            if let (Some(id), Some(_)) = (blob, &memo) {
+                fresh.push((id, BlobMatches::Binary));
+            }
             continue;
         }
-        if !search_file(&mut searcher, &matcher, &entry.path, &data, &mut out, deadline) {
+        let mut recorder = memo.as_ref().and(blob).map(|_| Recorder::new(limits.max_line_chars));
+        if !search_file(&mut searcher, &matcher, &entry.path, &data, &mut out, recorder.as_mut(), deadline) {
             timed_out = true;
+        } else if let (Some(id), Some(recorder)) = (blob, recorder) {
+            fresh.push((id, recorder.finish()));
         }
+    }
+    if let Some((memo, _, patterns)) = &memo {
+        memo.insert(&memo_key, patterns, fresh);
+        memo.record_served(served);
     }
     if let (Some((index, _)), Some(_)) = (&indexed, &skip) {
         index.record_grep(skipped);
@@ -177,12 +218,14 @@ fn search_file(
     path: &str,
     data: &[u8],
     out: &mut Output,
+    recorder: Option<&mut Recorder>,
     deadline: Deadline,
 ) -> bool {
     let mut sink = LineSink {
         path,
         path_chars: path.chars().count(),
         out,
+        recorder,
         deadline,
         data,
         chunk_start: 0,
@@ -221,15 +264,6 @@ fn count_newlines(data: &[u8]) -> u64 {
     data.chunks(255).map(|run| u64::from(run.iter().map(|&b| u8::from(b == b'\n')).sum::<u8>())).sum()
 }
 
-fn digits(mut n: u64) -> usize {
-    let mut digits = 1;
-    while n >= 10 {
-        n /= 10;
-        digits += 1;
-    }
-    digits
-}
-
 fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
@@ -238,6 +272,8 @@ struct LineSink<'a> {
     path: &'a str,
     path_chars: usize,
     out: &'a mut Output,
+    /// The grep memo's entry for this file, when it is recorded.
+    recorder: Option<&'a mut Recorder>,
     deadline: Deadline,
     /// The whole file, and where in it the chunk being searched starts.
     data: &'a [u8],
@@ -274,6 +310,9 @@ impl Sink for LineSink<'_> {
         let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
         if self.out.showing() {
             let text = String::from_utf8_lossy(bytes);
+            if let Some(recorder) = self.recorder.as_deref_mut() {
+                recorder.line(line, text.chars().count(), Some(&text));
+            }
             self.out.line(&format!("{}:{line}:{text}", self.path), Some(Entity::line(self.path, line)));
         } else {
             // Past the output limit only the size of what is cut matters: count, don't build.
@@ -286,7 +325,11 @@ impl Sink for LineSink<'_> {
                     Err(_) => String::from_utf8_lossy(bytes).chars().count(),
                 }
             };
-            self.out.count(self.path_chars + digits(line) + 2 + text_chars);
+            if let Some(recorder) = self.recorder.as_deref_mut() {
+                let text = recorder.wants_text().then(|| String::from_utf8_lossy(bytes));
+                recorder.line(line, text_chars, text.as_deref());
+            }
+            self.out.count(self.path_chars + line_chars(line, text_chars));
         }
         // Reading the clock at every match was a tenth of a common word's grep (perf, sympy):
         // every `MATCHES_PER_CLOCK`-th match reads it, the first one included.

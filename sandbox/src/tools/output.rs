@@ -6,6 +6,7 @@
 
 use crate::{
     Limits,
+    grep_memo::Replay,
     tools::{Entity, Status, ToolResult},
 };
 
@@ -67,6 +68,16 @@ impl Output {
         self.overflowed = true;
     }
 
+    /// Counts `lines` lines that are not shown, none longer than the line cap, of `chars`
+    /// characters in all: [`Output::count`] for each, at once.
+    pub(crate) fn count_many(&mut self, lines: u64, chars: u64) {
+        if lines > 0 {
+            self.total_lines += lines as usize;
+            self.total_chars += (chars + lines) as usize;
+            self.overflowed = true;
+        }
+    }
+
     /// Adds a closing note (`[...]`) that is always shown, after the lines.
     pub(crate) fn note(&mut self, note: String) {
         self.notes.push(note);
@@ -120,6 +131,25 @@ impl Output {
         lines.extend(self.notes);
         lines.extend(cut_notice);
         ToolResult { output: lines.join("\n"), entities, status }
+    }
+}
+
+/// A grep memo's entry replays into the output as the scan would write it.
+impl Replay for Output {
+    fn showing(&self) -> bool {
+        Output::showing(self)
+    }
+
+    fn line(&mut self, path: &str, line: u64, text: &str) {
+        Output::line(self, &format!("{path}:{line}:{text}"), Some(Entity::line(path, line)));
+    }
+
+    fn count(&mut self, chars: usize) {
+        Output::count(self, chars);
+    }
+
+    fn count_many(&mut self, lines: u64, chars: u64) {
+        Output::count_many(self, lines, chars);
     }
 }
 

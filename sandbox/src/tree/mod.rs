@@ -11,7 +11,7 @@ use std::{cell::OnceCell, path::Path, sync::Arc};
 use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
-use crate::{index::ContentIndex, path, store::RepoShared};
+use crate::{grep_memo::GrepMemo, index::ContentIndex, path, store::RepoShared};
 
 pub(crate) use view::{Entries, View};
 pub(crate) use worktree::Checkout;
@@ -195,6 +195,12 @@ impl Tree {
             Backend::View(view) => view.index_entries(),
             Backend::Worktree(_) => None,
         }
+    }
+
+    /// The repository's grep memo and the blob of each of [`Tree::files`]; `None` for a
+    /// worktree (as for the index: its files may differ from the blobs).
+    pub(crate) fn grep_memo(&self) -> Option<(&GrepMemo, &[Option<ObjectId>])> {
+        self.view().map(View::grep_memo)
     }
 
     pub(crate) fn view(&self) -> Option<&View> {

@@ -18,6 +18,7 @@ use super::{AccessError, EntryKind, FileEntry, Reader};
 use crate::{
     blob_cache::Blob,
     error::Error,
+    grep_memo::GrepMemo,
     index::{BlobEntry, ContentIndex},
     path::is_git_dir,
     store::RepoShared,
@@ -127,6 +128,11 @@ impl View {
             let _ = self.index_snapshot.set(entries.clone());
         }
         Some((index, entries))
+    }
+
+    /// The repository's grep memo and the blob of each listed file (`None` for symlinks).
+    pub(crate) fn grep_memo(&self) -> (&GrepMemo, &[Option<ObjectId>]) {
+        (&self.shared.memo, &self.ids)
     }
 
     /// The blobs of this view's regular files, for an explicit index build.

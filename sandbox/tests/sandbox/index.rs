@@ -100,8 +100,11 @@ struct Pair {
 }
 
 fn pair(fx: &Fixture, src: &Path, ids: &[String], index_bytes: usize) -> Pair {
-    let scan_store = RepoStore::open_with(fx.path("scan"), StoreOptions { index_bytes: 0, ..StoreOptions::default() })
-        .expect("store");
+    let scan_store = RepoStore::open_with(
+        fx.path("scan"),
+        StoreOptions { index_bytes: 0, grep_memo_bytes: 0, ..StoreOptions::default() },
+    )
+    .expect("store");
     let index_store = RepoStore::open_with(fx.path("indexed"), StoreOptions { index_bytes, ..StoreOptions::default() })
         .expect("store");
     let spec = src.to_str().expect("utf-8");
@@ -238,8 +241,11 @@ fn memory_stays_within_the_bound_over_thousands_of_commits() {
     let bound = 64 << 10;
     let options = StoreOptions { index_bytes: bound, keep_recent_trees: 0, ..StoreOptions::default() };
     let store = RepoStore::open_with(fx.path("store"), options).expect("store");
-    let scan_store = RepoStore::open_with(fx.path("scan"), StoreOptions { index_bytes: 0, ..StoreOptions::default() })
-        .expect("store");
+    let scan_store = RepoStore::open_with(
+        fx.path("scan"),
+        StoreOptions { index_bytes: 0, grep_memo_bytes: 0, ..StoreOptions::default() },
+    )
+    .expect("store");
     let repo = store.repo(bare.to_str().expect("utf-8")).expect("adopt");
     let scan_repo = scan_store.repo(bare.to_str().expect("utf-8")).expect("adopt");
     let revs: Vec<String> = (0..commits).map(|back| format!("main~{back}")).collect();
@@ -267,8 +273,11 @@ fn a_grep_before_the_index_is_built_scans_and_agrees() {
     let fx = Fixture::new();
     let (src, ids) = source(&fx);
     let store = RepoStore::open(fx.path("store")).expect("store");
-    let scan_store = RepoStore::open_with(fx.path("scan"), StoreOptions { index_bytes: 0, ..StoreOptions::default() })
-        .expect("store");
+    let scan_store = RepoStore::open_with(
+        fx.path("scan"),
+        StoreOptions { index_bytes: 0, grep_memo_bytes: 0, ..StoreOptions::default() },
+    )
+    .expect("store");
     let spec = src.to_str().expect("utf-8");
     let (repo, scan_repo) = (store.repo(spec).expect("clone"), scan_store.repo(spec).expect("clone"));
     let limits = Limits::default();
@@ -299,8 +308,11 @@ fn the_index_persists_across_processes_and_bad_files_are_ignored_and_rebuilt() {
     let (src, ids) = source(&fx);
     let spec = src.to_str().expect("utf-8");
     let store_dir = fx.path("store");
-    let scan_store = RepoStore::open_with(fx.path("scan"), StoreOptions { index_bytes: 0, ..StoreOptions::default() })
-        .expect("store");
+    let scan_store = RepoStore::open_with(
+        fx.path("scan"),
+        StoreOptions { index_bytes: 0, grep_memo_bytes: 0, ..StoreOptions::default() },
+    )
+    .expect("store");
     let scan_repo = scan_store.repo(spec).expect("clone");
     let limits = Limits::default();
     let patterns = ["request", "TODO|FIXME", r"\bdef\b", "(?i)kelvin", "no_such_thing", "binary"];

@@ -46,7 +46,8 @@ pub struct SandboxArgs {
     /// Turn the content index off, so every grep scans (for comparing the two).
     #[arg(long)]
     no_index: bool,
-    /// Turn the result cache off, so a repeated call runs again (for timing the tools themselves).
+    /// Turn the result cache and the grep memo off, so a repeated call, or a pattern asked
+    /// again, runs and reads its files again (for timing the tools themselves).
     #[arg(long)]
     no_cache: bool,
     #[command(subcommand)]
@@ -96,6 +97,7 @@ pub fn run(args: SandboxArgs) -> anyhow::Result<u8> {
         index_bytes: if args.no_index { 0 } else { StoreOptions::default().index_bytes },
         // A temporary store goes at the end: writing its index out would be wasted.
         persist_index: args.store.is_some(),
+        grep_memo_bytes: if args.no_cache { 0 } else { StoreOptions::default().grep_memo_bytes },
         ..StoreOptions::default()
     };
     let store = RepoStore::open_with(&store_dir, options)

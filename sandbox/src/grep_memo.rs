@@ -1,0 +1,400 @@
+//! A per-repository memo of what one grep pattern matched in one blob, shared by every commit.
+//!
+//! Training visits a repository at many commits and asks the same patterns at most of them (a
+//! common word, `(?:def|class) Name\b` for a name many issues mention), and neighbouring
+//! commits share most blobs. A grep's lines in a file are a pure function of the pattern, the
+//! case flag, the blob's bytes and two limits (the line cap and the file-size cap), except for
+//! the `path:` in front of each line. So once a grep has scanned a blob, the next grep of the
+//! same pattern on any commit that holds the blob replays the memo instead of inflating and
+//! scanning it. The trigram index ([`crate::index`]) rules out the blobs that cannot contain the
+//! pattern's trigrams; the memo serves the ones that could and were already searched: a common
+//! word's trigrams are in almost every file, and a definition's (`def`, `class`, the name) in
+//! many files that do not define it.
+//!
+//! What a blob's entry keeps:
+//! - *no match* or *binary*: the common case, a few dozen bytes;
+//! - *matches*: how many lines and their characters without the `path:` (a line longer than the
+//!   line cap less [`PATH_ROOM`] keeps its own length, since whether it is shortened depends on
+//!   the path in front of it), and the lines' texts when there are at most [`MAX_TEXT_LINES`] of
+//!   them in at most [`MAX_TEXT_BYTES`]. Past the output limit only the counts are needed; before
+//!   it, an entry without texts (or a path longer than [`PATH_ROOM`]) is not used and the blob is
+//!   scanned again.
+//!
+//! Replaying an entry adds exactly the lines, entities and counts the scan would, so a grep's
+//! result does not depend on the memo (the oracle tests compare greps with and without it on
+//! every commit of a built repository). A file whose scan a deadline stopped is not recorded.
+//!
+//! # Memory bound
+//!
+//! Entries are counted (key, value and heap parts, plus the hash table's control byte) against
+//! [`crate::StoreOptions::grep_memo_bytes`]; past the bound, the least recently used *patterns*
+//! are dropped whole. A grep takes its pattern's memo once, looks blobs up under a read lock (one
+//! per file, never held across a scan), and inserts what it scanned in one batch at the end,
+//! under the memo's mutex, so lookups never wait for a scan and inserts for no lookup longer
+//! than a hash-map probe.
+
+use std::{
+    mem::size_of,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use gix::ObjectId;
+use lru::LruCache;
+use parking_lot::RwLock;
+
+/// Characters of a path that a counts-only entry allows in front of its lines: up to this, a
+/// line not in the entry's `long` list fits the line cap whatever the path.
+pub(crate) const PATH_ROOM: usize = 256;
+/// Lines whose texts an entry keeps, at most.
+const MAX_TEXT_LINES: usize = 16;
+/// Bytes of text an entry keeps, at most.
+const MAX_TEXT_BYTES: usize = 2048;
+
+/// What a grep's lines in a file depend on, besides the blob.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct PatternKey {
+    pub(crate) pattern: String,
+    pub(crate) case_insensitive: bool,
+    pub(crate) max_line_chars: usize,
+    pub(crate) max_file_bytes: u64,
+}
+
+/// One blob's entry.
+#[derive(Debug)]
+pub(crate) enum BlobMatches {
+    /// The blob holds a NUL byte: grep skips it whole.
+    Binary,
+    /// A text blob with no matching line.
+    NoMatch,
+    /// A text blob with matching lines.
+    Matched(Box<Matched>),
+}
+
+/// The matching lines of one blob, without the path in front of them.
+#[derive(Debug, Default)]
+pub(crate) struct Matched {
+    /// Matching lines.
+    lines: u64,
+    /// Characters of the lines not in `long`: `line:text` and the colon after the path.
+    short_chars: u64,
+    /// The same count for each line longer than the line cap less [`PATH_ROOM`], in order.
+    long: Vec<u32>,
+    /// `(line number, text)` of every matching line, when there are few.
+    texts: Option<Vec<(u64, Box<str>)>>,
+}
+
+/// Where a replay of an entry puts its lines: the scan's own output calls.
+pub(crate) trait Replay {
+    /// Whether lines are still shown (else only counted).
+    fn showing(&self) -> bool;
+    /// Adds the line `text` of `path` at `line`, as the scan does.
+    fn line(&mut self, path: &str, line: u64, text: &str);
+    /// Counts a line of `chars` characters that is not shown.
+    fn count(&mut self, chars: usize);
+    /// Counts `lines` lines that are not shown, none over the line cap, `chars` characters in all.
+    fn count_many(&mut self, lines: u64, chars: u64);
+}
+
+impl BlobMatches {
+    /// Adds this entry's lines for the file at `path` to `out`; `false` (and nothing added) when
+    /// the entry cannot say what the scan would (see the module docs), so the blob is scanned.
+    /// A binary entry adds nothing: the caller counts it.
+    pub(crate) fn replay(&self, path: &str, path_chars: usize, out: &mut impl Replay) -> bool {
+        let BlobMatches::Matched(matched) = self else { return true };
+        if let Some(texts) = &matched.texts {
+            for (line, text) in texts {
+                if out.showing() {
+                    out.line(path, *line, text);
+                } else {
+                    out.count(path_chars + line_chars(*line, text.chars().count()));
+                }
+            }
+            return true;
+        }
+        if out.showing() || path_chars > PATH_ROOM {
+            return false;
+        }
+        let short = matched.lines - matched.long.len() as u64;
+        out.count_many(short, short * path_chars as u64 + matched.short_chars);
+        for &chars in &matched.long {
+            out.count(path_chars + chars as usize);
+        }
+        true
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            BlobMatches::Binary | BlobMatches::NoMatch => 0,
+            BlobMatches::Matched(m) => {
+                size_of::<Matched>()
+                    + m.long.capacity() * size_of::<u32>()
+                    + m.texts.as_ref().map_or(0, |t| {
+                        t.capacity() * size_of::<(u64, Box<str>)>() + t.iter().map(|(_, s)| s.len()).sum::<usize>()
+                    })
+            }
+        }
+    }
+}
+
+/// The characters of a matching line past its path: `:line:` and the text.
+pub(crate) fn line_chars(line: u64, text_chars: usize) -> usize {
+    digits(line) + 2 + text_chars
+}
+
+/// Decimal digits of `n`.
+pub(crate) fn digits(mut n: u64) -> usize {
+    let mut digits = 1;
+    while n >= 10 {
+        n /= 10;
+        digits += 1;
+    }
+    digits
+}
+
+/// Builds one blob's entry while the scan goes.
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    matched: Matched,
+    long_over: usize,
+    text_bytes: usize,
+}
+
+impl Recorder {
+    pub(crate) fn new(max_line_chars: usize) -> Self {
+        Recorder {
+            matched: Matched { texts: Some(Vec::new()), ..Matched::default() },
+            long_over: max_line_chars.saturating_sub(PATH_ROOM),
+            text_bytes: 0,
+        }
+    }
+
+    /// Whether the entry still keeps texts (the scan then builds each line's text for it).
+    pub(crate) fn wants_text(&self) -> bool {
+        self.matched.texts.is_some()
+    }
+
+    /// Records a matching line of `text_chars` characters; `text`, when given, is kept while
+    /// there is room.
+    pub(crate) fn line(&mut self, line: u64, text_chars: usize, text: Option<&str>) {
+        let m = &mut self.matched;
+        m.lines += 1;
+        let chars = line_chars(line, text_chars);
+        if chars > self.long_over {
+            m.long.push(u32::try_from(chars).unwrap_or(u32::MAX));
+        } else {
+            m.short_chars += chars as u64;
+        }
+        if let Some(texts) = &mut m.texts {
+            match text {
+                Some(text) if texts.len() < MAX_TEXT_LINES && self.text_bytes + text.len() <= MAX_TEXT_BYTES => {
+                    self.text_bytes += text.len();
+                    texts.push((line, text.into()));
+                }
+                _ => m.texts = None,
+            }
+        }
+    }
+
+    pub(crate) fn finish(self) -> BlobMatches {
+        if self.matched.lines == 0 {
+            BlobMatches::NoMatch
+        } else {
+            let mut matched = self.matched;
+            matched.long.shrink_to_fit();
+            if let Some(texts) = &mut matched.texts {
+                texts.shrink_to_fit();
+            }
+            BlobMatches::Matched(Box::new(matched))
+        }
+    }
+}
+
+/// Bytes one entry is counted at besides its heap part: the key, the value and the table's
+/// control byte.
+const ENTRY_BYTES: usize = size_of::<ObjectId>() + size_of::<BlobMatches>() + 1;
+/// Bytes one pattern is counted at besides its key's text and its entries.
+const PATTERN_BYTES: usize = 128;
+
+/// The entries of one pattern.
+#[derive(Debug, Default)]
+pub(crate) struct PatternMemo {
+    blobs: RwLock<gix::hashtable::HashMap<ObjectId, BlobMatches>>,
+}
+
+impl PatternMemo {
+    /// Runs `f` on the entry of `id`, if there is one.
+    pub(crate) fn with<R>(&self, id: &ObjectId, f: impl FnOnce(&BlobMatches) -> R) -> Option<R> {
+        self.blobs.read().get(id).map(f)
+    }
+}
+
+/// Counters for [`crate::IndexStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct MemoStats {
+    pub(crate) served: u64,
+    pub(crate) patterns: usize,
+    pub(crate) bytes: usize,
+}
+
+/// The memo of one repository (see the module docs). A bound of 0 disables it.
+#[derive(Debug)]
+pub(crate) struct GrepMemo {
+    capacity_bytes: usize,
+    inner: Mutex<Inner>,
+    served: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    patterns: LruCache<PatternKey, (Arc<PatternMemo>, usize)>,
+    bytes: usize,
+}
+
+impl GrepMemo {
+    pub(crate) fn new(capacity_bytes: usize) -> Self {
+        GrepMemo {
+            capacity_bytes,
+            inner: Mutex::new(Inner { patterns: LruCache::unbounded(), bytes: 0 }),
+            served: AtomicU64::new(0),
+        }
+    }
+
+    /// The memo of `key` (created empty), marked most recently used; `None` when disabled.
+    pub(crate) fn pattern(&self, key: &PatternKey) -> Option<Arc<PatternMemo>> {
+        if self.capacity_bytes == 0 {
+            return None;
+        }
+        let mut inner = self.lock();
+        if let Some((memo, _)) = inner.patterns.get(key) {
+            return Some(memo.clone());
+        }
+        let memo = Arc::new(PatternMemo::default());
+        let bytes = PATTERN_BYTES + key.pattern.len();
+        inner.patterns.put(key.clone(), (memo.clone(), bytes));
+        inner.bytes += bytes;
+        self.evict(&mut inner);
+        Some(memo)
+    }
+
+    /// Files a grep took from the memo instead of scanning.
+    pub(crate) fn record_served(&self, files: usize) {
+        if files > 0 {
+            self.served.fetch_add(files as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Adds what a grep of `key` scanned to `memo`, unless the pattern was dropped meanwhile
+    /// (then the entries are dropped too, so the count stays exact), and drops least recently
+    /// used patterns past the bound.
+    pub(crate) fn insert(&self, key: &PatternKey, memo: &Arc<PatternMemo>, fresh: Vec<(ObjectId, BlobMatches)>) {
+        if fresh.is_empty() {
+            return;
+        }
+        let mut inner = self.lock();
+        let Some((current, bytes)) = inner.patterns.peek_mut(key) else { return };
+        if !Arc::ptr_eq(current, memo) {
+            return;
+        }
+        let mut added = 0;
+        {
+            let mut blobs = memo.blobs.write();
+            for (id, entry) in fresh {
+                let entry_bytes = ENTRY_BYTES + entry.heap_bytes();
+                if let Some(old) = blobs.insert(id, entry) {
+                    added -= (ENTRY_BYTES + old.heap_bytes()) as isize;
+                }
+                added += entry_bytes as isize;
+            }
+        }
+        *bytes = bytes.saturating_add_signed(added);
+        inner.bytes = inner.bytes.saturating_add_signed(added);
+        self.evict(&mut inner);
+    }
+
+    fn evict(&self, inner: &mut Inner) {
+        while inner.bytes > self.capacity_bytes {
+            let Some((_, (_, bytes))) = inner.patterns.pop_lru() else { break };
+            inner.bytes -= bytes;
+        }
+    }
+
+    pub(crate) fn stats(&self) -> MemoStats {
+        let inner = self.lock();
+        MemoStats { served: self.served.load(Ordering::Relaxed), patterns: inner.patterns.len(), bytes: inner.bytes }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(pattern: &str) -> PatternKey {
+        PatternKey {
+            pattern: pattern.to_owned(),
+            case_insensitive: false,
+            max_line_chars: 300,
+            max_file_bytes: 1 << 20,
+        }
+    }
+
+    fn id(n: u8) -> ObjectId {
+        ObjectId::from_bytes_or_panic(&[n; 20])
+    }
+
+    #[test]
+    fn the_count_stays_exact_and_within_the_bound() {
+        let memo = GrepMemo::new(4096);
+        let a = memo.pattern(&key("a")).expect("enabled");
+        memo.insert(&key("a"), &a, (0..10).map(|n| (id(n), BlobMatches::NoMatch)).collect());
+        let one = memo.stats().bytes;
+        assert_eq!(one, PATTERN_BYTES + 1 + 10 * ENTRY_BYTES);
+        // The same blobs again replace their entries: nothing is counted twice.
+        memo.insert(&key("a"), &a, (0..10).map(|n| (id(n), BlobMatches::NoMatch)).collect());
+        assert_eq!(memo.stats().bytes, one);
+        // More patterns than fit: the least recently used go, and the count stays under the bound.
+        for p in 0..100 {
+            let k = key(&format!("p{p}"));
+            let m = memo.pattern(&k).expect("enabled");
+            memo.insert(&k, &m, (0..20).map(|n| (id(n), BlobMatches::Binary)).collect());
+            assert!(memo.stats().bytes <= 4096, "{:?}", memo.stats());
+        }
+        assert!(memo.stats().patterns < 100);
+        // A pattern dropped while a grep held it takes none of that grep's entries.
+        let before = memo.stats();
+        memo.insert(&key("a"), &a, vec![(id(99), BlobMatches::NoMatch)]);
+        assert_eq!(memo.stats(), before);
+    }
+
+    #[test]
+    fn a_disabled_memo_hands_out_nothing() {
+        assert!(GrepMemo::new(0).pattern(&key("a")).is_none());
+    }
+
+    #[test]
+    fn the_recorder_keeps_texts_while_few_and_counts_long_lines_apart() {
+        let mut r = Recorder::new(500);
+        r.line(7, 3, Some("abc"));
+        r.line(12, 60, Some(&"x".repeat(60)));
+        let BlobMatches::Matched(m) = r.finish() else { panic!("matched") };
+        assert_eq!((m.lines, m.short_chars, m.long.as_slice()), (2, 1 + 2 + 3 + 2 + 2 + 60, &[][..]));
+        assert_eq!(m.texts.as_ref().map(Vec::len), Some(2));
+
+        let mut r = Recorder::new(500);
+        for line in 1..=(MAX_TEXT_LINES as u64 + 1) {
+            r.line(line, 10, Some("0123456789"));
+        }
+        // A line past the cap less the path room keeps its own count.
+        r.line(99, 300, None);
+        let BlobMatches::Matched(m) = r.finish() else { panic!("matched") };
+        assert!(m.texts.is_none());
+        assert_eq!(m.long, [2 + 2 + 300]);
+        assert_eq!(Recorder::new(300).finish().heap_bytes(), 0);
+    }
+}
