@@ -19,6 +19,7 @@
 #   which the README's numbers use, $'ranking_prior = true\neval_average = 0.9' for session 7's,
 #   or a switch off for an ablation)
 #   TRAINING="" (extra `key = value` lines for the [training] table, e.g. $'epochs = 2\nminibatches = 2')
+#   SANDBOX="" (extra `key = value` lines for the [sandbox] table, e.g. "grep_memo_mib = 256")
 #   ABLATION="rarity=false definitions=false ..." makes one study of the first variant's reward:
 #   a "full" variant and one variant per `key=value` proxy override (the README's ablation table)
 #   CHECK_ONLY=1 stops after `study check` (mining, the leakage report)
@@ -104,6 +105,9 @@ schedule = $schedule
 [summary]
 precision_gate = 0.45
 bm25_k = 2
+
+[sandbox]
+${SANDBOX:-}
 TOML
   if [ -n "${ABLATION:-}" ]; then
     # One study: the first variant's reward with the full proxy, then one variant per switch.
