@@ -26,9 +26,18 @@
 #   DEV=0.05 judges on the development split instead of Lite: no `[eval]`, and this share of
 #   each repository's mined tasks is held out (the protocol for proxy changes, README "Session 7");
 #   the Lite file then only says which repositories take part
+#   DEV_PR=25 judges on a pull-request split instead of Lite: the newest 25 merged pull requests
+#   mined from each repository become the evaluation instances (`[eval]`, SWE-bench-style rows in
+#   OUT_DIR/dev-pr.jsonl: the PR's title and body as the issue, its first-parent diff restricted to
+#   the mined target files as the gold patch), and the leakage rule drops the training tasks that
+#   descend from their bases and touch their files, exactly as for Lite
 set -euo pipefail
 
 mirrors=$(cd "${1:?usage: $0 MIRRORS_DIR [OUT_DIR]}" && pwd)
+if [ -n "${DEV:-}" ] && [ -n "${DEV_PR:-}" ]; then
+  echo "DEV and DEV_PR are two development splits: set one" >&2
+  exit 2
+fi
 out=${2:-results-real}
 repo_root=$(cd "$(dirname "$0")/.." && pwd)
 lite=${LITE:-$repo_root/../shared/data/swebench_lite.jsonl}
@@ -62,6 +71,8 @@ print("evaluation instances:", ", ".join(f"{k} {v}" for k, v in sorted(counts.it
 PY
 
 study=$out/real.toml
+evalfile=eval.jsonl
+write_study() {
 {
   echo "name = \"real\""
   echo "description = \"proxy on mined history, evaluated on SWE-bench Lite (scripts/real-eval.sh)\""
@@ -81,7 +92,7 @@ TOML
 
 [eval]
 source = "swebench"
-path = "eval.jsonl"
+path = "$evalfile"
 repos = "$mirrors"
 TOML
   fi
@@ -124,6 +135,48 @@ TOML
     done
   fi
 } >"$study"
+}
+write_study
+
+if [ -n "${DEV_PR:-}" ]; then
+  # Mine (the cache under OUT_DIR/real/cache keeps the tasks), then hold out each repository's
+  # newest pull requests as SWE-bench-style instances and point `[eval]` at them.
+  "$bin/study" check "$study" --results "$out" >/dev/null
+  python3 - "$out" "$mirrors" "$DEV_PR" <<'PY'
+import glob, json, os, subprocess, sys
+out, mirrors, per_repo = sys.argv[1], sys.argv[2], int(sys.argv[3])
+names = {}
+for line in open(os.path.join(out, "eval.jsonl")):
+    repo = json.loads(line)["repo"]
+    names[os.path.realpath(os.path.join(mirrors, repo.replace("/", "__") + ".git"))] = repo
+rows = []
+for path in sorted(glob.glob(os.path.join(out, "real", "cache", "mined", "*.json"))):
+    tasks = json.load(open(path))["tasks"]
+    prs = [t for t in tasks if t["kind"] == "pull_request"]
+    if not prs:
+        continue
+    git_dir = os.path.realpath(prs[0]["task"]["repo"]["path"])
+    repo = names.get(git_dir)
+    if repo is None:
+        continue
+    for t in sorted(prs, key=lambda t: (-t["time"], t["commit"]))[:per_repo]:
+        files = t["task"]["targets"]["files"]
+        patch = subprocess.run(["git", "--git-dir", git_dir, "diff", "--no-color", "--no-renames",
+                                t["task"]["base_commit"], t["commit"], "--", *files],
+                               capture_output=True, text=True, check=True).stdout
+        rows.append({"instance_id": f"{repo.replace('/', '__')}-pr{t['pull_request']}", "repo": repo,
+                     "base_commit": t["task"]["base_commit"], "problem_statement": t["task"]["prompt"],
+                     "patch": patch})
+if not rows:
+    sys.exit("DEV_PR: no pull requests were mined; try KINDS=both or KINDS=pull_requests")
+with open(os.path.join(out, "dev-pr.jsonl"), "w") as f:
+    for r in rows:
+        f.write(json.dumps(r) + "\n")
+print(f"DEV_PR: {len(rows)} pull requests held out as evaluation instances (dev-pr.jsonl)", file=sys.stderr)
+PY
+  evalfile=dev-pr.jsonl
+  write_study
+fi
 
 "$bin/study" check "$study" --results "$out"
 [ -n "${CHECK_ONLY:-}" ] && exit 0
@@ -133,8 +186,8 @@ echo "training and evaluation: $(( $(date +%s) - start )) s" >&2
 for f in summary_by_repo.md phases.md; do
   [ -f "$out/real/$f" ] && cat "$out/real/$f"
 done
-# The development split has no benchmark instances to locate.
-if [ -n "${DEV:-}" ]; then exit 0; fi
+# The development splits have no benchmark instances to locate.
+if [ -n "${DEV:-}${DEV_PR:-}" ]; then exit 0; fi
 first=$(echo "$variants" | awk '{print $1}')
 [ -n "${ABLATION:-}" ] && first=full
 "$bin/rewardlab" locate --run "$out/real/runs/$first/seed-000" --instances "$out/eval.jsonl" --repos "$mirrors" \
