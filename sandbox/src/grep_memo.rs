@@ -45,6 +45,8 @@ use gix::ObjectId;
 use lru::LruCache;
 use parking_lot::RwLock;
 
+use crate::tools::output::Output;
+
 /// Characters of a path that a counts-only entry allows in front of its lines: up to this, a
 /// line not in the entry's `long` list fits the line cap whatever the path.
 pub(crate) const PATH_ROOM: usize = 256;
@@ -86,28 +88,16 @@ pub(crate) struct Matched {
     texts: Option<Vec<(u64, Box<str>)>>,
 }
 
-/// Where a replay of an entry puts its lines: the scan's own output calls.
-pub(crate) trait Replay {
-    /// Whether lines are still shown (else only counted).
-    fn showing(&self) -> bool;
-    /// Adds the line `text` of `path` at `line`, as the scan does.
-    fn line(&mut self, path: &str, line: u64, text: &str);
-    /// Counts a line of `chars` characters that is not shown.
-    fn count(&mut self, chars: usize);
-    /// Counts `lines` lines that are not shown, none over the line cap, `chars` characters in all.
-    fn count_many(&mut self, lines: u64, chars: u64);
-}
-
 impl BlobMatches {
     /// Adds this entry's lines for the file at `path` to `out`; `false` (and nothing added) when
     /// the entry cannot say what the scan would (see the module docs), so the blob is scanned.
     /// A binary entry adds nothing: the caller counts it.
-    pub(crate) fn replay(&self, path: &str, path_chars: usize, out: &mut impl Replay) -> bool {
+    pub(crate) fn replay(&self, path: &str, path_chars: usize, out: &mut Output) -> bool {
         let BlobMatches::Matched(matched) = self else { return true };
         if let Some(texts) = &matched.texts {
             for (line, text) in texts {
                 if out.showing() {
-                    out.line(path, *line, text);
+                    out.match_line(path, *line, text);
                 } else {
                     out.count(path_chars + line_chars(*line, text.chars().count()));
                 }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkMatch};
 
-use super::{Entity, ErrorKind, GrepArgs, ToolResult, filter::PathFilter, output::Output};
+use super::{ErrorKind, GrepArgs, ToolResult, filter::PathFilter, output::Output};
 use crate::{
     Limits,
     deadline::Deadline,
@@ -313,7 +313,7 @@ impl Sink for LineSink<'_> {
             if let Some(recorder) = self.recorder.as_deref_mut() {
                 recorder.line(line, text.chars().count(), Some(&text));
             }
-            self.out.line(&format!("{}:{line}:{text}", self.path), Some(Entity::line(self.path, line)));
+            self.out.match_line(self.path, line, &text);
         } else {
             // Past the output limit only the size of what is cut matters: count, don't build.
             // Most lines of code are ASCII, one character a byte, which one wide check tells.

@@ -5,7 +5,7 @@
 mod filter;
 mod glob;
 mod grep;
-mod output;
+pub(crate) mod output;
 mod read;
 
 pub use rewardlab_protocol::{Entity, ErrorKind, GlobArgs, GrepArgs, ReadArgs, Status, ToolCall, ToolResult};

@@ -6,7 +6,6 @@
 
 use crate::{
     Limits,
-    grep_memo::Replay,
     tools::{Entity, Status, ToolResult},
 };
 
@@ -48,6 +47,12 @@ impl Output {
         } else {
             self.overflowed = true;
         }
+    }
+
+    /// Adds grep's line for a match at `line` of `path`, `path:line:text`, and its entity (the
+    /// scan and a grep memo's replay both write matches through this).
+    pub(crate) fn match_line(&mut self, path: &str, line: u64, text: &str) {
+        self.line(&format!("{path}:{line}:{text}"), Some(Entity::line(path, line)));
     }
 
     /// Whether further lines can still be shown. Once not, callers may use [`Output::count`]
@@ -131,25 +136,6 @@ impl Output {
         lines.extend(self.notes);
         lines.extend(cut_notice);
         ToolResult { output: lines.join("\n"), entities, status }
-    }
-}
-
-/// A grep memo's entry replays into the output as the scan would write it.
-impl Replay for Output {
-    fn showing(&self) -> bool {
-        Output::showing(self)
-    }
-
-    fn line(&mut self, path: &str, line: u64, text: &str) {
-        Output::line(self, &format!("{path}:{line}:{text}"), Some(Entity::line(path, line)));
-    }
-
-    fn count(&mut self, chars: usize) {
-        Output::count(self, chars);
-    }
-
-    fn count_many(&mut self, lines: u64, chars: u64) {
-        Output::count_many(self, lines, chars);
     }
 }
 
