@@ -19,6 +19,7 @@
 //!                                 run's leftovers from a live neighbour's
 //!   .tmp/<pid>-<name>/            clones in progress, renamed into place when complete
 //!   .index/owner__name.trigrams   the repository's content index, when persisted between processes
+//!   .index/owner__name.grepmemo   its grep memo, persisted with it
 //! ```
 //!
 //! A repository is named `owner__name` after the last two components of its URL or path
@@ -80,7 +81,9 @@
 //! once. Replays are exactly the scan's output (tests compare both on every commit of built
 //! repositories); past [`StoreOptions::grep_memo_bytes`] (64 MiB) least recently used patterns
 //! are dropped whole, and 0 turns the memo off. [`IndexStats::memo_files`] counts the files
-//! served. Worktrees always scan.
+//! served. Worktrees always scan. With [`StoreOptions::persist_index`] the memo is kept beside
+//! the index (`.index/owner__name.grepmemo`) and read back by the next process, so a rerun or
+//! another Slurm task of a study replays what earlier ones searched.
 //!
 //! # Tools and limits
 //!
@@ -128,6 +131,7 @@
 
 mod blob_cache;
 mod deadline;
+mod disk;
 mod error;
 mod grep_memo;
 mod index;

@@ -33,9 +33,10 @@ pub struct StoreOptions {
     /// Byte bound of each repository's content index (entries and posting lists, see the crate
     /// docs); 0 disables the index and every grep scans.
     pub index_bytes: usize,
-    /// Keep each repository's content index in `<root>/.index/<name>.trigrams` between
-    /// processes: read before the first build, written when the repository is dropped (or by
-    /// [`Repo::save_index`]) if it grew. A missing, old or corrupt file is ignored and rebuilt.
+    /// Keep each repository's content index in `<root>/.index/<name>.trigrams` and its grep
+    /// memo in `<root>/.index/<name>.grepmemo` between processes: read before the first build
+    /// (the memo: before the first grep), written when the repository is dropped (or by
+    /// [`Repo::save_index`]) if they grew. A missing, old or corrupt file is ignored and rebuilt.
     /// Off by default (a store's directory then holds only mirrors and trees); `rewardlab
     /// sandbox --store` turns it on.
     pub persist_index: bool,
@@ -284,17 +285,16 @@ impl RepoStore {
             self.clone_into(&source, name, &path)?;
         }
         let git = open_bare(&path)?;
+        let persisted =
+            |kind: &str| self.options.persist_index.then(|| self.root.join(".index").join(format!("{name}.{kind}")));
         let repo = Arc::new(Repo {
             shared: Arc::new(RepoShared {
                 name: name.to_owned(),
                 path: path.clone(),
                 git,
                 blobs: BlobCache::new(self.options.blob_cache_bytes),
-                index: ContentIndex::new(
-                    self.options.index_bytes,
-                    self.options.persist_index.then(|| self.root.join(".index").join(format!("{name}.trigrams"))),
-                ),
-                memo: GrepMemo::new(self.options.grep_memo_bytes),
+                index: ContentIndex::new(self.options.index_bytes, persisted("trigrams")),
+                memo: GrepMemo::new(self.options.grep_memo_bytes, persisted("grepmemo")),
                 admin: Mutex::new(()),
             }),
             trees_dir: self.trees_root().join(format!("{name}.git")),
@@ -402,25 +402,31 @@ impl Repo {
             memo_files: memo.served,
             memo_patterns: memo.patterns,
             memo_bytes: memo.bytes,
+            memo_loaded: memo.loaded,
             ..self.shared.index.stats()
         }
     }
 
-    /// Writes the content index to its file under the store now (see
-    /// [`StoreOptions::persist_index`]); `Ok(false)` when it is not persisted or nothing was
-    /// built since it was read or last written. Dropping the repository does the same, silently.
+    /// Writes the content index and the grep memo to their files under the store now (see
+    /// [`StoreOptions::persist_index`]); `Ok(false)` when they are not persisted or neither
+    /// grew since it was read or last written. Dropping the repository does the same, silently.
     pub fn save_index(&self) -> Result<bool, Error> {
         let index = &self.shared.index;
-        index.save().map_err(|e| Error::io(index.file().unwrap_or(&self.shared.path), e))
+        let wrote_index = index.save().map_err(|e| Error::io(index.file().unwrap_or(&self.shared.path), e))?;
+        let memo = &self.shared.memo;
+        let wrote_memo = memo.save().map_err(|e| Error::io(memo.file().unwrap_or(&self.shared.path), e))?;
+        Ok(wrote_index || wrote_memo)
     }
 
-    /// Reads the persisted content index (see [`StoreOptions::persist_index`]) now, in the calling
-    /// thread, unless it was read already; returns the entries it holds afterwards. Without it
-    /// the file is read by the first grep's background build, on the low-priority pool: under a
-    /// step's tool calls that pool gets little CPU, and every grep until the read finishes scans
+    /// Reads the persisted content index and grep memo (see [`StoreOptions::persist_index`]) now,
+    /// in the calling thread, unless they were read already; returns the index's entries
+    /// afterwards. Without it the memo is read by the first grep (which waits for it) and the
+    /// index by the first grep's background build, on the low-priority pool: under a step's
+    /// tool calls that pool gets little CPU, and every grep until the read finishes scans
     /// all its files (a 230 MiB sympy index took 7 s of a 10 s study that way). Callers that
     /// are about to run many calls (a study, before its runs) read it first.
     pub fn load_index(&self) -> usize {
+        self.shared.memo.ensure_loaded();
         self.shared.index.ensure_loaded();
         self.shared.index.stats().blobs
     }

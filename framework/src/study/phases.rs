@@ -217,13 +217,14 @@ fn render_index(rows: &[IndexRow]) -> String {
          index reached its bound (`[sandbox] index_mib` in the study file) and greps read the evicted \
          blobs' files again; a compaction follows each round of evictions. Memo files: files greps took \
          from the grep memo (what the pattern matched in the blob at an earlier grep) instead of reading \
-         them; its size is bounded by `[sandbox] grep_memo_mib`.\n\n\
-         | repository | blobs | index | bound | built | loaded | evicted | compactions | files skipped | indexed greps | memo files | memo | blob cache hits | misses |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         them (memo loaded: entries read back from the file an earlier process of the study wrote); its \
+         size is bounded by `[sandbox] grep_memo_mib`.\n\n\
+         | repository | blobs | index | bound | built | loaded | evicted | compactions | files skipped | indexed greps | memo files | memo loaded | memo | blob cache hits | misses |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for IndexRow { repository, index: i, blob_cache: b } in rows {
         out.push_str(&format!(
-            "| {repository} | {} | {:.0} MiB | {:.0} MiB | {} | {} | {} | {} | {} | {} | {} | {:.0} MiB | {} | {} |\n",
+            "| {repository} | {} | {:.0} MiB | {:.0} MiB | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} MiB | {} | {} |\n",
             i.blobs,
             mib(i.bytes),
             mib(i.capacity_bytes),
@@ -234,6 +235,7 @@ fn render_index(rows: &[IndexRow]) -> String {
             i.files_skipped,
             i.indexed_greps,
             i.memo_files,
+            i.memo_loaded,
             mib(i.memo_bytes),
             b.hits,
             b.misses
@@ -284,6 +286,7 @@ mod tests {
                 memo_files: 20417,
                 memo_patterns: 233,
                 memo_bytes: 3 << 20,
+                memo_loaded: 18000,
             },
             blob_cache: BlobCacheStats { hits: 6911, misses: 1232, ..BlobCacheStats::default() },
         };
@@ -296,7 +299,7 @@ mod tests {
         write(dir.path(), "s", &[phase]).expect("writes");
         let md = fs::read_to_string(dir.path().join(PHASES_MD)).expect("phases.md");
         assert!(
-            md.contains("| psf__requests | 1462 | 14 MiB | 256 MiB | 12 | 1450 | 0 | 0 | 31569 | 351 | 20417 | 3 MiB | 6911 | 1232 |"),
+            md.contains("| psf__requests | 1462 | 14 MiB | 256 MiB | 12 | 1450 | 0 | 0 | 31569 | 351 | 20417 | 18000 | 3 MiB | 6911 | 1232 |"),
             "{md}"
         );
     }

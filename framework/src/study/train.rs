@@ -34,10 +34,10 @@ pub struct StudyTasks {
 }
 
 impl StudyTasks {
-    /// Reads the persisted content index of each of the tasks' repositories now, a thread per
-    /// repository, so that the first step's greps find it (see `Repo::load_index`: read lazily,
-    /// the file is read by the low-priority build pool, which a step's tool calls starve). A
-    /// repository the store cannot open is left to the runs, which report it.
+    /// Reads the persisted content index and grep memo of each of the tasks' repositories now,
+    /// a thread per repository, so that the first step's greps find them (see `Repo::load_index`:
+    /// read lazily, the index file is read by the low-priority build pool, which a step's tool
+    /// calls starve). A repository the store cannot open is left to the runs, which report it.
     pub fn load_indexes(&self) {
         std::thread::scope(|scope| {
             for name in self.repo_dirs.keys() {
@@ -292,8 +292,8 @@ where
         |i| trainer.train_one(&runs[i], progress),
         |i, outcome| progress.run_ended(&runs[i], outcome),
     );
-    // What the runs' greps indexed serves the next process of this study (a rerun, a resumed
-    // run, another Slurm task). A failed write only costs that process a rebuild, so it does
+    // What the runs' greps indexed and searched (the content index, the grep memo) serves the
+    // next process of this study (a rerun, a resumed run, another Slurm task). A failed write only costs that process a rebuild, so it does
     // not fail the study.
     let _ = tasks.store.save_indexes();
     // Their counters explain the tools' time in `phases.md`; like the save, never fatal.

@@ -32,11 +32,22 @@
 //! per file, never held across a scan), and inserts what it scanned in one batch at the end,
 //! under the memo's mutex, so lookups never wait for a scan and inserts for no lookup longer
 //! than a hash-map probe.
+//!
+//! # Between processes
+//!
+//! With [`crate::StoreOptions::persist_index`] the memo is kept beside the content index
+//! (`<store>/.index/<name>.grepmemo`, [`persist`]): read once, before the first grep that asks
+//! for a pattern (or by [`crate::Repo::load_index`]), and written atomically with the index when
+//! it changed. A study's next process (a rerun, another Slurm task, another seed) then replays
+//! what the last one searched instead of scanning it again.
+
+mod persist;
 
 use std::{
     mem::size_of,
+    path::PathBuf,
     sync::{
-        Arc, Mutex,
+        Arc, Mutex, Once,
         atomic::{AtomicU64, Ordering},
     },
 };
@@ -227,6 +238,7 @@ pub(crate) struct MemoStats {
     pub(crate) served: u64,
     pub(crate) patterns: usize,
     pub(crate) bytes: usize,
+    pub(crate) loaded: usize,
 }
 
 /// The memo of one repository (see the module docs). A bound of 0 disables it.
@@ -235,21 +247,81 @@ pub(crate) struct GrepMemo {
     capacity_bytes: usize,
     inner: Mutex<Inner>,
     served: AtomicU64,
+    /// Where the memo is persisted, if it is.
+    file: Option<PathBuf>,
+    /// Reads the file once.
+    load: Once,
 }
 
 #[derive(Debug)]
 struct Inner {
     patterns: LruCache<PatternKey, (Arc<PatternMemo>, usize)>,
     bytes: usize,
+    /// Batches inserted since the memo was created; compared with `saved` to skip a save that
+    /// would write what the file already holds.
+    inserted: u64,
+    saved: u64,
+    /// Entries read from the file.
+    loaded: usize,
 }
 
 impl GrepMemo {
-    pub(crate) fn new(capacity_bytes: usize) -> Self {
+    /// A memo bounded by `capacity_bytes` (0 disables it), persisted at `file` if given.
+    pub(crate) fn new(capacity_bytes: usize, file: Option<PathBuf>) -> Self {
         GrepMemo {
             capacity_bytes,
-            inner: Mutex::new(Inner { patterns: LruCache::unbounded(), bytes: 0 }),
+            inner: Mutex::new(Inner { patterns: LruCache::unbounded(), bytes: 0, inserted: 0, saved: 0, loaded: 0 }),
             served: AtomicU64::new(0),
+            file: file.filter(|_| capacity_bytes > 0),
+            load: Once::new(),
         }
+    }
+
+    /// Reads the persisted file, once; a missing, old or corrupt file leaves the memo as it is.
+    /// A pattern a grep created before the read (none, when the first grep reads it) is kept
+    /// over the file's.
+    pub(crate) fn ensure_loaded(&self) {
+        let Some(file) = &self.file else { return };
+        self.load.call_once_force(|_| {
+            let Some(patterns) = persist::load(file) else { return };
+            let mut inner = self.lock();
+            for (key, entries) in patterns {
+                if inner.patterns.contains(&key) {
+                    continue;
+                }
+                let bytes = PATTERN_BYTES
+                    + key.pattern.len()
+                    + entries.iter().map(|(_, e)| ENTRY_BYTES + e.heap_bytes()).sum::<usize>();
+                inner.loaded += entries.len();
+                let memo = PatternMemo { blobs: RwLock::new(entries.into_iter().collect()) };
+                inner.patterns.put(key, (Arc::new(memo), bytes));
+                inner.bytes += bytes;
+            }
+            // The file may have been written under a larger bound.
+            self.evict(&mut inner);
+        });
+    }
+
+    /// Writes the memo to its file if it is persisted and grew since it was read or last
+    /// written; `Ok(false)` when there was nothing to write.
+    pub(crate) fn save(&self) -> std::io::Result<bool> {
+        let Some(file) = &self.file else { return Ok(false) };
+        let mut inner = self.lock();
+        if inner.inserted == inner.saved {
+            return Ok(false);
+        }
+        // Least recently used first, each pattern's entries under its read lock.
+        let locked: Vec<_> = inner.patterns.iter().rev().map(|(key, (memo, _))| (key, memo.blobs.read())).collect();
+        let patterns = locked.iter().map(|(key, blobs)| (*key, blobs.iter().map(|(id, e)| (*id, e)).collect()));
+        persist::save(patterns, file)?;
+        drop(locked);
+        inner.saved = inner.inserted;
+        Ok(true)
+    }
+
+    /// The file the memo is persisted in.
+    pub(crate) fn file(&self) -> Option<&std::path::Path> {
+        self.file.as_deref()
     }
 
     /// The memo of `key` (created empty), marked most recently used; `None` when disabled.
@@ -257,6 +329,7 @@ impl GrepMemo {
         if self.capacity_bytes == 0 {
             return None;
         }
+        self.ensure_loaded();
         let mut inner = self.lock();
         if let Some((memo, _)) = inner.patterns.get(key) {
             return Some(memo.clone());
@@ -301,6 +374,7 @@ impl GrepMemo {
         }
         *bytes = bytes.saturating_add_signed(added);
         inner.bytes = inner.bytes.saturating_add_signed(added);
+        inner.inserted += 1;
         self.evict(&mut inner);
     }
 
@@ -313,11 +387,24 @@ impl GrepMemo {
 
     pub(crate) fn stats(&self) -> MemoStats {
         let inner = self.lock();
-        MemoStats { served: self.served.load(Ordering::Relaxed), patterns: inner.patterns.len(), bytes: inner.bytes }
+        MemoStats {
+            served: self.served.load(Ordering::Relaxed),
+            patterns: inner.patterns.len(),
+            bytes: inner.bytes,
+            loaded: inner.loaded,
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Drop for GrepMemo {
+    /// Saves what was searched, so the next process starts from it. A failure only costs that
+    /// process the scans; [`crate::Repo::save_index`] reports it.
+    fn drop(&mut self) {
+        let _ = self.save();
     }
 }
 
@@ -340,7 +427,7 @@ mod tests {
 
     #[test]
     fn the_count_stays_exact_and_within_the_bound() {
-        let memo = GrepMemo::new(4096);
+        let memo = GrepMemo::new(4096, None);
         let a = memo.pattern(&key("a")).expect("enabled");
         memo.insert(&key("a"), &a, (0..10).map(|n| (id(n), BlobMatches::NoMatch)).collect());
         let one = memo.stats().bytes;
@@ -362,9 +449,79 @@ mod tests {
         assert_eq!(memo.stats(), before);
     }
 
+    /// Every kind of entry, under two patterns; `b` used last.
+    fn filled(memo: &GrepMemo) {
+        let a = memo.pattern(&key("a")).expect("enabled");
+        let mut texts = Recorder::new(500);
+        texts.line(3, 5, Some("héllo"));
+        texts.line(10, 300, Some(&"y".repeat(300)));
+        let mut counts = Recorder::new(300);
+        for line in 1..=40 {
+            counts.line(line, 100 + line as usize, None);
+        }
+        let entries = vec![
+            (id(1), BlobMatches::NoMatch),
+            (id(2), BlobMatches::Binary),
+            (id(3), texts.finish()),
+            (id(4), counts.finish()),
+        ];
+        memo.insert(&key("a"), &a, entries);
+        let b = memo.pattern(&key("b")).expect("enabled");
+        memo.insert(&key("b"), &b, vec![(id(1), BlobMatches::Binary)]);
+    }
+
+    /// Each pattern (most recently used first) and its entries, sorted, as text.
+    fn contents(memo: &GrepMemo) -> Vec<String> {
+        let inner = memo.lock();
+        inner
+            .patterns
+            .iter()
+            .map(|(key, (m, _))| {
+                let mut entries: Vec<String> = m.blobs.read().iter().map(|e| format!("{e:?}")).collect();
+                entries.sort();
+                format!("{key:?} {entries:?}")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_persisted_memo_reads_back_whole_and_in_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("repo.grepmemo");
+        let memo = GrepMemo::new(1 << 20, Some(file.clone()));
+        filled(&memo);
+        assert!(memo.save().expect("save"));
+        assert!(!memo.save().expect("save"), "nothing new, nothing written");
+        let again = GrepMemo::new(1 << 20, Some(file.clone()));
+        again.ensure_loaded();
+        assert_eq!(contents(&again), contents(&memo));
+        let (stats, before) = (again.stats(), memo.stats());
+        assert_eq!((stats.bytes, stats.patterns, stats.loaded), (before.bytes, before.patterns, 5));
+        assert!(!again.save().expect("save"), "what was read is not written back");
+        // Read under a smaller bound: the least recently used pattern goes.
+        let small = GrepMemo::new(stats.bytes - 1, Some(file.clone()));
+        small.ensure_loaded();
+        assert_eq!(contents(&small), contents(&memo)[..1]);
+        // Damaged or foreign files are ignored: the memo starts empty.
+        let full = std::fs::read(&file).expect("read");
+        for damaged in [full[..full.len() / 2].to_vec(), b"not a memo".to_vec()] {
+            std::fs::write(&file, damaged).expect("write");
+            let fresh = GrepMemo::new(1 << 20, Some(file.clone()));
+            fresh.ensure_loaded();
+            assert_eq!(fresh.stats().patterns, 0);
+        }
+        // Dropping a memo that grew writes it over the damaged file.
+        let grown = GrepMemo::new(1 << 20, Some(file.clone()));
+        filled(&grown);
+        drop(grown);
+        let read = GrepMemo::new(1 << 20, Some(file));
+        read.ensure_loaded();
+        assert_eq!(contents(&read), contents(&memo));
+    }
+
     #[test]
     fn a_disabled_memo_hands_out_nothing() {
-        assert!(GrepMemo::new(0).pattern(&key("a")).is_none());
+        assert!(GrepMemo::new(0, None).pattern(&key("a")).is_none());
     }
 
     #[test]

@@ -189,6 +189,9 @@ pub struct IndexStats {
     pub memo_patterns: usize,
     /// Bytes the grep memo is counted at now.
     pub memo_bytes: usize,
+    /// Grep memo entries read back from its persisted file (see
+    /// [`crate::StoreOptions::persist_index`]).
+    pub memo_loaded: usize,
 }
 
 /// Progress of [`crate::Repo::build_index`]: blobs done of the blobs to build.

@@ -12,14 +12,14 @@
 //!
 //! All integers are little-endian. A file that is missing, of another version, truncated, fails
 //! its checksum or holds inconsistent numbers is ignored (the index starts empty and is rebuilt
-//! as usual, then written over it). Files are written to a temporary name beside the target and
-//! renamed into place, so a reader never sees half a file and a crash leaves the old one.
+//! as usual, then written over it). Files are written atomically ([`crate::disk`]).
 
-use std::{collections::HashMap, fs, io::Write, path::Path, sync::Arc};
+use std::{collections::HashMap, path::Path, sync::Arc};
 
 use gix::ObjectId;
 
 use super::{BlobEntry, Content, Inner, postings::Postings};
+use crate::disk::{Reader, len32, read_checked, write_checked};
 
 const MAGIC: &[u8; 8] = b"RLTRIGX\0";
 /// Bump when the layout or the meaning of a trigram changes.
@@ -58,23 +58,7 @@ pub(super) fn save(inner: &Inner, path: &Path) -> std::io::Result<()> {
             out.extend_from_slice(&slot.to_le_bytes());
         }
     }
-    let sum = fnv1a(&out);
-    out.extend_from_slice(&sum.to_le_bytes());
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    let written = fs::File::create(&tmp).and_then(|mut f| {
-        f.write_all(&out)?;
-        f.sync_all()
-    });
-    match written.and_then(|()| fs::rename(&tmp, path)) {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let _ = fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
+    write_checked(path, out)
 }
 
 /// What a valid file holds, ready to become the index's state.
@@ -87,12 +71,8 @@ pub(super) struct Loaded {
 
 /// Reads `path`; `None` when it is missing or not a valid file of this version.
 pub(super) fn load(path: &Path) -> Option<Loaded> {
-    let data = fs::read(path).ok()?;
-    let (body, sum) = data.split_at_checked(data.len().checked_sub(8)?)?;
-    if fnv1a(body) != u64::from_le_bytes(sum.try_into().ok()?) {
-        return None;
-    }
-    let mut r = Reader { data: body };
+    let body = read_checked(path)?;
+    let mut r = Reader::new(&body);
     if r.take(8)? != MAGIC || r.u32()? != VERSION {
         return None;
     }
@@ -104,7 +84,7 @@ pub(super) fn load(path: &Path) -> Option<Loaded> {
     for _ in 0..n_entries {
         let id = ObjectId::try_from(r.take(20)?).ok()?;
         let size = r.u64()?;
-        let (kind, slot, grams) = (r.take(1)?[0], r.u32()?, r.u32()?);
+        let (kind, slot, grams) = (r.u8()?, r.u32()?, r.u32()?);
         let content = match kind {
             0 => {
                 if slot >= next_slot || grams_of.insert(slot, (grams, 0)).is_some() {
@@ -123,7 +103,7 @@ pub(super) fn load(path: &Path) -> Option<Loaded> {
     for _ in 0..n_lists {
         let gram = r.u32()?;
         let len = r.u32()? as usize;
-        if gram >= 1 << 24 || len == 0 || len > r.data.len() / 4 {
+        if gram >= 1 << 24 || len == 0 || len > r.remaining() / 4 {
             return None;
         }
         let mut slots = Vec::with_capacity(len);
@@ -138,38 +118,9 @@ pub(super) fn load(path: &Path) -> Option<Loaded> {
         }
         lists.push((gram, slots));
     }
-    if !r.data.is_empty() || grams_of.values().any(|(want, got)| want != got) {
+    if r.remaining() != 0 || grams_of.values().any(|(want, got)| want != got) {
         return None;
     }
     let postings = Postings::from_parts(lists, next_slot, grams_of.keys().copied());
     Some(Loaded { entries, postings, live_grams })
-}
-
-fn len32(n: usize) -> std::io::Result<u32> {
-    u32::try_from(n).map_err(|_| std::io::Error::other("the index is too large to persist"))
-}
-
-/// 64-bit FNV-1a, the file's checksum: catches truncation and torn or flipped bytes.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-}
-
-struct Reader<'a> {
-    data: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let (head, rest) = self.data.split_at_checked(n)?;
-        self.data = rest;
-        Some(head)
-    }
-
-    fn u32(&mut self) -> Option<u32> {
-        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
-    }
-
-    fn u64(&mut self) -> Option<u64> {
-        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
-    }
 }

@@ -26,7 +26,7 @@ const PATTERNS: &[(&str, bool)] = &[
 
 /// A source whose commits share most blobs, with lines of every length class against a line cap
 /// of 300: short, over the cap less the memo's path room (256), over the cap itself; a path longer
-/// than the path room; a non-UTF-8 file; a binary file.
+/// than the path room; a non-UTF-8 file; a binary file; a file of many matching lines.
 fn source(fx: &Fixture) -> (std::path::PathBuf, Vec<String>) {
     let src = fx.path("acme/memo");
     let mut ids = generated_repo(&src, 5, 2);
@@ -38,6 +38,8 @@ fn source(fx: &Fixture) -> (std::path::PathBuf, Vec<String>) {
     write(&src, &deep, &lines);
     write(&src, "latin1.txt", b"caf\xe9 request\nshared \xff\xfe line\n".as_slice());
     write(&src, "data/blob.bin", b"shared\x00request\n".as_slice());
+    // More matching lines than an entry keeps texts of: replayed from counts alone.
+    write(&src, "src/many.py", (0..40).map(|i| format!("def request_{i}(): shared\n")).collect::<String>());
     ids.push(commit_all(&src, "wide lines"));
     write(&src, "src/wide.py", format!("{lines}def x(): request\n"));
     ids.push(commit_all(&src, "one file changed"));
@@ -123,4 +125,51 @@ fn the_memo_stays_within_its_bound_and_still_agrees() {
     }
     let stats = repo.index_stats();
     assert!(stats.memo_patterns < 10 && stats.memo_files > 0, "patterns were dropped, and some replayed: {stats:?}");
+}
+
+#[test]
+fn a_persisted_memo_serves_the_next_process_and_still_agrees() {
+    let fx = Fixture::new();
+    let (src, ids) = source(&fx);
+    let scan_store = store(&fx, "scan", 0);
+    let scan = trees(&scan_store, &src, &ids);
+    // One memo key (the line cap), cut early (most files only counted: the file's entries are
+    // replayed before a shown grep would scan and replace them) and shown whole.
+    let limits = [
+        Limits { max_line_chars: 300, max_output_chars: 400, ..Limits::default() },
+        Limits { max_line_chars: 300, ..Limits::default() },
+    ];
+    let persisted = || {
+        let options = StoreOptions { index_bytes: 0, persist_index: true, ..StoreOptions::default() };
+        RepoStore::open_with(fx.path("persisted"), options).expect("store")
+    };
+    // The first process greps the last commit (it has every special file); dropping its store
+    // writes the memo.
+    {
+        let first = persisted();
+        let tree = &trees(&first, &src, &ids[ids.len() - 1..])[0];
+        for &(pattern, case_sensitive) in PATTERNS {
+            grep(tree, &limits[0], pattern, case_sensitive, None);
+        }
+    }
+    let files: Vec<_> = std::fs::read_dir(fx.path("persisted/.index")).expect("index dir").collect();
+    assert_eq!(files.len(), 1, "one memo file, and no index file (the index is off): {files:?}");
+    // The next process replays the last commit from the file, then the others, which share
+    // some of its blobs and fill in the rest.
+    let second = persisted();
+    let memo = trees(&second, &src, &ids);
+    let repo = second.repo(src.to_str().expect("utf-8")).expect("open");
+    for (i, (s, m)) in scan.iter().zip(&memo).rev().enumerate() {
+        for &(pattern, case_sensitive) in PATTERNS {
+            for limits in &limits {
+                let expected = grep(s, limits, pattern, case_sensitive, None);
+                let got = grep(m, limits, pattern, case_sensitive, None);
+                assert_eq!(got, expected, "{pattern:?} at {} with {limits:?}", s.commit());
+            }
+        }
+        if i == 0 {
+            let stats = repo.index_stats();
+            assert!(stats.memo_loaded > 0 && stats.memo_files > 0, "the file was read and served: {stats:?}");
+        }
+    }
 }
