@@ -134,9 +134,11 @@ fn study_swebench_source_checks_and_trains_from_a_repos_directory() {
         .filter(|name| name != ".trees" && name != ".index")
         .collect();
     assert_eq!(entries, ["acme__widgets.git"], "nothing else in the store");
-    // What the runs' greps indexed is kept for the study's next process (a rerun, a Slurm task).
+    // What the runs' greps indexed and searched is kept for the study's next process (a rerun,
+    // a Slurm task).
     let index = dir.join("results/bench/store/.index/acme__widgets.trigrams");
     assert!(index.is_file(), "the content index is persisted under the store");
+    assert!(index.with_extension("grepmemo").is_file(), "so is the grep memo");
 
     // An instance naming a repository without a clone is refused up front, by name.
     let missing = lines[0].replace("acme/widgets", "acme/gadgets");

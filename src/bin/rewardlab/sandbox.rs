@@ -35,8 +35,8 @@ pub struct SandboxArgs {
     #[arg(long, default_value = "view")]
     kind: TreeKind,
     /// The store directory of bare mirrors (`<store>/owner__name.git`). Without it a temporary
-    /// store is used and removed afterwards. The content index is persisted in the store
-    /// (`<store>/.index/`), so a later run on the same store starts from it.
+    /// store is used and removed afterwards. The content index and the grep memo are persisted
+    /// in the store (`<store>/.index/`), so a later run on the same store starts from them.
     #[arg(long)]
     store: Option<PathBuf>,
     /// Read tool calls as JSON from stdin, one per line (`{"tool": "grep", "args": {...}}`) or
@@ -132,7 +132,7 @@ pub fn run(args: SandboxArgs) -> anyhow::Result<u8> {
     // the process ends, and then it would never be dropped (and saved).
     if args.store.is_some() {
         let repo = sandbox.store().repo(&args.repo).context("reopening the repository")?;
-        repo.save_index().context("saving the content index")?;
+        repo.save_index().context("saving the content index and grep memo")?;
     }
     // Trees hold the repository; drop them before the temporary store goes.
     drop(tree);
