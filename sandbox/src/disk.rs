@@ -36,6 +36,16 @@ pub(crate) fn read_checked(path: &Path) -> Option<Vec<u8>> {
     (fnv1a(&data) == sum).then_some(data)
 }
 
+/// Appends a blob id's 20 bytes; other hash kinds are refused (the files' ids are SHA-1).
+pub(crate) fn put_id(out: &mut Vec<u8>, id: &gix::oid) -> std::io::Result<()> {
+    let bytes = id.as_bytes();
+    if bytes.len() != 20 {
+        return Err(std::io::Error::other("only SHA-1 repositories are persisted"));
+    }
+    out.extend_from_slice(bytes);
+    Ok(())
+}
+
 /// `n` as the `u32` a file stores counts in.
 pub(crate) fn len32(n: usize) -> std::io::Result<u32> {
     u32::try_from(n).map_err(|_| std::io::Error::other("too large to persist"))
@@ -77,6 +87,11 @@ impl<'a> Reader<'a> {
 
     pub(crate) fn u64(&mut self) -> Option<u64> {
         Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    /// A blob id written by [`put_id`].
+    pub(crate) fn id(&mut self) -> Option<gix::ObjectId> {
+        gix::ObjectId::try_from(self.take(20)?).ok()
     }
 }
 

@@ -293,8 +293,8 @@ where
         |i, outcome| progress.run_ended(&runs[i], outcome),
     );
     // What the runs' greps indexed and searched (the content index, the grep memo) serves the
-    // next process of this study (a rerun, a resumed run, another Slurm task). A failed write only costs that process a rebuild, so it does
-    // not fail the study.
+    // next process of this study (a rerun, a resumed run, another Slurm task). A failed write
+    // only costs that process a rebuild and scans, so it does not fail the study.
     let _ = tasks.store.save_indexes();
     // Their counters explain the tools' time in `phases.md`; like the save, never fatal.
     let _ = super::phases::write_index_counters(study_dir, &super::phases::index_counters(&tasks.store));

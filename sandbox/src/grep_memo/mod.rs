@@ -126,6 +126,11 @@ impl BlobMatches {
         true
     }
 
+    /// What the entry is counted at against the memo's bound.
+    fn counted_bytes(&self) -> usize {
+        ENTRY_BYTES + self.heap_bytes()
+    }
+
     fn heap_bytes(&self) -> usize {
         match self {
             BlobMatches::Binary | BlobMatches::NoMatch => 0,
@@ -219,6 +224,11 @@ const ENTRY_BYTES: usize = size_of::<ObjectId>() + size_of::<BlobMatches>() + 1;
 /// Bytes one pattern is counted at besides its key's text and its entries.
 const PATTERN_BYTES: usize = 128;
 
+/// What a pattern is counted at before its entries.
+fn pattern_bytes(key: &PatternKey) -> usize {
+    PATTERN_BYTES + key.pattern.len()
+}
+
 /// The entries of one pattern.
 #[derive(Debug, Default)]
 pub(crate) struct PatternMemo {
@@ -289,9 +299,7 @@ impl GrepMemo {
                 if inner.patterns.contains(&key) {
                     continue;
                 }
-                let bytes = PATTERN_BYTES
-                    + key.pattern.len()
-                    + entries.iter().map(|(_, e)| ENTRY_BYTES + e.heap_bytes()).sum::<usize>();
+                let bytes = pattern_bytes(&key) + entries.iter().map(|(_, e)| e.counted_bytes()).sum::<usize>();
                 inner.loaded += entries.len();
                 let memo = PatternMemo { blobs: RwLock::new(entries.into_iter().collect()) };
                 inner.patterns.put(key, (Arc::new(memo), bytes));
@@ -335,7 +343,7 @@ impl GrepMemo {
             return Some(memo.clone());
         }
         let memo = Arc::new(PatternMemo::default());
-        let bytes = PATTERN_BYTES + key.pattern.len();
+        let bytes = pattern_bytes(key);
         inner.patterns.put(key.clone(), (memo.clone(), bytes));
         inner.bytes += bytes;
         self.evict(&mut inner);
@@ -365,9 +373,9 @@ impl GrepMemo {
         {
             let mut blobs = memo.blobs.write();
             for (id, entry) in fresh {
-                let entry_bytes = ENTRY_BYTES + entry.heap_bytes();
+                let entry_bytes = entry.counted_bytes();
                 if let Some(old) = blobs.insert(id, entry) {
-                    added -= (ENTRY_BYTES + old.heap_bytes()) as isize;
+                    added -= old.counted_bytes() as isize;
                 }
                 added += entry_bytes as isize;
             }

@@ -22,7 +22,7 @@ use std::path::Path;
 use gix::ObjectId;
 
 use super::{BlobMatches, Matched, PatternKey};
-use crate::disk::{Reader, len32, read_checked, write_checked};
+use crate::disk::{Reader, len32, put_id, read_checked, write_checked};
 
 const MAGIC: &[u8; 8] = b"RLGMEMO\0";
 /// Bump when the layout changes, or what grep matches or counts in a blob does.
@@ -50,11 +50,7 @@ pub(super) fn save<'a>(
         put_bytes(&mut out, key.pattern.as_bytes())?;
         out.extend_from_slice(&len32(entries.len())?.to_le_bytes());
         for (id, entry) in entries {
-            let bytes = id.as_slice();
-            if bytes.len() != 20 {
-                return Err(std::io::Error::other("only SHA-1 repositories are persisted"));
-            }
-            out.extend_from_slice(bytes);
+            put_id(&mut out, &id)?;
             put_entry(&mut out, entry)?;
         }
     }
@@ -119,7 +115,7 @@ pub(super) fn load(path: &Path) -> Option<Vec<PatternEntries>> {
         }
         let mut entries = Vec::with_capacity(n_entries);
         for _ in 0..n_entries {
-            let id = ObjectId::try_from(r.take(20)?).ok()?;
+            let id = r.id()?;
             entries.push((id, entry(&mut r)?));
         }
         patterns.push((PatternKey { pattern, case_insensitive, max_line_chars, max_file_bytes }, entries));

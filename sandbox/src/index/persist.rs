@@ -19,7 +19,7 @@ use std::{collections::HashMap, path::Path, sync::Arc};
 use gix::ObjectId;
 
 use super::{BlobEntry, Content, Inner, postings::Postings};
-use crate::disk::{Reader, len32, read_checked, write_checked};
+use crate::disk::{Reader, len32, put_id, read_checked, write_checked};
 
 const MAGIC: &[u8; 8] = b"RLTRIGX\0";
 /// Bump when the layout or the meaning of a trigram changes.
@@ -36,11 +36,7 @@ pub(super) fn save(inner: &Inner, path: &Path) -> std::io::Result<()> {
         out.extend_from_slice(&n.to_le_bytes());
     }
     for (id, entry) in &entries {
-        let bytes = id.as_slice();
-        if bytes.len() != 20 {
-            return Err(std::io::Error::other("only SHA-1 repositories are persisted"));
-        }
-        out.extend_from_slice(bytes);
+        put_id(&mut out, id)?;
         out.extend_from_slice(&entry.size.to_le_bytes());
         let (kind, slot, grams) = match entry.content {
             Content::Text { slot, grams } => (0u8, slot, grams),
@@ -82,7 +78,7 @@ pub(super) fn load(path: &Path) -> Option<Loaded> {
     let mut grams_of: HashMap<u32, (u32, u32)> = HashMap::new();
     let mut live_grams = 0usize;
     for _ in 0..n_entries {
-        let id = ObjectId::try_from(r.take(20)?).ok()?;
+        let id = r.id()?;
         let size = r.u64()?;
         let (kind, slot, grams) = (r.u8()?, r.u32()?, r.u32()?);
         let content = match kind {
