@@ -88,8 +88,13 @@ pub(crate) struct SeenFile {
     pub rarity_max: f64,
     /// Hit by a grep whose complete output named at most [`RARE_FILES`] files.
     pub rare_hit: bool,
-    /// Names of the issue this file defines (`def name` / `class name` in a grep hit or a read), lowercase.
+    /// Names of the issue this file defines (`def name` / `class name` in a grep hit or a read),
+    /// lowercase. With [`super::ProxyConfig::top_definitions`], a name some seen file defines at
+    /// module level counts only for the files that define it there.
     pub defines: BTreeSet<String>,
+    /// Of the issue's names, those this file defines at module level (a `def` or `class` line
+    /// without indentation), lowercase; only kept with [`super::ProxyConfig::top_definitions`].
+    pub defines_top: BTreeSet<String>,
     /// Hit by a grep of a term of the issue's title.
     pub by_title: bool,
 }
@@ -134,6 +139,10 @@ pub struct ProxyEpisode {
     /// the repository's (a user's variable, a package the repository does not contain), and a
     /// rarity of 1 would otherwise make it look like the rarest term of all.
     pub(crate) found_nothing: HashSet<String>,
+    /// Issue names (lowercase) that some seen file defines at module level; with
+    /// [`super::ProxyConfig::top_definitions`], a method of the same name (a printer's or an
+    /// assumption handler's `def MatrixSymbol(expr, assumptions)`) no longer counts as defining it.
+    pub(crate) top_defined: HashSet<String>,
     /// The paths the issue names, as the path and module globs look for them (`pkg/mod.py`,
     /// `sympy/core/basic.py`): a seen file whose path ends with one is named by the issue.
     pub(crate) named_paths: Vec<String>,
@@ -183,6 +192,7 @@ impl ProxyEpisode {
             title_names,
             term_rarity: HashMap::new(),
             found_nothing: HashSet::new(),
+            top_defined: HashSet::new(),
             named_paths: Vec::new(),
         };
         episode.text_candidates = text_candidates(&episode.terms, &config);
@@ -268,18 +278,14 @@ impl ProxyEpisode {
                 _ => {}
             }
             if let ToolCall::Read(args) = &candidate.call {
-                if self.config.definitions {
-                    let defined: Vec<String> = defined_names(&result.output)
-                        .into_iter()
-                        .map(|n| n.to_ascii_lowercase())
-                        .filter(|n| self.issue_names.contains_key(n))
-                        .collect();
-                    if let Some(&i) = self.seen_index.get(&args.path) {
-                        self.seen[i].defines.extend(defined);
-                    }
+                if self.config.definitions
+                    && let Some(&i) = self.seen_index.get(&args.path)
+                {
+                    let defined = self.issue_definitions(&result.output);
+                    self.add_definitions(i, defined);
                 }
                 if self.config.mine_result_names {
-                    for name in defined_names(&result.output) {
+                    for (name, _) in defined_names(&result.output) {
                         self.add_result_name(name);
                     }
                 }
@@ -329,18 +335,15 @@ impl ProxyEpisode {
                 .and_then(|l| l.strip_prefix(':'))
                 .and_then(|l| l.strip_prefix(line.to_string().as_str()))
                 .and_then(|l| l.strip_prefix(':'));
-            let defined: Vec<String> = match (self.config.definitions, code) {
-                (true, Some(code)) => defined_names(code)
-                    .into_iter()
-                    .map(|name| name.to_ascii_lowercase())
-                    .filter(|name| self.issue_names.contains_key(name))
-                    .collect(),
+            let defined = match (self.config.definitions, code) {
+                (true, Some(code)) => self.issue_definitions(code),
                 _ => Vec::new(),
             };
-            let file = self.file(path);
+            let i = self.file_index(path);
+            self.add_definitions(i, defined);
+            let file = &mut self.seen[i];
             file.hits += 1;
             file.lines.insert(*line);
-            file.defines.extend(defined);
             file.rare_hit |= rare;
             match kind {
                 k if k.is_message() => file.by_message = true,
@@ -418,16 +421,53 @@ impl ProxyEpisode {
     }
 
     pub(crate) fn file(&mut self, path: &str) -> &mut SeenFile {
-        let i = match self.seen_index.get(path) {
-            Some(&i) => i,
-            None => {
-                self.seen_index.insert(path.to_owned(), self.seen.len());
-                let by_named_path = self.named_paths.iter().any(|named| path_ends_with(path, named));
-                self.seen.push(SeenFile { path: path.to_owned(), by_named_path, ..SeenFile::default() });
-                self.seen.len() - 1
-            }
-        };
+        let i = self.file_index(path);
         &mut self.seen[i]
+    }
+
+    /// The index of `path` in [`ProxyEpisode::seen`], adding it when new.
+    fn file_index(&mut self, path: &str) -> usize {
+        if let Some(&i) = self.seen_index.get(path) {
+            return i;
+        }
+        self.seen_index.insert(path.to_owned(), self.seen.len());
+        let by_named_path = self.named_paths.iter().any(|named| path_ends_with(path, named));
+        self.seen.push(SeenFile { path: path.to_owned(), by_named_path, ..SeenFile::default() });
+        self.seen.len() - 1
+    }
+
+    /// The issue's names that `code` (grep hit lines or a read's output) defines, lowercase,
+    /// each with whether a definition of it there is at module level.
+    fn issue_definitions(&self, code: &str) -> Vec<(String, bool)> {
+        defined_names(code)
+            .into_iter()
+            .map(|(name, top)| (name.to_ascii_lowercase(), top))
+            .filter(|(name, _)| self.issue_names.contains_key(name))
+            .collect()
+    }
+
+    /// Records that seen file `i` defines the given issue names. With
+    /// [`super::ProxyConfig::top_definitions`], a module-level definition takes the name from
+    /// the files that only define a method of that name, and a method's definition counts only
+    /// while no module-level one of the name has been seen.
+    fn add_definitions(&mut self, i: usize, defined: Vec<(String, bool)>) {
+        if !self.config.top_definitions {
+            self.seen[i].defines.extend(defined.into_iter().map(|(name, _)| name));
+            return;
+        }
+        for (name, top) in defined {
+            if top {
+                self.seen[i].defines_top.insert(name.clone());
+                if self.top_defined.insert(name.clone()) {
+                    for file in self.seen.iter_mut().filter(|f| !f.defines_top.contains(&name)) {
+                        file.defines.remove(&name);
+                    }
+                }
+                self.seen[i].defines.insert(name);
+            } else if !self.top_defined.contains(&name) {
+                self.seen[i].defines.insert(name);
+            }
+        }
     }
 
     /// Seen files in answer order: most grep hits first, then most distinct terms, then discovery.
@@ -465,16 +505,22 @@ pub(crate) fn definable_names(identifier: &str) -> impl Iterator<Item = &str> {
 
 /// Functions and classes defined in a read's output (`   12\tdef send(self):`),
 /// or in grep hit lines, skipping dunders and names shorter than three characters.
-fn defined_names(output: &str) -> Vec<&str> {
-    let mut names = Vec::new();
+fn defined_names(output: &str) -> Vec<(&str, bool)> {
+    let mut names: Vec<(&str, bool)> = Vec::new();
     for line in output.lines() {
-        let code = line.split_once('\t').map_or(line, |(_, code)| code).trim_start();
+        let code = line.split_once('\t').map_or(line, |(_, code)| code);
+        let top = !code.starts_with(char::is_whitespace);
+        let code = code.trim_start();
         let code = code.strip_prefix("async ").unwrap_or(code);
         let Some(rest) = code.strip_prefix("def ").or_else(|| code.strip_prefix("class ")) else { continue };
         let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
         let name = &rest[..end];
-        if name.len() >= 3 && !name.starts_with("__") && !names.contains(&name) {
-            names.push(name);
+        if name.len() < 3 || name.starts_with("__") {
+            continue;
+        }
+        match names.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, at_top)) => *at_top |= top,
+            None => names.push((name, top)),
         }
     }
     names

@@ -128,6 +128,7 @@
 //! |---|---|
 //! | [`ProxyConfig::rarity`] | no rarity file or term features, no "rare hit" state |
 //! | [`ProxyConfig::definitions`] | no `def`/`class` greps, no "defines an issue name" features |
+//! | [`ProxyConfig::top_definitions`] (off by default) | on: a method named like a class the issue names stops counting once the module-level definition is seen |
 //! | [`ProxyConfig::module_paths`] | no dotted-module globs, no "path named by the issue" feature |
 //! | [`ProxyConfig::issue_paths`] (off by default) | on: a seen file whose path the issue names is "named" however it was found |
 //! | [`ProxyConfig::path_overlap`] | no path/issue-word overlap or depth features |
@@ -250,6 +251,11 @@ pub struct ProxyConfig {
     pub rarity: bool,
     /// `def`/`class` greps of the issue's names, and "defines an issue name" features.
     pub definitions: bool,
+    /// With [`ProxyConfig::definitions`]: once a seen file defines an issue name at module level
+    /// (`class MatrixSymbol(…)` without indentation), files that define only a method of that
+    /// name (`    def MatrixSymbol(expr, assumptions):`, a handler or printer) no longer count
+    /// as defining it. Off by default.
+    pub top_definitions: bool,
     /// Globs of dotted module paths (`pkg.sub.mod` → `**/pkg/sub/mod.py`) and
     /// "found by a path the issue names" features.
     pub module_paths: bool,
@@ -321,6 +327,7 @@ impl Default for ProxyConfig {
             max_answer_size: 4,
             rarity: true,
             definitions: true,
+            top_definitions: false,
             module_paths: true,
             issue_paths: false,
             path_overlap: true,

@@ -616,6 +616,47 @@ fn definition_greps_find_the_file_that_defines_an_issue_name() {
 }
 
 #[test]
+fn a_module_level_definition_outranks_methods_of_the_same_name_when_switched_on() {
+    let issue = "# Sum of a MatrixSymbol is wrong\n\n`Session.resolve_redirects` drops it too.";
+    let hits = |lines: &[(&str, u64, &str)]| ToolResult {
+        status: Status::Ok,
+        output: lines.iter().map(|(path, line, code)| format!("{path}:{line}:{code}")).collect::<Vec<_>>().join("\n"),
+        entities: lines
+            .iter()
+            .map(|(path, line, _)| rewardlab_sandbox::Entity::Line { path: (*path).into(), line: *line })
+            .collect(),
+    };
+    let handler = ("pkg/assumptions/handlers.py", 40, "    def MatrixSymbol(expr, assumptions):");
+    let class = ("pkg/matrices/expr.py", 12, "class MatrixSymbol(MatrixExpr):");
+    let method = ("pkg/sessions.py", 90, "    def resolve_redirects(self, resp):");
+    let run = |config: ProxyConfig, turns: &[&[(&str, u64, &str)]]| {
+        let mut episode = ProxyEpisode::new(issue, ChaCha8Rng::seed_from_u64(0), None, config);
+        for lines in turns {
+            episode.pending.push(episode::Candidate {
+                kind: episode::CallKind::GrepDefinition,
+                call: grep("(?:def|class) MatrixSymbol\\b"),
+                term: None,
+                seen: None,
+            });
+            episode.observe(&[hits(lines)]);
+        }
+        let defines = |path: &str| episode.seen[episode.seen_index[path]].defines.clone();
+        (defines(handler.0), defines(class.0), defines(method.0))
+    };
+    let on = ProxyConfig { top_definitions: true, ..ProxyConfig::default() };
+    let name = |n: &str| BTreeSet::from([n.to_owned()]);
+    // The handler's method is seen first, then the class: the handler stops defining the name,
+    // in either order; a method whose name has no module-level definition still counts.
+    for turns in [&[&[handler][..], &[class, method][..]][..], &[&[class, method, handler][..]][..]] {
+        let (h, c, m) = run(on, turns);
+        assert_eq!((h, c, m), (BTreeSet::new(), name("matrixsymbol"), name("resolve_redirects")), "{turns:?}");
+        // Off (the default), every `def` of the name counts.
+        let (h, c, _) = run(ProxyConfig::default(), turns);
+        assert_eq!((h, c), (name("matrixsymbol"), name("matrixsymbol")));
+    }
+}
+
+#[test]
 fn rarity_weights_follow_how_many_lines_a_grep_hit_including_cut_ones() {
     assert_eq!(
         episode::cut_lines(
