@@ -139,10 +139,6 @@ pub struct ProxyEpisode {
     /// the repository's (a user's variable, a package the repository does not contain), and a
     /// rarity of 1 would otherwise make it look like the rarest term of all.
     pub(crate) found_nothing: HashSet<String>,
-    /// Issue names (lowercase) that some seen file defines at module level; with
-    /// [`super::ProxyConfig::top_definitions`], a method of the same name (a printer's or an
-    /// assumption handler's `def MatrixSymbol(expr, assumptions)`) no longer counts as defining it.
-    pub(crate) top_defined: HashSet<String>,
     /// The paths the issue names, as the path and module globs look for them (`pkg/mod.py`,
     /// `sympy/core/basic.py`): a seen file whose path ends with one is named by the issue.
     pub(crate) named_paths: Vec<String>,
@@ -192,7 +188,6 @@ impl ProxyEpisode {
             title_names,
             term_rarity: HashMap::new(),
             found_nothing: HashSet::new(),
-            top_defined: HashSet::new(),
             named_paths: Vec::new(),
         };
         episode.text_candidates = text_candidates(&episode.terms, &config);
@@ -456,15 +451,17 @@ impl ProxyEpisode {
             return;
         }
         for (name, top) in defined {
+            let defined_at_top = self.seen.iter().any(|f| f.defines_top.contains(&name));
             if top {
-                self.seen[i].defines_top.insert(name.clone());
-                if self.top_defined.insert(name.clone()) {
-                    for file in self.seen.iter_mut().filter(|f| !f.defines_top.contains(&name)) {
+                if !defined_at_top {
+                    // The name's first module-level definition: its methods stop counting.
+                    for file in &mut self.seen {
                         file.defines.remove(&name);
                     }
                 }
+                self.seen[i].defines_top.insert(name.clone());
                 self.seen[i].defines.insert(name);
-            } else if !self.top_defined.contains(&name) {
+            } else if !defined_at_top {
                 self.seen[i].defines.insert(name);
             }
         }

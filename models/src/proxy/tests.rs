@@ -645,8 +645,9 @@ fn a_module_level_definition_outranks_methods_of_the_same_name_when_switched_on(
     };
     let on = ProxyConfig { top_definitions: true, ..ProxyConfig::default() };
     let name = |n: &str| BTreeSet::from([n.to_owned()]);
-    // The handler's method is seen first, then the class: the handler stops defining the name,
-    // in either order; a method whose name has no module-level definition still counts.
+    // Whether the handler's method is seen a turn before the class or in the same grep after it,
+    // the handler stops defining the name; a method whose name has no module-level definition
+    // still counts.
     for turns in [&[&[handler][..], &[class, method][..]][..], &[&[class, method, handler][..]][..]] {
         let (h, c, m) = run(on, turns);
         assert_eq!((h, c, m), (BTreeSet::new(), name("matrixsymbol"), name("resolve_redirects")), "{turns:?}");
