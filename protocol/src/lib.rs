@@ -9,6 +9,7 @@
 //! - [`line_range`]: [`LineRange`], `path:start-end`.
 //! - [`paths`]: repository-relative path normalisation.
 //! - [`regex`]: [`escape_regex`], literal text as a pattern for the sandbox's grep.
+//! - [`error_text`]: [`error_chain`], an error and its causes as one line of text.
 //!
 //! A leaf with no workspace dependencies and nothing to run: the sandbox executes calls, the
 //! rewards score answers, the models produce both. Wire forms (tool results, rollout records)
@@ -17,12 +18,14 @@
 #![warn(missing_docs)]
 
 pub mod answer;
+pub mod error_text;
 pub mod line_range;
 pub mod paths;
 pub mod regex;
 pub mod tools;
 
 pub use answer::{Answer, AnswerError, parse_answer, parse_body, reply_text};
+pub use error_text::error_chain;
 pub use line_range::{LineRange, LineRangeError};
 pub use regex::escape_regex;
 pub use tools::{Entity, ErrorKind, GlobArgs, GrepArgs, MAX_CALLS_PER_TURN, ReadArgs, Status, ToolCall, ToolResult};

@@ -8,6 +8,7 @@
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
+use rewardlab_protocol::error_chain;
 
 create_exception!(
     _core,
@@ -24,17 +25,5 @@ pub fn reward_error(message: impl Into<String>) -> PyErr {
 /// A `RewardError` whose message is an error's text with its causes, as the CLI's
 /// `{:#}` prints them (`outer: inner: innermost`).
 pub fn from_error(err: &(dyn std::error::Error + 'static)) -> PyErr {
-    reward_error(chain(err))
-}
-
-/// An error's text followed by each of its causes, `outer: inner`.
-pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut cause = err.source();
-    while let Some(inner) = cause {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        cause = inner.source();
-    }
-    text
+    reward_error(error_chain(err))
 }

@@ -12,10 +12,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::prelude::*;
+use rewardlab_protocol::error_chain;
 use rewardlab_rewards::rollout::LoggedCall;
 use rewardlab_sandbox::{Limits, RepoStore, Status, StoreOptions, ToolCall, TreeKind};
 
-use crate::errors::{chain, from_error, reward_error};
+use crate::errors::{from_error, reward_error};
 
 /// A sandbox over one store directory, with the seed's limits unless overridden.
 #[pyclass(module = "rewardlab._core", frozen)]
@@ -74,7 +75,7 @@ impl Sandbox {
         };
         let store = py
             .detach(|| RepoStore::open_with(&store, options))
-            .map_err(|e| reward_error(format!("opening the store at {}: {}", store.display(), chain(&e))))?;
+            .map_err(|e| reward_error(format!("opening the store at {}: {}", store.display(), error_chain(&e))))?;
         Ok(Sandbox { inner: rewardlab_sandbox::Sandbox::new(Arc::new(store), limits) })
     }
 
@@ -85,7 +86,7 @@ impl Sandbox {
         let kind: TreeKind = kind.parse().map_err(reward_error)?;
         let tree = py
             .detach(|| self.inner.tree(repo, commit, kind))
-            .map_err(|e| reward_error(format!("preparing {repo} at {commit}: {}", chain(&e))))?;
+            .map_err(|e| reward_error(format!("preparing {repo} at {commit}: {}", error_chain(&e))))?;
         Ok(Tree { sandbox: self.inner.clone(), tree })
     }
 

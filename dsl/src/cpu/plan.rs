@@ -45,12 +45,31 @@ pub(crate) struct StagePlan {
     pub scale: Vec<Option<f64>>,
 }
 
-/// How often a register's value changes.
+/// How often a register's value changes; ordered, so an op's rate is the
+/// highest of its arguments'.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Rate {
+pub(crate) enum Rate {
     Once,
     PerGroup,
     PerRow,
+}
+
+/// The rate of each register of an elementwise stage, in op order:
+/// constants, params and batch values are computed once, group values once
+/// per group, features and columns per row, and an op as often as its
+/// most often changing argument. The block executor's plan and the native
+/// kernels both place their registers by it.
+pub(crate) fn rates(stage: &Elementwise) -> Vec<Rate> {
+    let mut rate = Vec::with_capacity(stage.ops.len());
+    for op in &stage.ops {
+        rate.push(match op {
+            Op::Const(_) | Op::Param(_) | Op::Batch(_) => Rate::Once,
+            Op::Group(_) => Rate::PerGroup,
+            Op::Feature(_) | Op::Column(_) => Rate::PerRow,
+            Op::Apply(_) => op.args().map(|a| rate[a]).max().unwrap_or(Rate::Once),
+        });
+    }
+    rate
 }
 
 impl StagePlan {
@@ -61,15 +80,7 @@ impl StagePlan {
     /// registers keep their buffers for the whole stage.
     pub(crate) fn new(stage: &Elementwise) -> StagePlan {
         let n = stage.ops.len();
-        let mut rate = Vec::with_capacity(n);
-        for op in &stage.ops {
-            rate.push(match op {
-                Op::Const(_) | Op::Param(_) | Op::Batch(_) => Rate::Once,
-                Op::Group(_) => Rate::PerGroup,
-                Op::Feature(_) | Op::Column(_) => Rate::PerRow,
-                Op::Apply(_) => op.args().map(|a| rate[a]).max().unwrap_or(Rate::Once),
-            });
-        }
+        let rate = rates(stage);
         let mut last_use = vec![0; n];
         let mut fill = vec![false; n];
         for (i, op) in stage.ops.iter().enumerate() {

@@ -50,18 +50,8 @@ pub use summary::{Manifest, Summary, SummaryError, summarize, write_tables};
 pub use tasks::{PreparedTasks, SourceReport, TaskError, TaskReport, prepare_instances, prepare_tasks};
 pub use train::{PolicyContext, Progress, RunError, RunProgress, StudyTasks, TrainError, train_runs};
 
-/// An error and its causes, `: `-separated, each once (the library's error
-/// `Display`s never repeat their `source`).
-pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = error.to_string();
-    let mut cause = error.source();
-    while let Some(e) = cause {
-        out.push_str(": ");
-        out.push_str(&e.to_string());
-        cause = e.source();
-    }
-    out
-}
+/// The reports write a failed run or source with its cause chain, as everyone else does.
+pub use rewardlab_protocol::error_chain;
 
 #[cfg(test)]
 mod tests;

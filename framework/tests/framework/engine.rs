@@ -11,6 +11,7 @@ use rewardlab_framework::engine::{
     EVAL_FILE, Engine, EngineConfig, EngineError, EvalRecord, LrSchedule, OptimConfig, Phase, RewardDevice,
     RewardVariant, TaskSet, TaskSource, latest_checkpoint,
 };
+use rewardlab_framework::study::error_chain;
 use rewardlab_framework::synthetic::{self, SyntheticConfig};
 use rewardlab_models::agent::{OptimStep, Policy, Sampling, StepStats, TaskPrompt, TurnInfo, TurnOutput};
 use rewardlab_sandbox::{Entity, Limits, RepoStore, Sandbox, Status, ToolResult};
@@ -424,19 +425,6 @@ fn keeping_only_the_latest_checkpoint_prunes_the_older_ones() {
     assert_eq!(checkpoints(latest, "engine-keep-latest"), ["step-000004"]);
 }
 
-/// An error and its sources joined by ": ", as anyhow's `{:#}` prints them
-/// (messages do not repeat their sources, so each cause appears once).
-fn chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
 /// `reward_device = "cuda"`: on a machine with a GPU (and a `--features cuda`
 /// build) a step's metrics equal the CPU backend's to the backends'
 /// tolerance; everywhere else the engine refuses to start with the reason,
@@ -448,7 +436,7 @@ fn the_cuda_reward_device_matches_the_cpu_or_refuses_to_start() {
     match Engine::new(cuda.clone(), ToyPolicy::default(), tasks(), sandbox("cuda"), variant(g)) {
         Err(err) => {
             assert!(matches!(err, EngineError::RewardDevice { .. }), "{err}");
-            let msg = chain(&err);
+            let msg = error_chain(&err);
             assert!(msg.starts_with("reward_device = \"cuda\": "), "{msg}");
             assert!(msg.contains("CUDA"), "the reason names what is missing: {msg}");
         }

@@ -22,6 +22,7 @@
 use std::fmt::Write;
 
 use crate::codegen::{Spelling, apply_expr};
+use crate::cpu::plan::{Rate, rates};
 use crate::hir::ReduceOp;
 use crate::interp::ops::SUM_CHUNK;
 use crate::ir::{Apply, Elementwise, IrProgram, Op, Reg, Source, Stage};
@@ -153,27 +154,6 @@ pub(crate) fn unsupported(ir: &IrProgram) -> Option<&'static str> {
 
 /// Groups per tile of the segment loops (see `emit`).
 const TILE_GROUPS: usize = 16;
-
-/// How often a register's value changes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Rate {
-    Once,
-    PerGroup,
-    PerRow,
-}
-
-fn rates(e: &Elementwise) -> Vec<Rate> {
-    let mut rate = Vec::with_capacity(e.ops.len());
-    for op in &e.ops {
-        rate.push(match op {
-            Op::Const(_) | Op::Param(_) | Op::Batch(_) => Rate::Once,
-            Op::Group(_) => Rate::PerGroup,
-            Op::Feature(_) | Op::Column(_) => Rate::PerRow,
-            Op::Apply(_) => op.args().map(|a| rate[a]).max().unwrap_or(Rate::Once),
-        });
-    }
-    rate
-}
 
 /// The complete C source of `ir`'s kernel; `ir` must be [`unsupported`]-free.
 pub(crate) fn emit(ir: &IrProgram) -> String {
