@@ -19,11 +19,11 @@ use std::path::{Path, PathBuf};
 
 use rewardlab_models::agent::PolicyState;
 use rewardlab_models::state_tensors::{read_state_tensors, write_state_tensors};
+use rewardlab_protocol::error_chain;
 use serde::{Deserialize, Serialize};
 
 use super::config::EngineConfig;
 use super::error::EngineError;
-use crate::study::error_chain;
 
 /// Format version of `engine.json`.
 pub(crate) const VERSION: u32 = 1;

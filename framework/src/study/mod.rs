@@ -50,7 +50,8 @@ pub use summary::{Manifest, Summary, SummaryError, summarize, write_tables};
 pub use tasks::{PreparedTasks, SourceReport, TaskError, TaskReport, prepare_instances, prepare_tasks};
 pub use train::{PolicyContext, Progress, RunError, RunProgress, StudyTasks, TrainError, train_runs};
 
-/// The reports write a failed run or source with its cause chain, as everyone else does.
+/// An error and its causes on one line (`outer: inner`), as the study's reports write a failed
+/// run or source; defined in `rewardlab_protocol` for every crate that writes errors.
 pub use rewardlab_protocol::error_chain;
 
 #[cfg(test)]
