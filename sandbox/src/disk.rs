@@ -46,6 +46,13 @@ pub(crate) fn put_id(out: &mut Vec<u8>, id: &gix::oid) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Appends `bytes` after their length (a `u32`); [`Reader::bytes`] reads them back.
+pub(crate) fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) -> std::io::Result<()> {
+    out.extend_from_slice(&len32(bytes.len())?.to_le_bytes());
+    out.extend_from_slice(bytes);
+    Ok(())
+}
+
 /// `n` as the `u32` a file stores counts in.
 pub(crate) fn len32(n: usize) -> std::io::Result<u32> {
     u32::try_from(n).map_err(|_| std::io::Error::other("too large to persist"))
@@ -87,6 +94,12 @@ impl<'a> Reader<'a> {
 
     pub(crate) fn u64(&mut self) -> Option<u64> {
         Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    /// Bytes written by [`put_bytes`].
+    pub(crate) fn bytes(&mut self) -> Option<&'a [u8]> {
+        let len = self.u32()? as usize;
+        self.take(len)
     }
 
     /// A blob id written by [`put_id`].

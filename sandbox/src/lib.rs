@@ -20,6 +20,7 @@
 //!   .tmp/<pid>-<name>/            clones in progress, renamed into place when complete
 //!   .index/owner__name.trigrams   the repository's content index, when persisted between processes
 //!   .index/owner__name.grepmemo   its grep memo, persisted with it
+//!   .index/tool-results           the sandbox's result cache, when saved between processes
 //! ```
 //!
 //! A repository is named `owner__name` after the last two components of its URL or path
@@ -109,7 +110,11 @@
 //! JSON, bounded in bytes by [`Limits::result_cache_bytes`] (64 MiB by default, 0 turns it off).
 //! A hit is exactly the result a fresh run gives, answered without a permit or a thread;
 //! [`SandboxStats::cache_hits`] counts them. Results that depend on load or on the store's
-//! state (timeouts, missing objects, I/O and internal errors) are never kept. Through
+//! state (timeouts, missing objects, I/O and internal errors) are never kept.
+//! [`Sandbox::save_results`] writes the cache to `<store>/.index/tool-results` when the store
+//! persists its indexes, and [`Sandbox::load_results`] reads it back in the next process, but
+//! only in the executable that wrote it and under the same limits (the file is stamped with a
+//! hash of both): a result depends on every line of the tools' code. Through
 //! [`Sandbox::run_call`] (the engine's way in) an identical call that arrives while one is
 //! queued or running waits for that one's result instead of running again
 //! ([`SandboxStats::joined`]); it is held no longer than its own deadline, since the run it waits

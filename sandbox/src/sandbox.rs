@@ -21,6 +21,7 @@
 
 use std::{
     collections::HashMap,
+    path::PathBuf,
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
@@ -32,7 +33,7 @@ use tokio::sync::{OnceCell, Semaphore};
 
 use crate::{
     Error, Limits, RepoStore,
-    result_cache::{Key, ResultCache},
+    result_cache::{self, Key, ResultCache},
     tools::{ErrorKind, RunTool, Status, ToolCall, ToolResult},
     tree::{Tree, TreeKind},
 };
@@ -74,8 +75,9 @@ impl InFlight {
     }
 }
 
-/// Counters over the sandbox's life, for tests and benchmarks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Counters over the sandbox's life, for tests, benchmarks and a study's `phases.md`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct SandboxStats {
     /// Calls running now.
     pub in_flight: usize,
@@ -95,6 +97,8 @@ pub struct SandboxStats {
     pub cache_entries: usize,
     /// Bytes the cache holds now, as [`Limits::result_cache_bytes`] counts them.
     pub cache_bytes: usize,
+    /// Results read back by [`Sandbox::load_results`] from the file an earlier process wrote.
+    pub loaded: u64,
 }
 
 #[derive(Debug, Default)]
@@ -105,6 +109,7 @@ struct Counters {
     timeouts: AtomicU64,
     errors: AtomicU64,
     joined: AtomicU64,
+    loaded: AtomicU64,
 }
 
 impl Sandbox {
@@ -148,7 +153,36 @@ impl Sandbox {
             joined: self.counters.joined.load(Ordering::Relaxed),
             cache_entries: cache.entries,
             cache_bytes: cache.bytes,
+            loaded: self.counters.loaded.load(Ordering::Relaxed),
         }
+    }
+
+    /// Where the result cache is kept between processes (`<store>/.index/tool-results`), when
+    /// the store persists its indexes ([`crate::StoreOptions::persist_index`]) and the cache is on.
+    fn results_file(&self) -> Option<PathBuf> {
+        (self.store.options().persist_index && self.cache.enabled())
+            .then(|| self.store.root().join(".index").join("tool-results"))
+    }
+
+    /// Fills the result cache from the file an earlier process of *this executable* wrote under
+    /// the same limits (see `result_cache::persist`: any other file is ignored); how many results
+    /// it added. Nothing happens when the store does not persist its indexes.
+    pub fn load_results(&self) -> usize {
+        let (Some(path), Some(stamp)) = (self.results_file(), result_cache::stamp(&self.limits)) else {
+            return 0;
+        };
+        let loaded = self.cache.load(&path, stamp);
+        self.counters.loaded.fetch_add(loaded as u64, Ordering::Relaxed);
+        loaded
+    }
+
+    /// Writes the result cache where [`Sandbox::load_results`] reads it, atomically; how many
+    /// results were written (0, and nothing written, when the store does not persist its indexes).
+    pub fn save_results(&self) -> Result<usize, Error> {
+        let (Some(path), Some(stamp)) = (self.results_file(), result_cache::stamp(&self.limits)) else {
+            return Ok(0);
+        };
+        self.cache.save(&path, stamp).map_err(|source| Error::Io { path, source })
     }
 
     /// Runs one call on this thread, now, outside the semaphore (for tests and the CLI), or

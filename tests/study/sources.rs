@@ -139,6 +139,9 @@ fn study_swebench_source_checks_and_trains_from_a_repos_directory() {
     let index = dir.join("results/bench/store/.index/acme__widgets.trigrams");
     assert!(index.is_file(), "the content index is persisted under the store");
     assert!(index.with_extension("grepmemo").is_file(), "so is the grep memo");
+    assert!(dir.join("results/bench/store/.index/tool-results").is_file(), "and the tool results");
+    let phases = fs::read_to_string(dir.join("results/bench/phases.md")).expect("phases.md");
+    assert!(phases.contains("## Tool calls"), "{phases}");
 
     // An instance naming a repository without a clone is refused up front, by name.
     let missing = lines[0].replace("acme/widgets", "acme/gadgets");

@@ -18,7 +18,7 @@
 use std::fs;
 use std::path::Path;
 
-use rewardlab_sandbox::{BlobCacheStats, IndexStats, RepoStore};
+use rewardlab_sandbox::{BlobCacheStats, IndexStats, RepoStore, SandboxStats};
 use serde::{Deserialize, Serialize};
 
 use super::publish::{PublishError, publish_file};
@@ -31,6 +31,8 @@ pub const PHASES_CSV: &str = "phases.csv";
 pub const PHASES_MD: &str = "phases.md";
 /// The content index's and blob cache's counters of the last training process.
 pub const INDEX_JSON: &str = "index.json";
+/// The tool calls' counters of the last training process (its sandbox's result cache).
+pub const SANDBOX_JSON: &str = "sandbox.json";
 
 /// One repository's content index and blob cache counters at the end of a training process.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,13 +70,18 @@ pub fn write_index_counters(study_dir: &Path, rows: &[IndexRow]) -> Result<(), P
     })
 }
 
-/// `index.json`'s rows, if a training process wrote it (an unreadable file counts as none: the
-/// counters only explain the times).
-fn read_index_counters(study_dir: &Path) -> Vec<IndexRow> {
-    fs::read_to_string(study_dir.join(INDEX_JSON))
-        .ok()
-        .and_then(|text| serde_json::from_str(&text).ok())
-        .unwrap_or_default()
+/// Publishes `sandbox.json`, the training process's tool-call counters, like [`write_index_counters`].
+pub fn write_sandbox_counters(study_dir: &Path, stats: &SandboxStats) -> Result<(), PublishError> {
+    publish_file(study_dir, SANDBOX_JSON, |dir| {
+        let text = serde_json::to_string_pretty(stats).map_err(std::io::Error::other)?;
+        fs::write(dir.join(SANDBOX_JSON), text + "\n")
+    })
+}
+
+/// The counters a training process wrote to `file` in `study_dir`, if any (an unreadable file
+/// counts as none: the counters only explain the times).
+fn read_counters<T: serde::de::DeserializeOwned>(study_dir: &Path, file: &str) -> Option<T> {
+    fs::read_to_string(study_dir.join(file)).ok().and_then(|text| serde_json::from_str(&text).ok())
 }
 
 /// One variant's mean seconds per step by phase, over all steps of all its runs.
@@ -169,11 +176,14 @@ pub fn write(study_dir: &Path, name: &str, rows: &[PhaseRow]) -> Result<(), Summ
     }
     write_csv(&study_dir.join(PHASES_CSV), rows)?;
     let path = study_dir.join(PHASES_MD);
-    fs::write(&path, render(name, rows, &read_index_counters(study_dir))).map_err(io(&path))
+    let index: Vec<IndexRow> = read_counters(study_dir, INDEX_JSON).unwrap_or_default();
+    let text = render(name, rows, read_counters(study_dir, SANDBOX_JSON).as_ref(), &index);
+    fs::write(&path, text).map_err(io(&path))
 }
 
-/// The markdown tables: seconds per step, then the tools' shares; below, the index counters.
-pub fn render(name: &str, rows: &[PhaseRow], index: &[IndexRow]) -> String {
+/// The markdown tables: seconds per step, then the tools' shares; below, the tool calls' and the
+/// index's counters.
+pub fn render(name: &str, rows: &[PhaseRow], calls: Option<&SandboxStats>, index: &[IndexRow]) -> String {
     let mut out = format!("# Study `{name}`: time per step by phase\n\n");
     out.push_str(
         "Mean wall-clock seconds per training step over every step of the variant's runs (`timings.csv`); \
@@ -202,10 +212,37 @@ pub fn render(name: &str, rows: &[PhaseRow], index: &[IndexRow]) -> String {
             100.0 * r.all_tools_share
         ));
     }
+    if let Some(calls) = calls {
+        out.push_str(&render_calls(calls));
+    }
     if !index.is_empty() {
         out.push_str(&render_index(index));
     }
     out
+}
+
+/// The tool calls' counters: how many the result cache answered.
+fn render_calls(s: &SandboxStats) -> String {
+    let share = |n: u64| if s.calls > 0 { 100.0 * n as f64 / s.calls as f64 } else { 0.0 };
+    format!(
+        "\n## Tool calls\n\n\
+         Counters of the last training process (`sandbox.json`), every run of it together: one result \
+         cache serves them all (`[sandbox] result_cache_mib`), filled first with the results the \
+         study's previous process (the same binary) left in the store (loaded).\n\n\
+         | calls | answered from the result cache | joined a call in flight | timeouts | errors | results loaded | results cached | cache |\n\
+         |---|---|---|---|---|---|---|---|\n\
+         | {} | {} ({:.0}%) | {} ({:.0}%) | {} | {} | {} | {} | {:.0} MiB |\n",
+        s.calls,
+        s.cache_hits,
+        share(s.cache_hits),
+        s.joined,
+        share(s.joined),
+        s.timeouts,
+        s.errors,
+        s.loaded,
+        s.cache_entries,
+        s.cache_bytes as f64 / f64::from(1 << 20)
+    )
 }
 
 /// The counters' table: one row per repository.
@@ -263,9 +300,9 @@ mod tests {
         assert_eq!(row.tools_share, 3.0 / 7.0);
         assert_eq!(row.all_tools_share, 4.5 / 7.0);
         assert_eq!(mean_row("v3", 0, &[]), None);
-        let md = render("s", &[row], &[]);
+        let md = render("s", &[row], None, &[]);
         assert!(md.contains("| v3 | 1 | 2 | 1.000 s | 3.000 s | 0.500 s | 0.500 s | 2.000 s (1.500 s) | 0.000 s | 7.000 s | 43% | 64% |"), "{md}");
-        assert!(!md.contains("Content index"), "no counters, no table: {md}");
+        assert!(!md.contains("Content index") && !md.contains("Tool calls"), "no counters, no table: {md}");
     }
 
     #[test]
@@ -290,11 +327,23 @@ mod tests {
             },
             blob_cache: BlobCacheStats { hits: 6911, misses: 1232, ..BlobCacheStats::default() },
         };
-        assert_eq!(read_index_counters(dir.path()), Vec::new(), "no file yet");
+        let read_index = |dir: &Path| read_counters::<Vec<IndexRow>>(dir, INDEX_JSON);
+        assert_eq!(read_index(dir.path()), None, "no file yet");
         write_index_counters(dir.path(), std::slice::from_ref(&row)).expect("writes");
         let left: Vec<_> = fs::read_dir(dir.path()).expect("lists").map(|e| e.expect("entry").file_name()).collect();
         assert_eq!(left, vec![std::ffi::OsString::from(INDEX_JSON)], "no private copy left behind");
-        assert_eq!(read_index_counters(dir.path()), vec![row.clone()]);
+        assert_eq!(read_index(dir.path()), Some(vec![row.clone()]));
+        let calls = SandboxStats {
+            calls: 2000,
+            cache_hits: 1500,
+            joined: 100,
+            cache_entries: 400,
+            cache_bytes: 3 << 20,
+            loaded: 300,
+            ..SandboxStats::default()
+        };
+        write_sandbox_counters(dir.path(), &calls).expect("writes");
+        assert_eq!(read_counters(dir.path(), SANDBOX_JSON), Some(calls));
         let phase = mean_row("v3", 1, &[timings(1, 2.0, 0.0, 0.0)]).expect("a step");
         write(dir.path(), "s", &[phase]).expect("writes");
         let md = fs::read_to_string(dir.path().join(PHASES_MD)).expect("phases.md");
@@ -302,5 +351,6 @@ mod tests {
             md.contains("| psf__requests | 1462 | 14 MiB | 256 MiB | 12 | 1450 | 0 | 0 | 31569 | 351 | 20417 | 18000 | 3 MiB | 6911 | 1232 |"),
             "{md}"
         );
+        assert!(md.contains("| 2000 | 1500 (75%) | 100 (5%) | 0 | 0 | 300 | 400 | 3 MiB |"), "{md}");
     }
 }

@@ -389,6 +389,11 @@ pub struct SandboxSpec {
     /// Each repository's grep memo, in MiB (`StoreOptions::grep_memo_bytes`: what each pattern
     /// matched in each blob, shared by every commit); 0 turns it off.
     pub grep_memo_mib: usize,
+    /// The tool-result cache of the training process, in MiB (`Limits::result_cache_bytes`):
+    /// one cache serves every run of the process, so a call one run made is answered from it in
+    /// every other run at the same commit, and it is kept in the store for the study's next
+    /// process (the same binary only); 0 turns it off.
+    pub result_cache_mib: usize,
 }
 
 impl Default for SandboxSpec {
@@ -398,9 +403,15 @@ impl Default for SandboxSpec {
             index_mib: options.index_bytes >> 20,
             blob_cache_mib: options.blob_cache_bytes >> 20,
             grep_memo_mib: options.grep_memo_bytes >> 20,
+            result_cache_mib: DEFAULT_RESULT_CACHE_MIB,
         }
     }
 }
+
+/// [`SandboxSpec::result_cache_mib`]'s default: eight times a single sandbox's
+/// ([`Limits::result_cache_bytes`](rewardlab_sandbox::Limits)), since every run of the process
+/// shares it (the README's Lite study of 12 runs, every result kept, needed 365 MiB).
+pub const DEFAULT_RESULT_CACHE_MIB: usize = 512;
 
 impl SandboxSpec {
     /// The store's options: these bounds, and the index persisted under the store, so that a
@@ -412,6 +423,14 @@ impl SandboxSpec {
             grep_memo_bytes: self.grep_memo_mib.saturating_mul(1 << 20),
             persist_index: true,
             ..rewardlab_sandbox::StoreOptions::default()
+        }
+    }
+
+    /// The limits of the study's tool calls: the defaults, with this result cache bound.
+    pub fn limits(&self) -> rewardlab_sandbox::Limits {
+        rewardlab_sandbox::Limits {
+            result_cache_bytes: self.result_cache_mib.saturating_mul(1 << 20),
+            ..rewardlab_sandbox::Limits::default()
         }
     }
 }

@@ -91,7 +91,14 @@ fn study_sandbox_table_sizes_the_store_and_rejects_unknown_keys() {
     let defaults = rewardlab_sandbox::StoreOptions::default();
     assert_eq!(default.sandbox.store_options(), rewardlab_sandbox::StoreOptions { persist_index: true, ..defaults });
 
-    let text = format!("{HEAD}[sandbox]\nindex_mib = 1024\nblob_cache_mib = 0\ngrep_memo_mib = 3\n{variant}");
+    assert_eq!(
+        default.sandbox.limits(),
+        rewardlab_sandbox::Limits { result_cache_bytes: 512 << 20, ..Default::default() }
+    );
+
+    let text = format!(
+        "{HEAD}[sandbox]\nindex_mib = 1024\nblob_cache_mib = 0\ngrep_memo_mib = 3\nresult_cache_mib = 5\n{variant}"
+    );
     let study = parse(&text).expect("valid");
     let dir = tempfile::tempdir().expect("tempdir");
     let mut small = study.clone();
@@ -104,9 +111,10 @@ fn study_sandbox_table_sizes_the_store_and_rejects_unknown_keys() {
         (options.index_bytes, options.blob_cache_bytes, options.grep_memo_bytes, options.persist_index),
         (1 << 30, 0, 3 << 20, true)
     );
+    assert_eq!(study.sandbox.limits().result_cache_bytes, 5 << 20);
 
     // A bound past the address space is "no bound", not an overflow.
-    let huge = SandboxSpec { index_mib: usize::MAX, blob_cache_mib: 1, grep_memo_mib: 1 };
+    let huge = SandboxSpec { index_mib: usize::MAX, blob_cache_mib: 1, grep_memo_mib: 1, result_cache_mib: 1 };
     assert_eq!(huge.store_options().index_bytes, usize::MAX);
 
     let out = invalid(&format!("{HEAD}[sandbox]\nindex_mb = 1024\n{variant}"));

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rewardlab_models::agent::Policy;
-use rewardlab_sandbox::{Limits, RepoStore, Sandbox};
+use rewardlab_sandbox::{RepoStore, Sandbox};
 
 use super::baseline::{self, baseline_row};
 use super::publish::{self, BoxError, PublishError};
@@ -285,7 +285,15 @@ where
     // The workers see the caller's hooks with their errors boxed, so the worker code is generic over the policy alone.
     let make_policy: &MakePolicy<'_, P> = &|run, context| make_policy(run, context).map_err(Into::into);
     let after_run: &AfterRun<'_, P> = &|run, engine, dir| after_run(run, engine, dir).map_err(Into::into);
-    let trainer = Trainer { study, tasks, variants, study_dir, make_policy, after_run };
+    // One sandbox for every run of this process: its result cache answers a call that another run
+    // already made at the same commit (the runs of a study share their tasks, and every seed's
+    // evaluation asks the same held-out instances), and its semaphore bounds the calls in flight
+    // across them all. A cached result is exactly what running the call gives, so no run's
+    // numbers depend on which others ran beside it.
+    let sandbox = Sandbox::new(tasks.store.clone(), study.sandbox.limits());
+    // And what the last process of this study (the same binary) had in it.
+    sandbox.load_results();
+    let trainer = Trainer { study, tasks, variants, study_dir, make_policy, after_run, sandbox: &sandbox };
     let failed = super::pool::run_pool(
         runs.len(),
         jobs,
@@ -296,8 +304,10 @@ where
     // next process of this study (a rerun, a resumed run, another Slurm task). A failed write
     // only costs that process a rebuild and scans, so it does not fail the study.
     let _ = tasks.store.save_indexes();
+    let _ = sandbox.save_results();
     // Their counters explain the tools' time in `phases.md`; like the save, never fatal.
     let _ = super::phases::write_index_counters(study_dir, &super::phases::index_counters(&tasks.store));
+    let _ = super::phases::write_sandbox_counters(study_dir, &sandbox.stats());
     if failed.is_empty() {
         return Ok(());
     }
@@ -318,6 +328,7 @@ struct Trainer<'a, P: Policy> {
     study_dir: &'a Path,
     make_policy: &'a MakePolicy<'a, P>,
     after_run: &'a AfterRun<'a, P>,
+    sandbox: &'a Sandbox,
 }
 
 impl<P: Policy> Trainer<'_, P> {
@@ -332,7 +343,7 @@ impl<P: Policy> Trainer<'_, P> {
             Start::Fresh => None,
         };
         let variant = self.variants[run.variant].clone();
-        let sandbox = Sandbox::new(self.tasks.store.clone(), Limits::default());
+        let sandbox = self.sandbox.clone();
         let context =
             PolicyContext { tasks: self.tasks.tasks.as_ref(), sandbox: &sandbox, resuming: checkpoint.is_some() };
         let policy = (self.make_policy)(run, &context)
@@ -400,6 +411,45 @@ mod tests {
         let store = RepoStore::open(dir.join("store")).expect("store");
         let repo_dirs = set.tasks.iter().map(|t| (t.repo.clone(), source.repo_path.clone())).collect();
         (study, StudyTasks { tasks: Arc::new(set), store: Arc::new(store), repo_dirs })
+    }
+
+    /// The tool-call counters the last training process in `dir` wrote.
+    fn calls(dir: &Path) -> rewardlab_sandbox::SandboxStats {
+        let text = fs::read_to_string(dir.join(super::super::phases::SANDBOX_JSON)).expect("sandbox.json");
+        serde_json::from_str(&text).expect("counters")
+    }
+
+    #[test]
+    fn the_runs_of_a_process_share_one_result_cache_and_train_exactly_as_alone() {
+        let policy = |_: &RunSpec, _: &PolicyContext<'_>| Ok::<_, BoxError>(ProxyPolicy::default());
+        let hook = |_: &RunSpec, _: &Engine<ProxyPolicy>, _: &Path| Ok::<_, BoxError>(());
+        // Both runs in one process, one after the other.
+        let together = tempfile::tempdir().expect("tempdir");
+        let (s, tasks) = study(together.path(), 2);
+        let runs = s.runs();
+        train_runs(&s, &tasks, &runs, 1, together.path(), policy, hook, &Quiet).expect("trains");
+        let shared = calls(together.path());
+        // Each run in a process of its own.
+        let apart = tempfile::tempdir().expect("tempdir");
+        let (s, tasks) = study(apart.path(), 2);
+        let mut alone = Vec::new();
+        for run in &runs {
+            train_runs(&s, &tasks, std::slice::from_ref(run), 1, apart.path(), policy, hook, &Quiet).expect("trains");
+            alone.push(calls(apart.path()));
+        }
+        assert_eq!(shared.calls, alone[0].calls + alone[1].calls, "the same calls were made");
+        // Both runs start from the same policy on the same tasks (the seed picks them), so the
+        // second run's first step asks what the first run's did: answered from the cache.
+        assert!(shared.cache_hits > alone[0].cache_hits + alone[1].cache_hits, "together {shared:?}, apart {alone:?}");
+        for run in &runs {
+            let metrics = |dir: &Path| fs::read(dir.join(&run.dir).join(METRICS_FILE)).expect("metrics");
+            assert_eq!(
+                metrics(together.path()),
+                metrics(apart.path()),
+                "{}: a cached result is the result",
+                run.dir.display()
+            );
+        }
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::path::Path;
 use gix::ObjectId;
 
 use super::{BlobMatches, Matched, PatternKey};
-use crate::disk::{Reader, len32, put_id, read_checked, write_checked};
+use crate::disk::{Reader, len32, put_bytes, put_id, read_checked, write_checked};
 
 const MAGIC: &[u8; 8] = b"RLGMEMO\0";
 /// Bump when the layout changes, or what grep matches or counts in a blob does.
@@ -80,12 +80,6 @@ fn put_entry(out: &mut Vec<u8>, entry: &BlobMatches) -> std::io::Result<()> {
             put_bytes(out, text.as_bytes())?;
         }
     }
-    Ok(())
-}
-
-fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) -> std::io::Result<()> {
-    out.extend_from_slice(&len32(bytes.len())?.to_le_bytes());
-    out.extend_from_slice(bytes);
     Ok(())
 }
 
@@ -156,6 +150,5 @@ fn entry(r: &mut Reader<'_>) -> Option<BlobMatches> {
 }
 
 fn text(r: &mut Reader<'_>) -> Option<String> {
-    let len = r.u32()? as usize;
-    String::from_utf8(r.take(len)?.to_vec()).ok()
+    String::from_utf8(r.bytes()?.to_vec()).ok()
 }

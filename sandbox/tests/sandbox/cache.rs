@@ -4,7 +4,8 @@
 use std::{sync::Arc, time::Duration};
 
 use rewardlab_sandbox::{
-    ErrorKind, GlobArgs, GrepArgs, Limits, ReadArgs, RepoStore, RunTool, Sandbox, Status, ToolCall, TreeKind,
+    ErrorKind, GlobArgs, GrepArgs, Limits, ReadArgs, RepoStore, RunTool, Sandbox, Status, StoreOptions, ToolCall,
+    TreeKind,
 };
 
 use crate::sandbox::helpers::{Fixture, commit_all, generated_repo, init, write};
@@ -47,6 +48,39 @@ fn mixed_calls() -> Vec<ToolCall> {
         read("data/blob.bin", None, None),
         read("docs", None, None),
     ]
+}
+
+#[test]
+fn a_store_that_persists_its_indexes_keeps_the_results_for_the_next_process() {
+    let fx = Fixture::new();
+    let src = fx.path("acme/cache");
+    generated_repo(&src, 22, 2);
+    let persisting = StoreOptions { persist_index: true, ..StoreOptions::default() };
+    let open =
+        |options: &StoreOptions| Arc::new(RepoStore::open_with(fx.path("store"), options.clone()).expect("store"));
+    let calls = mixed_calls();
+    let first = Sandbox::new(open(&persisting), Limits::default());
+    let tree = first.tree(src.to_str().expect("utf-8"), "HEAD", TreeKind::View).expect("tree");
+    let fresh: Vec<_> = calls.iter().map(|call| first.call(&tree, call)).collect();
+    assert_eq!(first.load_results(), 0, "no earlier process");
+    assert_eq!(first.save_results().expect("saves"), calls.len());
+    drop((tree, first));
+
+    // The next process: every call is answered from the file, exactly as it ran.
+    let next = Sandbox::new(open(&persisting), Limits::default());
+    assert_eq!(next.load_results(), calls.len());
+    let tree = next.tree(src.to_str().expect("utf-8"), "HEAD", TreeKind::View).expect("tree");
+    let again: Vec<_> = calls.iter().map(|call| next.call(&tree, call)).collect();
+    assert_eq!(again, fresh);
+    let stats = next.stats();
+    assert_eq!((stats.loaded, stats.cache_hits), (calls.len() as u64, calls.len() as u64));
+
+    // Other limits give other results (here: other cut points): the file is not theirs.
+    let other = Sandbox::new(open(&persisting), Limits { max_output_chars: 400, ..Limits::default() });
+    assert_eq!(other.load_results(), 0);
+    // A store that does not persist its indexes neither reads nor writes the file.
+    let plain = Sandbox::new(open(&StoreOptions::default()), Limits::default());
+    assert_eq!((plain.load_results(), plain.save_results().expect("nothing to do")), (0, 0));
 }
 
 #[test]

@@ -13,8 +13,11 @@
 //! [`Sandbox::run_call`](crate::Sandbox::run_call) that joins identical calls in flight. Lookups
 //! and inserts hold one mutex for a hash-map operation and never while a call runs.
 
+mod persist;
+
 use std::{
     mem::size_of,
+    path::Path,
     sync::{Arc, Mutex, MutexGuard},
 };
 
@@ -25,6 +28,8 @@ use crate::{
     tools::{Entity, ErrorKind, Status, ToolCall, ToolResult},
     tree::{Tree, TreeKind},
 };
+
+pub(crate) use persist::stamp;
 
 /// What one cached result is filed under: the tree's identity and the call's canonical JSON.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -103,14 +108,18 @@ impl ResultCache {
     /// Stores `result` under `key` if it is [`cacheable`] and fits, evicting old entries to stay
     /// within the budget.
     pub(crate) fn insert(&self, key: Key, result: &ToolResult) {
-        if !self.enabled() || !cacheable(result) {
-            return;
+        if self.enabled() && cacheable(result) {
+            self.put(key, Arc::new(result.clone()));
         }
-        let bytes = entry_bytes(&key, result);
+    }
+
+    /// [`ResultCache::insert`] of a result the caller no longer needs.
+    fn put(&self, key: Key, result: Arc<ToolResult>) {
+        let bytes = entry_bytes(&key, &result);
         if bytes > self.capacity_bytes {
             return;
         }
-        let entry = Entry { result: Arc::new(result.clone()), bytes };
+        let entry = Entry { result, bytes };
         let mut inner = self.lock();
         if let Some(old) = inner.map.put(key, entry) {
             inner.bytes -= old.bytes;
@@ -122,6 +131,34 @@ impl ResultCache {
                 None => break,
             }
         }
+    }
+
+    /// Writes every entry to `path` under `stamp` ([`persist`]); how many were written.
+    pub(crate) fn save(&self, path: &Path, stamp: u64) -> std::io::Result<usize> {
+        // Copied out under the lock (the results are shared, not cloned), written without it.
+        let entries: Vec<(Key, Arc<ToolResult>)> =
+            self.lock().map.iter().rev().map(|(key, entry)| (key.clone(), entry.result.clone())).collect();
+        persist::save(&entries, stamp, path)?;
+        Ok(entries.len())
+    }
+
+    /// Adds the entries of the file at `path` if an earlier [`ResultCache::save`] wrote it under
+    /// `stamp`, oldest first and within the budget; how many the cache holds afterwards that it
+    /// did not hold before.
+    pub(crate) fn load(&self, path: &Path, stamp: u64) -> usize {
+        if !self.enabled() {
+            return 0;
+        }
+        let Some(entries) = persist::load(path, stamp) else {
+            return 0;
+        };
+        let before = self.stats().entries;
+        for (key, result) in entries {
+            if cacheable(&result) {
+                self.put(key, Arc::new(result));
+            }
+        }
+        self.stats().entries.saturating_sub(before)
     }
 
     /// Current counters.
@@ -209,6 +246,38 @@ mod tests {
         assert!(cache.get(&key(2)).is_some());
         assert!(cache.get(&key(3)).is_none());
         assert_eq!(cache.stats().hits, 2);
+    }
+
+    #[test]
+    fn a_saved_cache_reads_back_in_lru_order_only_under_its_stamp() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(".index/tool-results");
+        let cache = ResultCache::new(1 << 20);
+        for n in 0..4 {
+            cache.insert(key(n), &ok(&format!("result {n}")));
+        }
+        cache.insert(key(4), &ToolResult::error(ErrorKind::NotFound, "nope: no such file".to_owned()));
+        assert!(cache.get(&key(0)).is_some(), "0 is now the most recently used");
+        assert_eq!(cache.save(&path, 42).expect("saves"), 5);
+
+        // Room for three entries: the three most recently used come back (0, 4, 3), 1 and 2 do not.
+        let one = entry_bytes(&key(0), &ok("result 0"));
+        let small = ResultCache::new(one * 3);
+        assert_eq!(small.load(&path, 42), 3);
+        assert!(small.get(&key(1)).is_none() && small.get(&key(2)).is_none());
+        assert_eq!(small.get(&key(0)), Some(ok("result 0")));
+        assert_eq!(small.get(&key(3)), Some(ok("result 3")));
+        assert_eq!(small.get(&key(4)).map(|r| r.status), Some(Status::Error(ErrorKind::NotFound)));
+
+        let other = ResultCache::new(1 << 20);
+        assert_eq!(other.load(&path, 43), 0, "another binary's (or limits') results are not read");
+        assert_eq!(ResultCache::new(0).load(&path, 42), 0, "a cache that is off reads nothing");
+        let mut bytes = std::fs::read(&path).expect("read");
+        let last = bytes.len() - 9;
+        bytes[last] ^= 1;
+        std::fs::write(&path, bytes).expect("write");
+        assert_eq!(other.load(&path, 42), 0, "a damaged file is ignored");
+        assert_eq!(other.load(&dir.path().join("missing"), 42), 0);
     }
 
     #[test]
