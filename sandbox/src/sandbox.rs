@@ -157,20 +157,23 @@ impl Sandbox {
         }
     }
 
-    /// Where the result cache is kept between processes (`<store>/.index/tool-results`), when
-    /// the store persists its indexes ([`crate::StoreOptions::persist_index`]) and the cache is on.
-    fn results_file(&self) -> Option<PathBuf> {
-        (self.store.options().persist_index && self.cache.enabled())
-            .then(|| self.store.root().join(".index").join("tool-results"))
+    /// Where the result cache is kept between processes (`<store>/.index/tool-results`) and the
+    /// stamp its results carry, when the store persists its indexes
+    /// ([`crate::StoreOptions::persist_index`]) and the cache is on; the stamp (a hash of the
+    /// executable) is only computed then.
+    fn results_file(&self) -> Option<(PathBuf, u64)> {
+        if !(self.store.options().persist_index && self.cache.enabled()) {
+            return None;
+        }
+        let stamp = result_cache::stamp(&self.limits)?;
+        Some((self.store.root().join(".index").join("tool-results"), stamp))
     }
 
     /// Fills the result cache from the file an earlier process of *this executable* wrote under
     /// the same limits (see `result_cache::persist`: any other file is ignored); how many results
     /// it added. Nothing happens when the store does not persist its indexes.
     pub fn load_results(&self) -> usize {
-        let (Some(path), Some(stamp)) = (self.results_file(), result_cache::stamp(&self.limits)) else {
-            return 0;
-        };
+        let Some((path, stamp)) = self.results_file() else { return 0 };
         let loaded = self.cache.load(&path, stamp);
         self.counters.loaded.fetch_add(loaded as u64, Ordering::Relaxed);
         loaded
@@ -179,9 +182,7 @@ impl Sandbox {
     /// Writes the result cache where [`Sandbox::load_results`] reads it, atomically; how many
     /// results were written (0, and nothing written, when the store does not persist its indexes).
     pub fn save_results(&self) -> Result<usize, Error> {
-        let (Some(path), Some(stamp)) = (self.results_file(), result_cache::stamp(&self.limits)) else {
-            return Ok(0);
-        };
+        let Some((path, stamp)) = self.results_file() else { return Ok(0) };
         self.cache.save(&path, stamp).map_err(|source| Error::Io { path, source })
     }
 

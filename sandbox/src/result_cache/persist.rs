@@ -67,8 +67,8 @@ pub(super) fn save(entries: &[(Key, Arc<ToolResult>)], stamp: u64, path: &Path) 
         put_bytes(&mut out, key.repo.as_bytes())?;
         put_id(&mut out, &key.commit)?;
         out.push(match key.kind {
+            TreeKind::View => 0,
             TreeKind::Worktree => 1,
-            _ => 0,
         });
         put_bytes(&mut out, key.call.as_bytes())?;
         put_bytes(&mut out, &serde_json::to_vec(result.as_ref()).map_err(std::io::Error::other)?)?;
