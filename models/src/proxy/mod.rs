@@ -141,6 +141,7 @@
 //! | [`ProxyConfig::code_reads`] | reads of any seen file (source code first), not of source code only |
 //! | [`ProxyConfig::code_answers`] | any seen file may be answered, not source code only |
 //! | [`ProxyConfig::greedy_think_length`] | off: greedy episodes take each thinking stop/continue at its argmax (chunk by chunk), not the likeliest number of chunks |
+//! | [`ProxyConfig::greedy_answer_mass`] | off: a greedy turn's count decision is the argmax over {answer, 1 … n calls}, not "answer" only at half the mass |
 //!
 //! A study sets them under `[policy]` (`kind = "proxy"`, then e.g.
 //! `definitions = false`), or per variant (`policy = { definitions = false }`),
@@ -157,15 +158,19 @@
 //!
 //! Greedy decisions take the argmax with ties to the first option; option order
 //! is "answer" first, then 1…n calls; candidates in issue order; files in hit
-//! order; "include" before "exclude".
+//! order; "include" before "exclude". Two decisions are taken as a whole instead:
+//! a turn's thinking (its likeliest length, [`ProxyConfig::greedy_think_length`])
+//! and its count (answer only at half the mass, else the likeliest count,
+//! [`ProxyConfig::greedy_answer_mass`]).
 //!
 //! # Initialisation
 //!
 //! θ = 0 (uniform choices) except two documented priors: −0.5 on "answer now"
 //! in turn 0, so a fresh policy usually searches before answering, and +1 on
 //! answer size 1 (F_β with β = 0.5 weighs precision, and most issues change one
-//! file). Greedy evaluation at the start makes one call (the issue's first
-//! candidate) and answers with the file it hit most. The ranking starts at
+//! file). Greedy evaluation at the start makes one call a turn (the issue's first
+//! candidates) and answers in the last turn with the file hit most (flat argmax of the
+//! count decision: one call, then the answer). The ranking starts at
 //! θ = 0 (hit order), so what the new features are worth is learned, not
 //! built in, and learning is visible. With [`ProxyConfig::ranking_prior`] the
 //! ranking starts from the non-learned grep heuristic's bias instead (rarity,
@@ -311,6 +316,12 @@ pub struct ProxyConfig {
     /// greedy turn think to the cap, so greedy episodes run out of budget while sampled ones stay
     /// short (README, "Session 11"); the mode of that chain is no thinking at all.
     pub greedy_think_length: bool,
+    /// A greedy turn answers only when "answer now" holds at least half of the count decision's
+    /// probability (answering against searching at all), and otherwise makes the likeliest number
+    /// of calls. Off: the argmax of the flat softmax over {answer, 1, …, n calls}, which answers
+    /// whenever "answer" beats each call count alone, so a policy that searches with probability
+    /// ⅔ spread over eight counts still answers greedily (README, "Session 27").
+    pub greedy_answer_mass: bool,
     /// The rollout's generation budget in token equivalents (`max_completion_tokens` of an LLM
     /// rollout): a rollout that would exceed it is cut there, without an answer (`truncated`).
     pub max_completion_tokens: usize,
@@ -340,6 +351,7 @@ impl Default for ProxyConfig {
             code_answers: true,
             max_think_chunks: 16,
             greedy_think_length: true,
+            greedy_answer_mass: true,
             max_completion_tokens: 1024,
         }
     }
@@ -479,7 +491,14 @@ impl ProxyPolicy {
         if answer_turn {
             return self.finish(episode);
         }
-        let n = self.decide(episode, features::count_options(&state, max_calls));
+        let options = features::count_options(&state, max_calls);
+        let n = if self.config.greedy_answer_mass && Self::draw(episode) == Draw::Greedy && options.len() > 1 {
+            let chosen = search_or_answer(self.greedy_params(), &options);
+            episode.units.push(loglinear::forced(self.greedy_params(), options, chosen));
+            chosen
+        } else {
+            self.decide(episode, options)
+        };
         if n == 0 {
             return self.finish(episode);
         }
@@ -616,6 +635,23 @@ fn likeliest_length(params: &[f64], state: &[f64; features::STATE], answer_turn:
         }
         if let Some(&(go_on, _)) = steps.get(n) {
             prefix += go_on;
+        }
+    }
+    best
+}
+
+/// A greedy count decision taken in two steps ([`ProxyConfig::greedy_answer_mass`]): option 0
+/// ("answer now") when it holds at least half the probability, else the likeliest call count
+/// (ties to fewer calls).
+fn search_or_answer(params: &[f64], options: &[loglinear::Features]) -> usize {
+    let logp = loglinear::log_softmax(&loglinear::logits(params, options, 1.0));
+    if logp[0] >= 0.5f64.ln() {
+        return 0;
+    }
+    let mut best = 1;
+    for (n, &l) in logp.iter().enumerate().skip(2) {
+        if l > logp[best] {
+            best = n;
         }
     }
     best

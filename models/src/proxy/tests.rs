@@ -196,6 +196,17 @@ fn terms_come_from_messages_tracebacks_identifiers_and_prose() {
     assert!(terms.iter().all(|t| !t.text.contains("site-packages") && t.text != "venv"), "{terms:?}");
     assert_eq!(text::regex_literal("a.b(c)*"), "a\\.b\\(c\\)\\*");
     assert_eq!(text::snake_case("RetryPolicy"), "retry_policy");
+    for (name, snake) in [
+        ("HTTPAdapter", "http_adapter"),
+        ("ASCII", "ascii"),
+        ("getHTTPResponse", "get_http_response"),
+        ("IPython", "i_python"),
+        ("_TR56", "_tr56"),
+        ("Point2D", "point2_d"),
+        ("retry_policy", "retry_policy"),
+    ] {
+        assert_eq!(text::snake_case(name), snake, "{name}");
+    }
 }
 
 #[test]
@@ -342,8 +353,10 @@ fn the_fresh_policy_searches_first_and_counts_token_equivalents() {
     let policy = ProxyPolicy::default();
     let (episode, answer) = rollout(&policy, Sampling::Greedy, 0, 4);
     let Some(Answer::Structured { files, line_ranges }) = answer else { panic!("greedy answers: {answer:?}") };
-    // Greedy at the prior: one call in turn 0, answer in turn 1 with its best-ranked file only.
-    assert_eq!(episode.used.len(), 1);
+    // Greedy at the prior: searching holds most of each count decision, so one call in each of
+    // turns 0-2 (the likeliest count, ties to fewer), then the forced answer in turn 3 with its
+    // best-ranked file only.
+    assert_eq!(episode.used.len(), 3);
     assert_eq!(files.len(), episode.seen.len().min(1));
     for range in &line_ranges {
         let (path, span) = range.rsplit_once(':').expect("path:a-b");
@@ -353,8 +366,12 @@ fn the_fresh_policy_searches_first_and_counts_token_equivalents() {
     }
     assert_eq!(
         policy.completion_tokens(&episode),
-        2 * TOKENS_PER_TURN + TOKENS_PER_CALL + TOKENS_PER_FILE * files.len()
+        4 * TOKENS_PER_TURN + 3 * TOKENS_PER_CALL + TOKENS_PER_FILE * files.len()
     );
+    // Taking the count decision at its flat argmax instead, "answer" (1/9) beats each count
+    // (1/9 each, ties to the first option) from turn 1 on.
+    let flat = ProxyPolicy::new(ProxyConfig { greedy_answer_mass: false, ..ProxyConfig::default() });
+    assert_eq!(rollout(&flat, Sampling::Greedy, 0, 4).0.used.len(), 1);
 }
 
 #[test]
@@ -382,7 +399,10 @@ fn reinforce_raises_the_probability_of_the_rewarded_choices() {
     // The greedy policy now answers with the target file.
     let greedy = rollout(&policy, Sampling::Greedy, 0, 4).1;
     assert!(reward(&greedy) > 0.6, "greedy answer after training: {greedy:?}");
-    assert!(reward(&rollout(&ProxyPolicy::default(), Sampling::Greedy, 0, 4).1) < reward(&greedy));
+    // Against the fresh policy taking one call and answering (its count decision at the flat
+    // argmax, the fresh policy's weakest greedy episode).
+    let flat = ProxyPolicy::new(ProxyConfig { greedy_answer_mass: false, ..ProxyConfig::default() });
+    assert!(reward(&rollout(&flat, Sampling::Greedy, 0, 4).1) < reward(&greedy));
     // The answer ranking puts more weight on files a message grep hit.
     let message = features::RANK_FILE + features::FILE_BY_MESSAGE;
     assert!(policy.theta()[message] > 0.1, "θ[hit by message] = {}", policy.theta()[message]);
@@ -606,7 +626,12 @@ fn definition_greps_find_the_file_that_defines_an_issue_name() {
     });
     latex.observe(&[hit]);
     assert!(latex.seen[0].defines.contains("latex"), "{:?}", latex.seen[0]);
-    assert!(features::file_features(&latex, &latex.seen[0], 0).contains(&(17, 1.0)), "a title name");
+    let phi = features::file_features(&latex, &latex.seen[0], 0);
+    assert!(phi.contains(&(17, 1.0)), "a title name");
+    // The name whole is an issue word (its snake parts `la`, `te`, `x` are too short): the stem
+    // `latex` matches, and the path overlaps the issue in it.
+    assert!(phi.contains(&(10, 1.0)), "stem is an issue word: {phi:?}");
+    assert!(phi.contains(&(19, 2f64.ln())), "path overlap: {phi:?}");
     // Switched off, neither the candidates nor the feature exist.
     let off = ProxyPolicy::new(ProxyConfig { definitions: false, ..ProxyConfig::default() });
     let mut episode = off.begin(&task, Sampling::Greedy, 0).expect("begin");
@@ -1104,6 +1129,43 @@ fn greedy_thinking_by_length_takes_the_likeliest_number_of_chunks() {
     let mode = (0..=cap).fold(0, |best, n| if probability(n) > probability(best) { n } else { best });
     assert_eq!(likeliest_length(&theta, &state, false, cap), mode);
     assert!(mode > 0 && mode < cap, "an interior mode: {mode}");
+}
+
+#[test]
+fn a_greedy_turn_answers_only_when_answering_holds_half_the_count_decision() {
+    // Answer with probability 0.4, each of eight call counts with 0.075 (θ = 0 elsewhere).
+    let mut theta = vec![0.0; DIM];
+    theta[features::COUNT_BIAS] = (0.4f64 / 0.075).ln();
+    let state = [0.0; features::STATE];
+    let options = features::count_options(&state, 8);
+    let p = loglinear::log_softmax(&loglinear::logits(&theta, &options, 1.0));
+    assert!((p[0].exp() - 0.4).abs() < 1e-12 && (p[1].exp() - 0.075).abs() < 1e-12);
+    assert_eq!(search_or_answer(&theta, &options), 1, "searching holds 0.6: the likeliest count, ties to fewer");
+    theta[features::COUNT_BIAS + 3] = 0.5;
+    assert_eq!(search_or_answer(&theta, &options), 3);
+    theta[features::COUNT_BIAS] = (9.0 * (7.0 + 0.5f64.exp())).ln();
+    assert_eq!(search_or_answer(&theta, &options), 0, "answering holds 0.9");
+
+    // Through a turn: the flat argmax answers at 0.4 against 0.075 each, the two-step rule searches.
+    let turn = TurnInfo { index: 1, max_turns: 4, max_calls_per_turn: 8, must_answer: false };
+    let task = TaskPrompt { id: "t".into(), text: ISSUE.into() };
+    let act = |greedy_answer_mass: bool| {
+        let config = ProxyConfig { think: false, greedy_answer_mass, ..ProxyConfig::default() };
+        let mut policy = ProxyPolicy::new(config);
+        policy.theta = vec![0.0; DIM];
+        policy.theta[features::COUNT_BIAS] = (0.4f64 / 0.075).ln();
+        let mut episode = policy.begin(&task, Sampling::Greedy, 0).expect("begin");
+        policy.act(&mut [&mut episode], turn).expect("act").pop().expect("an output")
+    };
+    assert!(matches!(act(false), TurnOutput::Answer(_)), "flat argmax answers");
+    let TurnOutput::Calls(calls) = act(true) else { panic!("the two-step rule searches") };
+    assert_eq!(calls.len(), 1);
+    // Sampled turns are the same draws either way.
+    let sample = Sampling::Sample { temperature: 1.0 };
+    let with = ProxyConfig { greedy_answer_mass: true, ..ProxyConfig::default() };
+    let (a, _) = rollout(&ProxyPolicy::new(with), sample, 3, 4);
+    let (b, _) = rollout(&ProxyPolicy::new(ProxyConfig { greedy_answer_mass: false, ..with }), sample, 3, 4);
+    assert_eq!((a.tokens, a.used), (b.tokens, b.used));
 }
 
 #[test]

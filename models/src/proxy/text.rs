@@ -463,12 +463,19 @@ fn delimited(line: &str, open: char, close: char) -> Vec<(usize, &str)> {
 /// of the workspace, under the name the proxy's call sites use.
 pub(crate) use rewardlab_sandbox::escape_regex as regex_literal;
 
-/// `RetryPolicy` → `retry_policy`.
+/// `RetryPolicy` → `retry_policy`; a run of capitals is one word (`HTTPAdapter` →
+/// `http_adapter`, `ASCII` → `ascii`), its last capital starting the next word when a lowercase
+/// letter follows.
 pub(crate) fn snake_case(name: &str) -> String {
+    let chars: Vec<char> = name.chars().collect();
     let mut out = String::with_capacity(name.len() + 4);
-    for (i, c) in name.chars().enumerate() {
+    for (i, &c) in chars.iter().enumerate() {
         if c.is_ascii_uppercase() {
-            if i > 0 && !out.ends_with('_') {
+            let prev = i.checked_sub(1).map(|j| chars[j]);
+            let next = chars.get(i + 1);
+            let starts_word = prev.is_some_and(|p| p.is_ascii_lowercase() || p.is_ascii_digit())
+                || (prev.is_some_and(|p| p.is_ascii_uppercase()) && next.is_some_and(|n| n.is_ascii_lowercase()));
+            if starts_word && !out.ends_with('_') {
                 out.push('_');
             }
             out.push(c.to_ascii_lowercase());
