@@ -1,7 +1,10 @@
-//! A byte-bounded LRU of blob contents, shared by every tree of one repository.
+//! A byte-bounded LRU of blob contents, shared by every tree of every repository of a store.
 //!
 //! A blob id names its content, so one entry serves every commit that contains the blob: the
-//! zero-disk views of 50 commits of one repository decompress a shared file once. With the
+//! zero-disk views of 50 commits of one repository decompress a shared file once. One budget
+//! serves all repositories ([`BlobCache::share`]): a study over five repositories gives the
+//! largest one the room the others leave, instead of a fixed share each (sympy's commits reach
+//! more content than a 256 MiB share held, and churned through it). With the
 //! content goes whether it holds a NUL byte (binary, as `git grep -I` decides), found once when
 //! the blob is inflated, so no later grep of any commit scans it for one again.
 //!
@@ -12,6 +15,7 @@
 //! one loading the same blob waits for its result instead ([`BlobCacheStats::joined`]).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use gix::ObjectId;
@@ -19,10 +23,26 @@ use lru::LruCache;
 
 /// Blob contents keyed by id, evicting least-recently-used entries beyond a byte budget.
 /// Blobs larger than an eighth of the budget are not cached, so one huge file cannot flush it.
+/// [`BlobCache::share`] gives another user (a repository) the same entries and budget with
+/// counters of its own.
 #[derive(Debug)]
 pub struct BlobCache {
+    shared: Arc<Shared>,
+    counters: Counters,
+}
+
+#[derive(Debug)]
+struct Shared {
     inner: Mutex<Inner>,
     capacity_bytes: usize,
+}
+
+/// One sharer's lookups.
+#[derive(Debug, Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    joined: AtomicU64,
 }
 
 /// A blob's content and whether it is text (holds no NUL byte).
@@ -42,7 +62,8 @@ impl Blob {
     }
 }
 
-/// Counters for tests, benchmarks and a study's `phases.md`.
+/// Counters for tests, benchmarks and a study's `phases.md`: the lookups are this sharer's
+/// own, the entries and bytes those of the whole cache.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BlobCacheStats {
     /// Lookups that found the blob.
@@ -52,9 +73,9 @@ pub struct BlobCacheStats {
     /// Misses answered by waiting for another caller's load of the same blob
     /// ([`BlobCache::get_or_load`]), which inflated it once for both.
     pub joined: u64,
-    /// Blobs held now.
+    /// Blobs held now (by every sharer together).
     pub entries: usize,
-    /// Bytes held now.
+    /// Bytes held now (by every sharer together).
     pub bytes: usize,
 }
 
@@ -64,9 +85,6 @@ struct Inner {
     /// ids was a visible share of a cold commit's greps.
     map: LruCache<ObjectId, Blob, foldhash::fast::RandomState>,
     bytes: usize,
-    hits: u64,
-    misses: u64,
-    joined: u64,
     /// Blobs some caller of [`BlobCache::get_or_load`] is loading now.
     loading: HashMap<ObjectId, Arc<Flight>, foldhash::fast::RandomState>,
 }
@@ -106,7 +124,7 @@ struct Publish<'a> {
 
 impl Drop for Publish<'_> {
     fn drop(&mut self) {
-        self.cache.lock().loading.remove(&self.id);
+        self.cache.shared.lock().loading.remove(&self.id);
         self.flight.publish(self.outcome.take());
     }
 }
@@ -114,51 +132,54 @@ impl Drop for Publish<'_> {
 impl BlobCache {
     /// A cache holding at most `capacity_bytes` of blob content.
     pub fn new(capacity_bytes: usize) -> Self {
-        BlobCache {
+        let shared = Shared {
             inner: Mutex::new(Inner {
                 map: LruCache::unbounded_with_hasher(foldhash::fast::RandomState::default()),
                 bytes: 0,
-                hits: 0,
-                misses: 0,
-                joined: 0,
                 loading: HashMap::with_hasher(foldhash::fast::RandomState::default()),
             }),
             capacity_bytes,
-        }
+        };
+        BlobCache { shared: Arc::new(shared), counters: Counters::default() }
+    }
+
+    /// The same entries and budget, with lookup counters of its own (a store gives one to each
+    /// repository, so `phases.md` can say which one missed).
+    pub fn share(&self) -> Self {
+        BlobCache { shared: self.shared.clone(), counters: Counters::default() }
     }
 
     /// The blob if cached, marking it most recently used.
     pub fn get(&self, id: &ObjectId) -> Option<Blob> {
-        let mut inner = self.lock();
-        let found = inner.map.get(id).cloned();
-        match found {
-            Some(_) => inner.hits += 1,
-            None => inner.misses += 1,
-        }
+        let found = self.shared.lock().map.get(id).cloned();
+        self.count(if found.is_some() { &self.counters.hits } else { &self.counters.misses });
         found
     }
 
     /// The blob from the cache, or else from `load` (which inflates it), cached as
     /// [`BlobCache::insert`] does. One caller at a time loads a given blob: a caller that finds
-    /// another one loading it waits for that load and shares its blob. When that load fails, each
-    /// waiter runs its own `load` (whose error, say a size cap lower than the other caller's,
-    /// may be its own).
+    /// another one loading it (through any sharer) waits for that load and shares its blob. When
+    /// that load fails, each waiter runs its own `load` (whose error, say a size cap lower than
+    /// the other caller's, may be its own).
     pub fn get_or_load<E>(&self, id: &ObjectId, load: impl FnOnce() -> Result<Arc<[u8]>, E>) -> Result<Blob, E> {
         let flight = {
-            let mut inner = self.lock();
+            let mut inner = self.shared.lock();
             if let Some(blob) = inner.map.get(id).cloned() {
-                inner.hits += 1;
+                drop(inner);
+                self.count(&self.counters.hits);
                 return Ok(blob);
             }
-            inner.misses += 1;
-            match inner.loading.get(id) {
+            let flight = match inner.loading.get(id) {
                 Some(flight) => Err(flight.clone()),
                 None => {
                     let flight = Arc::new(Flight::default());
                     inner.loading.insert(*id, flight.clone());
                     Ok(flight)
                 }
-            }
+            };
+            drop(inner);
+            self.count(&self.counters.misses);
+            flight
         };
         match flight {
             Ok(flight) => {
@@ -169,7 +190,7 @@ impl BlobCache {
             }
             Err(theirs) => match theirs.wait() {
                 Some(blob) => {
-                    self.lock().joined += 1;
+                    self.count(&self.counters.joined);
                     Ok(blob)
                 }
                 None => load().map(|data| self.insert(*id, data)),
@@ -182,15 +203,16 @@ impl BlobCache {
     pub fn insert(&self, id: ObjectId, data: Arc<[u8]>) -> Blob {
         let blob = Blob::new(data);
         let len = blob.data.len();
-        if len > self.capacity_bytes / 8 {
+        let capacity = self.shared.capacity_bytes;
+        if len > capacity / 8 {
             return blob;
         }
-        let mut inner = self.lock();
+        let mut inner = self.shared.lock();
         if let Some(old) = inner.map.put(id, blob.clone()) {
             inner.bytes -= old.data.len();
         }
         inner.bytes += len;
-        while inner.bytes > self.capacity_bytes {
+        while inner.bytes > capacity {
             match inner.map.pop_lru() {
                 Some((_, evicted)) => inner.bytes -= evicted.data.len(),
                 None => break,
@@ -199,18 +221,25 @@ impl BlobCache {
         blob
     }
 
-    /// Current counters.
+    /// This sharer's lookups, and what the whole cache holds.
     pub fn stats(&self) -> BlobCacheStats {
-        let inner = self.lock();
+        let inner = self.shared.lock();
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         BlobCacheStats {
-            hits: inner.hits,
-            misses: inner.misses,
-            joined: inner.joined,
+            hits: load(&self.counters.hits),
+            misses: load(&self.counters.misses),
+            joined: load(&self.counters.joined),
             entries: inner.map.len(),
             bytes: inner.bytes,
         }
     }
 
+    fn count(&self, counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Shared {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock leaves the map consistent (every mutation is a single
         // call), so a poisoned lock is still safe to use.
@@ -305,11 +334,28 @@ mod tests {
             cache.get_or_load(&id(2), || -> Result<Arc<[u8]>, ()> { panic!("inflate failed") })
         }));
         assert!(unwound.is_err());
-        assert!(cache.lock().loading.is_empty());
+        assert!(cache.shared.lock().loading.is_empty());
         assert_eq!(
             cache.get_or_load(&id(2), || Ok::<_, ()>(Arc::from(&b"again"[..]))).map(|b| b.data),
             Ok(Arc::from(&b"again"[..]))
         );
+    }
+
+    #[test]
+    fn sharers_see_one_budget_and_count_their_own_lookups() {
+        let a = BlobCache::new(800);
+        let b = a.share();
+        a.insert(id(1), vec![1; 100].into());
+        assert_eq!(b.get(&id(1)).map(|blob| blob.data.len()), Some(100), "an entry one sharer cached");
+        assert!(b.get(&id(2)).is_none());
+        for n in 3..11 {
+            b.insert(id(n), vec![n; 100].into());
+        }
+        assert!(a.get(&id(1)).is_none(), "evicted by the other sharer's entries: one budget");
+        let (sa, sb) = (a.stats(), b.stats());
+        assert_eq!((sa.hits, sa.misses, sb.hits, sb.misses), (0, 1, 1, 1));
+        assert_eq!((sa.entries, sa.bytes), (8, 800));
+        assert_eq!((sb.entries, sb.bytes), (8, 800));
     }
 
     #[test]

@@ -39,9 +39,9 @@
 //! [`Repo::tree`] gives a [`Tree`] for a commit, in one of two [`TreeKind`]s behind one type:
 //!
 //! - [`TreeKind::View`]: zero disk. The path index is built from the commit's tree objects
-//!   once; file contents are read straight from the object store through a per-repository
-//!   [`BlobCache`] (LRU, bounded in bytes), so blobs shared by many commits are decompressed
-//!   once. Symlinks are resolved *within the index*: the link's target blob is read, joined and
+//!   once; file contents are read straight from the object store through the store's
+//!   [`BlobCache`] (LRU, one byte bound for all repositories), so blobs shared by many commits
+//!   are decompressed once. Symlinks are resolved *within the index*: the link's target blob is read, joined and
 //!   normalised, chains are followed up to a hop limit, and anything leaving the root is refused.
 //!   The filesystem is never touched.
 //! - [`TreeKind::Worktree`]: `git worktree add --detach` semantics through gix's

@@ -25,7 +25,8 @@ use crate::{
 /// Options of a [`RepoStore`] that have good defaults.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoreOptions {
-    /// Byte budget of each repository's blob cache (shared by all its zero-disk views).
+    /// Byte budget of the store's blob cache, one for all its repositories' zero-disk views
+    /// (the largest repository takes the room the others leave).
     pub blob_cache_bytes: usize,
     /// Trees kept alive per repository after their last user drops them, most recent first,
     /// so that sequential rollouts of one commit reuse a tree. 0 keeps none.
@@ -49,7 +50,7 @@ pub struct StoreOptions {
 impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
-            blob_cache_bytes: 256 << 20,
+            blob_cache_bytes: 1 << 30,
             keep_recent_trees: 16,
             index_bytes: 256 << 20,
             persist_index: false,
@@ -66,6 +67,8 @@ pub struct RepoStore {
     options: StoreOptions,
     repos: Mutex<HashMap<String, RepoSlot>>,
     seq: Arc<AtomicU64>,
+    /// Shared with every repository ([`BlobCache::share`]).
+    blobs: BlobCache,
 }
 
 /// A repository's place in the store: filled once it is cloned or adopted.
@@ -185,7 +188,9 @@ impl RepoStore {
         let root = root.as_ref();
         fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
         let root = fs::canonicalize(root).map_err(|e| Error::io(root, e))?;
-        let store = RepoStore { root, options, repos: Mutex::new(HashMap::new()), seq: Arc::new(AtomicU64::new(0)) };
+        let blobs = BlobCache::new(options.blob_cache_bytes);
+        let store =
+            RepoStore { root, options, repos: Mutex::new(HashMap::new()), seq: Arc::new(AtomicU64::new(0)), blobs };
         store.prune()?;
         Ok(store)
     }
@@ -292,7 +297,7 @@ impl RepoStore {
                 name: name.to_owned(),
                 path: path.clone(),
                 git,
-                blobs: BlobCache::new(self.options.blob_cache_bytes),
+                blobs: self.blobs.share(),
                 index: ContentIndex::new(self.options.index_bytes, persisted("trigrams")),
                 memo: GrepMemo::new(self.options.grep_memo_bytes, persisted("grepmemo")),
                 admin: Mutex::new(()),
@@ -390,7 +395,8 @@ impl Repo {
         &self.shared.path
     }
 
-    /// The shared blob cache of this repository's zero-disk views.
+    /// The blob cache of this repository's zero-disk views: the store's, with this repository's
+    /// lookups counted apart.
     pub fn blob_cache(&self) -> &BlobCache {
         &self.shared.blobs
     }

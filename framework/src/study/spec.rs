@@ -384,7 +384,8 @@ pub struct SandboxSpec {
     /// The bound of each repository's content index, in MiB (`StoreOptions::index_bytes`); 0
     /// turns the index off, so every grep scans.
     pub index_mib: usize,
-    /// Each repository's blob cache, in MiB (`StoreOptions::blob_cache_bytes`); 0 caches nothing.
+    /// The store's blob cache, one for all repositories, in MiB (`StoreOptions::blob_cache_bytes`);
+    /// 0 caches nothing.
     pub blob_cache_mib: usize,
     /// Each repository's grep memo, in MiB (`StoreOptions::grep_memo_bytes`: what each pattern
     /// matched in each blob, shared by every commit); 0 turns it off.
