@@ -11,6 +11,9 @@
 # sphinx-doc__sphinx.git, pydata__xarray.git, sympy__sympy.git): every repository of the Lite file
 # with a clone there takes part. The mirrors are only read. Knobs (environment):
 #   SEEDS=3 STEPS=80 PROMPTS=8 GROUP=8 EVAL_EVERY=20 MAX_TASKS=600 (mined per repository)
+#   MAX_FILES=1 (mined tasks change at most this many source files: an issue's fix mostly touches
+#   one, Lite keeps only such instances, and multi-file commits teach the answer size to name
+#   several; 5, the miner's default, is what the README's numbers before session 27 used)
 #   KINDS=both (what is mined: "commits", "pull_requests" or "both")
 #   LR=0.05 (the proxy's learning rate) SCHEDULE=constant (that rate at every step) or cosine (the seeds' schedule: 5%
 #   linear warmup, then a half cosine to 0 at the last step)
@@ -19,6 +22,7 @@
 #   which the README's numbers use, $'ranking_prior = true\neval_average = 0.9' for session 7's,
 #   or a switch off for an ablation)
 #   TRAINING="" (extra `key = value` lines for the [training] table, e.g. $'epochs = 2\nminibatches = 2')
+#   TASKS="" (extra `key = value` lines for every mined [[tasks]] table, e.g. "max_files = 1")
 #   SANDBOX="" (extra `key = value` lines for the [sandbox] table, e.g. "grep_memo_mib = 256")
 #   ABLATION="rarity=false definitions=false ..." makes one study of the first variant's reward:
 #   a "full" variant and one variant per `key=value` proxy override (the README's ablation table)
@@ -85,6 +89,8 @@ source = "commits"
 repo = "$mirrors/${repo/\//__}.git"
 kinds = "${KINDS:-both}"
 max_tasks = ${MAX_TASKS:-600}
+max_files = ${MAX_FILES:-1}
+${TASKS:-}
 TOML
     if [ -n "${DEV:-}" ]; then echo "held_out_fraction = $DEV"; fi
   done
