@@ -22,7 +22,7 @@
 #   which the README's numbers use, $'ranking_prior = true\neval_average = 0.9' for session 7's,
 #   or a switch off for an ablation)
 #   TRAINING="" (extra `key = value` lines for the [training] table, e.g. $'epochs = 2\nminibatches = 2')
-#   TASKS="" (extra `key = value` lines for every mined [[tasks]] table, e.g. "max_files = 1")
+#   TASKS="" (extra `key = value` lines for every mined [[tasks]] table, e.g. "max_commits = 20000")
 #   SANDBOX="" (extra `key = value` lines for the [sandbox] table, e.g. "grep_memo_mib = 256")
 #   ABLATION="rarity=false definitions=false ..." makes one study of the first variant's reward:
 #   a "full" variant and one variant per `key=value` proxy override (the README's ablation table)

@@ -152,7 +152,7 @@ impl BlobCache {
     /// The blob if cached, marking it most recently used.
     pub fn get(&self, id: &ObjectId) -> Option<Blob> {
         let found = self.shared.lock().map.get(id).cloned();
-        self.count(if found.is_some() { &self.counters.hits } else { &self.counters.misses });
+        bump(if found.is_some() { &self.counters.hits } else { &self.counters.misses });
         found
     }
 
@@ -166,7 +166,7 @@ impl BlobCache {
             let mut inner = self.shared.lock();
             if let Some(blob) = inner.map.get(id).cloned() {
                 drop(inner);
-                self.count(&self.counters.hits);
+                bump(&self.counters.hits);
                 return Ok(blob);
             }
             let flight = match inner.loading.get(id) {
@@ -178,7 +178,7 @@ impl BlobCache {
                 }
             };
             drop(inner);
-            self.count(&self.counters.misses);
+            bump(&self.counters.misses);
             flight
         };
         match flight {
@@ -190,7 +190,7 @@ impl BlobCache {
             }
             Err(theirs) => match theirs.wait() {
                 Some(blob) => {
-                    self.count(&self.counters.joined);
+                    bump(&self.counters.joined);
                     Ok(blob)
                 }
                 None => load().map(|data| self.insert(*id, data)),
@@ -233,10 +233,11 @@ impl BlobCache {
             bytes: inner.bytes,
         }
     }
+}
 
-    fn count(&self, counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
+/// Counts one lookup of a sharer ([`Counters`]).
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
 }
 
 impl Shared {

@@ -41,8 +41,9 @@
 //! - [`TreeKind::View`]: zero disk. The path index is built from the commit's tree objects
 //!   once; file contents are read straight from the object store through the store's
 //!   [`BlobCache`] (LRU, one byte bound for all repositories), so blobs shared by many commits
-//!   are decompressed once. Symlinks are resolved *within the index*: the link's target blob is read, joined and
-//!   normalised, chains are followed up to a hop limit, and anything leaving the root is refused.
+//!   are decompressed once. Symlinks are resolved *within the index*: the link's target blob is
+//!   read, joined and normalised, chains are followed up to a hop limit, and anything leaving the
+//!   root is refused.
 //!   The filesystem is never touched.
 //! - [`TreeKind::Worktree`]: `git worktree add --detach` semantics through gix's
 //!   `Repository::add_worktree` (admin entry in the bare repo, files checked out on disk). The

@@ -156,15 +156,12 @@ impl ProxyEpisode {
                     issue_words.insert(part.to_ascii_lowercase());
                 }
             }
-            // A name is also a word whole, as a path spells it (`LaTeX` → `latex.py`, which its
-            // parts `la`, `te`, `x` are not).
-            if term.source == Source::Identifier
-                && term.text.len() >= 3
-                && term.text.bytes().all(|b| b.is_ascii_alphanumeric())
-            {
-                issue_words.insert(term.text.to_ascii_lowercase());
-            }
             if term.source == Source::Identifier {
+                // A name is also a word whole, as a path spells it (`LaTeX` → `latex.py`, which
+                // its parts `la`, `te`, `x` are not).
+                if term.text.len() >= 3 && term.text.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                    issue_words.insert(term.text.to_ascii_lowercase());
+                }
                 for name in definable_names(&term.text) {
                     // Compared without case: the issue's `LaTeX` is the code's `def latex`.
                     let name = name.to_ascii_lowercase();

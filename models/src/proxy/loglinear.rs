@@ -59,15 +59,7 @@ pub(crate) fn decide(theta: &[f64], options: Vec<Features>, draw: Draw, rng: &mu
     };
     let logp = log_softmax(&logits(theta, &options, temperature));
     let chosen = match draw {
-        Draw::Greedy => {
-            let mut best = 0;
-            for (i, l) in logp.iter().enumerate() {
-                if *l > logp[best] {
-                    best = i;
-                }
-            }
-            best
-        }
+        Draw::Greedy => argmax(&logp),
         Draw::Sample(_) => {
             let u: f64 = rng.random();
             let mut acc = 0.0;
@@ -83,6 +75,17 @@ pub(crate) fn decide(theta: &[f64], options: Vec<Features>, draw: Draw, rng: &mu
         }
     };
     unit(options, &logp, chosen, temperature)
+}
+
+/// The most likely option, ties to the first: how greedy episodes decide.
+pub(crate) fn argmax(logp: &[f64]) -> usize {
+    let mut best = 0;
+    for (i, l) in logp.iter().enumerate() {
+        if *l > logp[best] {
+            best = i;
+        }
+    }
+    best
 }
 
 /// The unit of a decision taken as `chosen` whatever the draw (a greedy plan made over

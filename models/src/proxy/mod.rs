@@ -645,16 +645,7 @@ fn likeliest_length(params: &[f64], state: &[f64; features::STATE], answer_turn:
 /// (ties to fewer calls).
 fn search_or_answer(params: &[f64], options: &[loglinear::Features]) -> usize {
     let logp = loglinear::log_softmax(&loglinear::logits(params, options, 1.0));
-    if logp[0] >= 0.5f64.ln() {
-        return 0;
-    }
-    let mut best = 1;
-    for (n, &l) in logp.iter().enumerate().skip(2) {
-        if l > logp[best] {
-            best = n;
-        }
-    }
-    best
+    if logp[0] >= 0.5f64.ln() { 0 } else { 1 + loglinear::argmax(&logp[1..]) }
 }
 
 /// Hit lines widened by `margin` and merged where they touch.
