@@ -237,6 +237,26 @@ fn the_first_line_is_the_title_and_a_variable_receiver_is_not_part_of_a_name() {
     assert!(module.iter().any(|t| t.text == "sympy.core.basic.Basic"), "{module:?}");
 }
 
+/// Pull-request texts end in git trailers and name people: an e-mail's domain is no dotted module
+/// (`users.noreply.github.com` gave globs of `**/users/noreply/github/com.py` and a definition grep
+/// of `com`). A decorator, in code or prose, stays a name.
+#[test]
+fn addresses_and_trailers_give_no_terms() {
+    let issue = "Fix `Dataset.rolling` with bottleneck\n\n\
+        With `@cached_property`, see jane.doe@example.org for details.\n\n\
+        ```python\n@pytest.fixture\ndef roll():\n    pass\n```\n\n\
+        Co-authored-by: Some One <41898282+someone@users.noreply.github.com>\n\
+        Signed-off-by: Jane Doe <jane@posteo.de>\n";
+    let terms = text::extract(issue, true);
+    let texts: Vec<&str> = terms.iter().map(|t| t.text.as_str()).collect();
+    for absent in ["example.org", "jane.doe", "users.noreply.github.com", "someone", "posteo.de", "jane"] {
+        assert!(!texts.contains(&absent), "{absent} is no term: {texts:?}");
+    }
+    for present in ["Dataset.rolling", "bottleneck", "pytest.fixture", "cached_property", "details"] {
+        assert!(texts.contains(&present), "{present} is a term: {texts:?}");
+    }
+}
+
 #[test]
 fn gradient_matches_finite_differences() {
     let policy = perturbed();

@@ -5,7 +5,8 @@
 //! text: a SWE-bench problem statement's title, a commit's subject, a pull
 //! request's title; a Markdown `# ` is optional). A dotted name whose first
 //! part is a variable (`self`, `cls`, one or two lowercase letters: `e.subs`,
-//! `sy.Matrix.hstack`) is taken without it. Each term carries
+//! `sy.Matrix.hstack`) is taken without it. E-mail addresses and git trailer lines
+//! (`Co-authored-by: …`, which end many pull-request texts) give no terms. Each term carries
 //! what the proxy policy's features need: its source kind, where it first
 //! occurs, how often, and whether it was seen in a traceback, a code block
 //! or the title. Terms are returned in order of first occurrence (ties by
@@ -219,6 +220,10 @@ pub(crate) fn extract(text: &str, code_names: bool) -> Vec<Term> {
         let has_text = !line.trim().is_empty();
         let in_title = !seen_text && !in_code && has_text;
         seen_text |= has_text;
+        if !in_code && is_trailer(line) {
+            // `Co-authored-by: Name <id+user@users.noreply.github.com>`: people, not the issue.
+            continue;
+        }
         let ctx = Ctx { in_code, in_traceback: in_code && traceback, in_title };
         scan_line(&mut out, line, start, ctx);
     }
@@ -308,6 +313,15 @@ fn scan_line(out: &mut Collector, line: &str, start: usize, ctx: Ctx) {
     scan_tokens(out, line, start, ctx);
 }
 
+/// A git trailer line (`Co-authored-by: …`, `Signed-off-by: …`): a capitalised word, more
+/// dash-joined words, the last `by`, then `: `.
+fn is_trailer(line: &str) -> bool {
+    let Some((key, _)) = line.trim_start().split_once(": ") else { return false };
+    key.starts_with(|c: char| c.is_ascii_uppercase())
+        && key.ends_with("-by")
+        && key.bytes().all(|b| b.is_ascii_alphabetic() || b == b'-')
+}
+
 /// `name` is a plain identifier (letters, digits, `_`; not starting with a digit).
 fn is_name(name: &str) -> bool {
     name.bytes().next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
@@ -347,6 +361,15 @@ fn scan_tokens(out: &mut Collector, line: &str, start: usize, ctx: Ctx) {
         let token = &line[begin..i];
         // A token glued to a preceding digit or dot (`3.11`, `.venv`) is not a name.
         if begin > 0 && (bytes[begin - 1].is_ascii_digit() || bytes[begin - 1] == b'.') {
+            continue;
+        }
+        // Nor is either side of an e-mail address (`jane@example.com` would be a dotted module
+        // `example.com`). An `@` after anything else (a space, a backtick) is a decorator or a
+        // mention: kept.
+        let in_address = begin > 1
+            && bytes[begin - 1] == b'@'
+            && (bytes[begin - 2].is_ascii_alphanumeric() || matches!(bytes[begin - 2], b'.' | b'_' | b'+' | b'-'));
+        if bytes.get(i) == Some(&b'@') || in_address {
             continue;
         }
         if out.code_names && bytes.get(i) == Some(&b'(') && !looks_rare(token) && is_name(token) {
