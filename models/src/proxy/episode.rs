@@ -32,10 +32,14 @@ pub(crate) enum CallKind {
     /// language only (`path = "*.py"`): the source files the cut hid behind changelogs, docs
     /// and tests.
     GrepSource = 11,
+    /// `**/*word*` for a prose word of the issue (with [`super::ProxyConfig::word_globs`]):
+    /// modules are named after what they do (`cache` → `cacheprovider.py`, `parser` →
+    /// `parsing/`), so a file name can answer what a common word's grep output cannot.
+    GlobWord = 12,
 }
 
 /// Number of [`CallKind`]s.
-pub(crate) const CALL_KINDS: usize = 12;
+pub(crate) const CALL_KINDS: usize = 13;
 
 /// A grep that hit at most this many files (complete output) is a rare hit.
 pub(crate) const RARE_FILES: usize = 3;
@@ -97,6 +101,9 @@ pub(crate) struct SeenFile {
     pub defines_top: BTreeSet<String>,
     /// Hit by a grep of a term of the issue's title.
     pub by_title: bool,
+    /// Words of the issue ([`ProxyEpisode::issue_words`]) that its reads showed (with
+    /// [`super::ProxyConfig::read_words`]).
+    pub read_words: BTreeSet<String>,
 }
 
 /// One rollout of [`super::ProxyPolicy`].
@@ -114,6 +121,11 @@ pub struct ProxyEpisode {
     pub(crate) used: HashSet<String>,
     /// Calls made per term text (grep and glob of one term count together).
     pub(crate) calls_per_term: HashMap<String, usize>,
+    /// Per term (index into `terms`): its text lowercase, and whether the path of a seen file
+    /// holds it (a call feature; kept up to date as files and terms are added, so a decision
+    /// does not lowercase every seen path for every candidate).
+    pub(crate) terms_lower: Vec<String>,
+    pub(crate) term_in_path: Vec<bool>,
     /// Files in order of discovery.
     pub(crate) seen: Vec<SeenFile>,
     pub(crate) seen_index: HashMap<String, usize>,
@@ -146,7 +158,7 @@ pub struct ProxyEpisode {
 
 impl ProxyEpisode {
     pub(crate) fn new(issue: &str, rng: ChaCha8Rng, temperature: Option<f64>, config: super::ProxyConfig) -> Self {
-        let terms = text::extract(issue, config.code_names);
+        let terms = text::extract(issue, &config);
         let mut issue_words = HashSet::new();
         let mut issue_names: HashMap<String, f64> = HashMap::new();
         let mut title_names = HashSet::new();
@@ -173,9 +185,12 @@ impl ProxyEpisode {
                 }
             }
         }
+        let terms_lower: Vec<String> = terms.iter().map(|t| t.text.to_ascii_lowercase()).collect();
         let mut episode = ProxyEpisode {
             rng,
             temperature,
+            term_in_path: vec![false; terms.len()],
+            terms_lower,
             terms,
             issue_words,
             text_candidates: Vec::new(),
@@ -283,6 +298,12 @@ impl ProxyEpisode {
                 {
                     let defined = self.issue_definitions(&result.output);
                     self.add_definitions(i, defined);
+                }
+                if self.config.read_words
+                    && let Some(&i) = self.seen_index.get(&args.path)
+                {
+                    let shown = words_shown(&result.output, &self.issue_words);
+                    self.seen[i].read_words.extend(shown);
                 }
                 if self.config.mine_result_names {
                     for (name, _) in defined_names(&result.output) {
@@ -416,6 +437,9 @@ impl ProxyEpisode {
             in_code: true,
             in_title: false,
         });
+        let lower = name.to_ascii_lowercase();
+        self.term_in_path.push(self.seen.iter().any(|f| f.path.to_ascii_lowercase().contains(&lower)));
+        self.terms_lower.push(lower);
         let term = Some(self.terms.len() - 1);
         self.text_candidates.push(Candidate { kind: CallKind::GrepResultName, call, term, seen: None });
     }
@@ -431,6 +455,10 @@ impl ProxyEpisode {
             return i;
         }
         self.seen_index.insert(path.to_owned(), self.seen.len());
+        let lower = path.to_ascii_lowercase();
+        for (held, term) in self.term_in_path.iter_mut().zip(&self.terms_lower) {
+            *held |= lower.contains(term.as_str());
+        }
         let by_named_path = self.named_paths.iter().any(|named| path_ends_with(path, named));
         self.seen.push(SeenFile { path: path.to_owned(), by_named_path, ..SeenFile::default() });
         self.seen.len() - 1
@@ -537,6 +565,31 @@ fn read_call(file: &SeenFile) -> ToolCall {
     ToolCall::Read(ReadArgs { path: file.path.clone(), start, end })
 }
 
+/// The words of `wanted` that `text` shows: its identifiers whole and their snake-case parts,
+/// lowercase (`RetryPolicy` shows `retrypolicy`, `retry` and `policy`).
+fn words_shown(text: &str, wanted: &HashSet<String>) -> BTreeSet<String> {
+    let mut shown = BTreeSet::new();
+    let mut lower = String::new();
+    for token in text.split(|c: char| !c.is_ascii_alphanumeric() && c != '_').filter(|t| t.len() >= 3) {
+        lower.clear();
+        lower.extend(token.chars().map(|c| c.to_ascii_lowercase()));
+        if wanted.contains(&lower) {
+            shown.insert(lower.clone());
+        }
+        // Only a name with capitals has parts other than its `_`-separated ones.
+        let snake = if token.bytes().any(|b| b.is_ascii_uppercase()) { text::snake_case(token) } else { lower.clone() };
+        if !snake.contains('_') {
+            continue;
+        }
+        for part in snake.split('_').filter(|p| p.len() >= 3) {
+            if wanted.contains(part) {
+                shown.insert(part.to_owned());
+            }
+        }
+    }
+    shown
+}
+
 /// Grep and glob candidates of every term, first occurrence of each call only.
 fn text_candidates(terms: &[Term], config: &super::ProxyConfig) -> Vec<Candidate> {
     let mut out = Vec::new();
@@ -562,10 +615,13 @@ fn text_candidates(terms: &[Term], config: &super::ProxyConfig) -> Vec<Candidate
             Source::Phrase => vec![grep(CallKind::GrepPhrase)],
             Source::MessageHead => vec![grep(CallKind::GrepMessageHead)],
             Source::MessageFull => vec![grep(CallKind::GrepMessageFull)],
+            Source::Word if config.word_globs => {
+                vec![grep(CallKind::GrepWord), glob(CallKind::GlobWord, format!("**/*{}*", term.text))]
+            }
             Source::Word => vec![grep(CallKind::GrepWord)],
             Source::Identifier => {
-                let mut made =
-                    vec![grep(CallKind::GrepIdentifier), glob(CallKind::GlobIdentifier, identifier_glob(&term.text))];
+                let mut made = vec![grep(CallKind::GrepIdentifier)];
+                made.extend(identifier_globs(&term.text).into_iter().map(|p| glob(CallKind::GlobIdentifier, p)));
                 if config.definitions {
                     // The last dotted part is what the issue is about (`Session.resolve_redirects`),
                     // and a class named on the way is worth finding too.
@@ -622,13 +678,20 @@ fn path_ends_with(path: &str, suffix: &str) -> bool {
     path.strip_suffix(suffix).is_some_and(|rest| rest.is_empty() || rest.ends_with('/'))
 }
 
-/// `pkg.sub` → `**/pkg/sub*`; `RetryPolicy` → `**/*retry_policy*`; `max_budget` → `**/*max_budget*`.
-fn identifier_glob(name: &str) -> String {
+/// `pkg.sub` → `**/pkg/sub*`; `RetryPolicy` → `**/*retry_policy*`; `max_budget` →
+/// `**/*max_budget*`. A name whose snake case has a part of one or two letters is an acronym
+/// split at its capitals (`LaTeX` → `la_te_x`), which no file is named after: its lowercase
+/// whole (`**/*latex*`) is looked for too.
+fn identifier_globs(name: &str) -> Vec<String> {
     if name.contains('.') {
-        format!("**/{}*", name.replace('.', "/"))
-    } else {
-        format!("**/*{}*", text::snake_case(name))
+        return vec![format!("**/{}*", name.replace('.', "/"))];
     }
+    let snake = text::snake_case(name);
+    let mut globs = vec![format!("**/*{snake}*")];
+    if snake.contains('_') && !name.contains('_') && snake.split('_').any(|part| part.len() <= 2) {
+        globs.push(format!("**/*{}*", name.to_ascii_lowercase()));
+    }
+    globs
 }
 
 /// `sympy.core.basic.Basic` → `**/sympy/core.py`, `**/sympy/core/basic.py`, …: each

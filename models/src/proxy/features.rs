@@ -8,7 +8,7 @@
 //! | count bias | 9 | one per option: answer, 1 … 8 calls |
 //! | count × answer | [`STATE`] | the turn state, on the "answer now" option |
 //! | count × calls | [`STATE`] | the turn state × n/8, on every "n calls" option |
-//! | call kind | 12 | tool × source one-hot |
+//! | call kind | 13 | tool × source one-hot |
 //! | grep text | [`TEXT`] | term features of grep candidates |
 //! | glob text | [`TEXT`] | term features of glob candidates |
 //! | read | [`READ`] | what results said about a file to read |
@@ -26,7 +26,7 @@
 //! title term, Σ rarity, max rarity, rare hit (≤ 3 files), defines an issue
 //! name, defines a title name, path named by the issue (a path or module), ln(1+path parts
 //! that are issue words), ln(1+directory depth), ln(1+issue names it defines),
-//! how early the issue names what it defines]`. Names are compared without case. Rarity of a grep is
+//! how early the issue names what it defines, the stem holds an issue word or is part of one, share of the issue's words its reads showed]`. Names are compared without case. Rarity of a grep is
 //! `1 / (1 + ln(1 + lines it hit))`, the cut lines included.
 
 use super::episode::{CALL_KINDS, CallKind, Candidate, ProxyEpisode, SeenFile};
@@ -45,7 +45,7 @@ pub(crate) const TEXT: usize = 17;
 /// Features of a read candidate.
 pub(crate) const READ: usize = 9;
 /// Features of a seen file in the answer decisions.
-pub(crate) const FILE: usize = 23;
+pub(crate) const FILE: usize = 25;
 
 pub(crate) const COUNT_BIAS: usize = 0;
 pub(crate) const COUNT_ANSWER: usize = COUNT_BIAS + MAX_CALLS + 1;
@@ -152,7 +152,6 @@ pub(crate) fn call_features(episode: &ProxyEpisode, candidate: &Candidate) -> Fe
             11..=24 => 2,
             _ => 3,
         };
-        let lower = term.text.to_ascii_lowercase();
         let previous = episode.calls_per_term.get(&term.text).copied().unwrap_or(0);
         // What an earlier grep of the same term said about its rarity in the tree.
         let rarity = if config.rarity { episode.term_rarity.get(&term.text).copied().unwrap_or(0.0) } else { 0.0 };
@@ -166,7 +165,7 @@ pub(crate) fn call_features(episode: &ProxyEpisode, candidate: &Candidate) -> Fe
             (9, ln1p(term.text.split_whitespace().count())),
             (10, ln1p(term.count)),
             (11, ln1p(previous)),
-            (12, flag(episode.seen.iter().any(|f| f.path.to_ascii_lowercase().contains(&lower)))),
+            (12, flag(episode.term_in_path[t])),
             // A name found in a read file that the issue also mentions (the method in the title).
             (13, flag(candidate.kind == CallKind::GrepResultName && named_in_issue(episode, &term.text))),
             (14, rarity),
@@ -235,6 +234,15 @@ pub(crate) fn file_features(episode: &ProxyEpisode, file: &SeenFile, rank: usize
         (20, if config.path_overlap { ln1p(file.path.matches('/').count()) } else { 0.0 }),
         (21, if config.definitions { ln1p(file.defines.len()) } else { 0.0 }),
         (22, if config.definitions { earliest_definition(episode, file) } else { 0.0 }),
+        (23, flag(config.path_overlap && stem_contains_word(episode, &file.path))),
+        (
+            24,
+            if episode.issue_words.is_empty() {
+                0.0
+            } else {
+                file.read_words.len() as f64 / episode.issue_words.len() as f64
+            },
+        ),
     ];
     values.into_iter().filter(|(_, x)| *x != 0.0).collect()
 }
@@ -324,6 +332,24 @@ fn path_overlap(episode: &ProxyEpisode, path: &str) -> usize {
         .filter(|part| part.len() >= 3 && episode.issue_words.contains(&part.to_ascii_lowercase()))
         .count()
 }
+
+/// The file's stem holds a word of the issue (of [`MIN_PART`] letters or more) without being one
+/// (`cacheprovider.py` for "cache", `heuristicgcd.py` for "heuristic"), or is part of one
+/// (`latex.py` for "latexwriter"): modules are named by gluing words.
+fn stem_contains_word(episode: &ProxyEpisode, path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let stem = name.split('.').next().unwrap_or(name).to_ascii_lowercase();
+    let stem = stem.trim_matches('_');
+    stem.len() >= MIN_PART
+        && !episode.issue_words.contains(stem)
+        && episode
+            .issue_words
+            .iter()
+            .any(|word| word.len() >= MIN_PART && (stem.contains(word.as_str()) || word.contains(stem)))
+}
+
+/// Shortest word [`stem_contains_word`] looks for inside a stem, or a stem inside a word.
+const MIN_PART: usize = 4;
 
 /// The file's stem is a word or identifier part of the issue (`retry.py` for "retry").
 fn stem_matches(episode: &ProxyEpisode, path: &str) -> bool {

@@ -46,10 +46,13 @@
 //!    names shaped like code, and plain names the issue writes as code, called
 //!    (`bell(n)`, `trigsimp(f)`) or alone in backticks, Python builtins aside,
 //!    and dotted names without a variable receiver (`e.subs` → `subs`,
-//!    `self._print` → `_print`) — and prose words); for identifiers also a **definition grep**
+//!    `self._print` → `_print`) — and prose words, capitalised ones lowercase:
+//!    `Mathematica` → `mathematica`); for identifiers also a **definition grep**
 //!    `(?:def|class) name\b` of the last dotted part and of each CamelCase part
 //!    (`Session.resolve_redirects` → `Session`, `resolve_redirects`); glob of
-//!    identifiers (`**/pkg/sub*`, `**/*retry_policy*`), of **dotted module
+//!    identifiers (`**/pkg/sub*`, `**/*retry_policy*`, an acronym's lowercase
+//!    whole: `LaTeX` → `**/*latex*`), of **prose words** (`**/*cache*`: modules
+//!    are named after what they do), of **dotted module
 //!    paths** (`sympy.core.basic.Basic` → `**/sympy/core/basic.py`,
 //!    `**/sympy/core.py`) and of paths, traceback frames included (`File
 //!    "…/site-packages/pkg/mod.py", line N` → `**/pkg/mod.py`); read of the six
@@ -106,7 +109,11 @@
 //! (with [`ProxyConfig::issue_paths`]: its path is one the issue names, as
 //! that glob would find it, whether or not the glob was called);
 //! **path overlap** — ln(1 + directories and stem that are issue words),
-//! ln(1 + depth). Each group has a [`ProxyConfig`] switch (default on) for
+//! ln(1 + depth), the stem holds an issue word without being one (`cacheprovider.py`
+//! for "cache") or is part of one; **what reads showed** — the share of the issue's words
+//! (its terms' words and identifier parts) that the file's reads showed, the file that holds
+//! most of what the issue talks about (the grep heuristic's coverage score, from the reads).
+//! Each group has a [`ProxyConfig`] switch (default on) for
 //! ablations; a switched-off group is all zeros and its candidates are not
 //! offered.
 //!
@@ -115,10 +122,10 @@
 //! One flat θ of [`DIM`] parameters, in blocks (sizes and indices in
 //! `features.rs`): count bias (answer, 1 … 8 calls); the turn state on
 //! "answer now" and, scaled by n/8, on "n calls"; the call kind (tool × source,
-//! 12 kinds); grep-term and glob-term features (17 each); read features (9);
-//! the rank block (23 file features); the size biases (k = 1 … 8); the size ×
-//! files block (23, the summed features of picks 2 … k); and the Bernoulli
-//! include block (a bias and 23 file features) that only the ablation without
+//! 13 kinds); grep-term and glob-term features (17 each); read features (9);
+//! the rank block (25 file features); the size biases (k = 1 … 8); the size ×
+//! files block (25, the summed features of picks 2 … k); and the Bernoulli
+//! include block (a bias and 25 file features) that only the ablation without
 //! a learned size uses; and the thinking block (the turn state, "answer turn",
 //! chunks so far over the cap) on the "continue" option.
 //!
@@ -136,6 +143,9 @@
 //! | [`ProxyConfig::answer_size`] | a Bernoulli include per seen file instead of ranking + size |
 //! | [`ProxyConfig::ranking_prior`] (off by default) | on: the ranking starts from the grep heuristic's bias |
 //! | [`ProxyConfig::source_greps`] | no source-only repeat of a grep whose output was cut |
+//! | [`ProxyConfig::word_globs`] | no glob of the issue's prose words (`**/*cache*`) |
+//! | [`ProxyConfig::read_words`] | no "share of the issue's words its reads showed" file feature |
+//! | [`ProxyConfig::capitalised_words`] | capitalised words (`Mathematica`, `Zarr`) give no term |
 //! | [`ProxyConfig::eval_average`] (0, off, by default) | β > 0: greedy episodes use the moving average θ̄ of θ |
 //! | [`ProxyConfig::think`] | no thinking decisions: the length is a fixed count per action |
 //! | [`ProxyConfig::code_reads`] | reads of any seen file (source code first), not of source code only |
@@ -286,6 +296,17 @@ pub struct ProxyConfig {
     /// have): on real repositories a common word's hits in changelogs, docs and tests fill the
     /// output and hide the source files behind them.
     pub source_greps: bool,
+    /// Offer a glob of each prose word of the issue (`**/*cache*`): a module named after what
+    /// it does (`cacheprovider.py`, `writers/latex.py`) is found by its name where the word's
+    /// grep output is filled by changelogs and docs.
+    pub word_globs: bool,
+    /// Remember which of the issue's words each read showed: a file feature is the share of
+    /// them (the file that holds most of what the issue talks about, as the grep heuristic's
+    /// coverage score finds it, but from what the policy read).
+    pub read_words: bool,
+    /// A capitalised word (`Mathematica`, `Zarr`: an uppercase letter, then lowercase) is a
+    /// prose word, lowercase; off: such words give no term.
+    pub capitalised_words: bool,
     /// Greedy episodes (held-out evaluation, `locate`) act with an exponential moving average
     /// of θ over the optimiser steps, `θ̄ ← β·θ̄ + (1 − β)·θ` with this β, instead of the last θ
     /// (Polyak averaging: the last iterate of a noisy policy gradient jumps from step to step;
@@ -345,6 +366,9 @@ impl Default for ProxyConfig {
             code_names: true,
             ranking_prior: false,
             source_greps: true,
+            word_globs: true,
+            read_words: true,
+            capitalised_words: true,
             eval_average: 0.0,
             think: true,
             code_reads: true,

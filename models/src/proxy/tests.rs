@@ -178,7 +178,7 @@ fn episodes(policy: &ProxyPolicy, n: u64) -> Vec<ProxyEpisode> {
 
 #[test]
 fn terms_come_from_messages_tracebacks_identifiers_and_prose() {
-    let terms = text::extract(ISSUE, true);
+    let terms = text::extract(ISSUE, &ProxyConfig::default());
     let find = |source, text: &str| terms.iter().find(|t| t.source == source && t.text == text);
     let head = find(text::Source::MessageHead, "invalid retry budget").expect("message head");
     assert!(head.in_traceback && head.in_code);
@@ -215,7 +215,7 @@ fn the_first_line_is_the_title_and_a_variable_receiver_is_not_part_of_a_name() {
     // without a Markdown heading.
     let issue = "\nlambdify fails on MatrixSymbol names\nThe `e.subs(x, 1)` call and \
                  `sy.Matrix.hstack(a, b)` differ, e.g. in self._print_Pow and np.array.\n";
-    let terms = text::extract(issue, true);
+    let terms = text::extract(issue, &ProxyConfig::default());
     let find = |source, text: &str| terms.iter().find(|t| t.source == source && t.text == text);
     assert!(find(text::Source::Word, "lambdify").expect("a title word").in_title);
     assert!(find(text::Source::Identifier, "MatrixSymbol").expect("a title name").in_title);
@@ -233,7 +233,7 @@ fn the_first_line_is_the_title_and_a_variable_receiver_is_not_part_of_a_name() {
     );
     assert!(terms.iter().all(|t| t.text != "e.g" && t.text != "g"), "`e.g.` is no name: {terms:?}");
     // A module path keeps its first part (`sympy.core` is not a variable).
-    let module = text::extract("sympy.core.basic.Basic is slow", true);
+    let module = text::extract("sympy.core.basic.Basic is slow", &ProxyConfig::default());
     assert!(module.iter().any(|t| t.text == "sympy.core.basic.Basic"), "{module:?}");
 }
 
@@ -247,7 +247,7 @@ fn addresses_and_trailers_give_no_terms() {
         ```python\n@pytest.fixture\ndef roll():\n    pass\n```\n\n\
         Co-authored-by: Some One <41898282+someone@users.noreply.github.com>\n\
         Signed-off-by: Jane Doe <jane@posteo.de>\n";
-    let terms = text::extract(issue, true);
+    let terms = text::extract(issue, &ProxyConfig::default());
     let texts: Vec<&str> = terms.iter().map(|t| t.text.as_str()).collect();
     for absent in ["example.org", "jane.doe", "users.noreply.github.com", "someone", "posteo.de", "jane"] {
         assert!(!texts.contains(&absent), "{absent} is no term: {texts:?}");
@@ -786,20 +786,25 @@ fn a_term_whose_grep_found_nothing_is_marked_and_only_code_is_read() {
     assert!(reads(&episode).contains(&"docs/budget.md".to_string()), "off: any seen file");
 }
 
-#[test]
-fn dotted_modules_and_traceback_paths_become_globs_of_named_paths() {
-    let issue = "Wrong result from sympy.core.basic.Basic.subs\n\n```\nTraceback (most recent call last):\n  File \"/usr/lib/python3/site-packages/acme/net/retry.py\", line 3, in send\nValueError: bad\n```\n";
-    let task = TaskPrompt { id: "t".into(), text: issue.into() };
-    let policy = ProxyPolicy::default();
-    let mut episode = policy.begin(&task, Sampling::Greedy, 0).expect("begin");
-    let globs: Vec<(episode::CallKind, String)> = episode
+/// The episode's glob candidates built from the issue: kind and pattern.
+fn glob_candidates(episode: &ProxyEpisode) -> Vec<(episode::CallKind, String)> {
+    episode
         .text_candidates
         .iter()
         .filter_map(|c| match &c.call {
             ToolCall::Glob(args) => Some((c.kind, args.pattern.clone())),
             _ => None,
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn dotted_modules_and_traceback_paths_become_globs_of_named_paths() {
+    let issue = "Wrong result from sympy.core.basic.Basic.subs\n\n```\nTraceback (most recent call last):\n  File \"/usr/lib/python3/site-packages/acme/net/retry.py\", line 3, in send\nValueError: bad\n```\n";
+    let task = TaskPrompt { id: "t".into(), text: issue.into() };
+    let policy = ProxyPolicy::default();
+    let mut episode = policy.begin(&task, Sampling::Greedy, 0).expect("begin");
+    let globs = glob_candidates(&episode);
     let module = |p: &str| (episode::CallKind::GlobModule, p.to_owned());
     assert!(globs.contains(&module("**/sympy/core/basic.py")), "{globs:?}");
     assert!(globs.contains(&module("**/sympy/core.py")), "{globs:?}");
@@ -873,10 +878,10 @@ fn the_answer_is_a_ranking_and_a_learned_size() {
 fn names_written_as_code_are_identifiers_and_builtins_are_not() {
     let issue = "# bell(n).limit(n, oo) should be oo\n\nThe `Permutation` constructor and `apart` fail; \
                  print(len(x)) works, and so does trigsimp(f). The bell numbers ...";
-    let terms = text::extract(issue, true);
+    let terms = text::extract(issue, &ProxyConfig::default());
     let identifier = |name: &str| terms.iter().any(|t| t.source == text::Source::Identifier && t.text == name);
     // Switched off, only names shaped like code are identifiers.
-    let plain = text::extract(issue, false);
+    let plain = text::extract(issue, &ProxyConfig { code_names: false, ..ProxyConfig::default() });
     assert!(
         !plain.iter().any(|t| t.source == text::Source::Identifier && ["bell", "apart"].contains(&t.text.as_str()))
     );
@@ -1209,4 +1214,90 @@ fn the_thinking_decision_learns_from_the_advantage_like_any_other() {
         assert_eq!(bias > 0.3, expect_up, "continue bias {bias} after rewarding sign {sign}");
         assert_eq!(bias < -0.3, !expect_up, "continue bias {bias} after rewarding sign {sign}");
     }
+}
+
+#[test]
+fn prose_words_and_acronyms_are_globbed_and_a_stem_holding_an_issue_word_is_marked() {
+    let issue = "# The parser drops cache keys\n\n`LaTeX` output and `RetryPolicy` are fine.";
+    let task = TaskPrompt { id: "t".into(), text: issue.into() };
+    let policy = ProxyPolicy::default();
+    let mut episode = policy.begin(&task, Sampling::Greedy, 0).expect("begin");
+    let found = glob_candidates(&episode);
+    for word in ["**/*parser*", "**/*cache*", "**/*keys*"] {
+        assert!(found.contains(&(episode::CallKind::GlobWord, word.to_owned())), "{word}: {found:?}");
+    }
+    // An acronym split at its capitals is looked for whole too; a CamelCase name only as snake case.
+    let identifier = |p: &str| (episode::CallKind::GlobIdentifier, p.to_owned());
+    assert!(found.contains(&identifier("**/*la_te_x*")) && found.contains(&identifier("**/*latex*")), "{found:?}");
+    assert!(found.contains(&identifier("**/*retry_policy*")), "{found:?}");
+    assert!(!found.iter().any(|(_, p)| p == "**/*retrypolicy*"), "{found:?}");
+    // A glob's files: the stem that holds "cache" is marked, the stem that is "cache" and an
+    // unrelated one are not (feature 23).
+    let paths = ["pkg/cacheprovider.py", "pkg/cache.py", "pkg/other.py"];
+    let hit = ToolResult {
+        status: Status::Ok,
+        output: paths.join("\n"),
+        entities: paths.iter().map(|p| rewardlab_sandbox::Entity::Path((*p).into())).collect(),
+    };
+    let call = ToolCall::Glob(rewardlab_sandbox::GlobArgs { pattern: "**/*cache*".into() });
+    episode.pending.push(episode::Candidate { kind: episode::CallKind::GlobWord, call, term: None, seen: None });
+    episode.observe(&[hit]);
+    let holds =
+        |path: &str| features::file_features(&episode, &episode.seen[episode.seen_index[path]], 0).contains(&(23, 1.0));
+    assert_eq!(paths.map(holds), [true, false, false]);
+    // Switched off, no word globs.
+    let off = ProxyPolicy::new(ProxyConfig { word_globs: false, ..ProxyConfig::default() });
+    let episode = off.begin(&task, Sampling::Greedy, 0).expect("begin");
+    assert!(glob_candidates(&episode).iter().all(|(k, _)| *k != episode::CallKind::GlobWord));
+}
+
+#[test]
+fn a_read_file_is_scored_by_the_share_of_the_issue_words_it_showed() {
+    let task = TaskPrompt { id: "t".into(), text: ISSUE.into() };
+    let share = |episode: &ProxyEpisode, path: &str| {
+        features::file_features(episode, &episode.seen[episode.seen_index[path]], 0)
+            .iter()
+            .find(|&&(i, _)| i == 24)
+            .map(|&(_, x)| x)
+    };
+    let read = |path: &str| ToolCall::Read(rewardlab_sandbox::ReadArgs { path: path.into(), start: None, end: None });
+    for on in [true, false] {
+        let policy = ProxyPolicy::new(ProxyConfig { read_words: on, ..ProxyConfig::default() });
+        let mut episode = policy.begin(&task, Sampling::Greedy, 0).expect("begin");
+        feed(&mut episode, episode::CallKind::GrepWord, grep("budget"), None);
+        feed(&mut episode, episode::CallKind::ReadSeen, read(TARGET), None);
+        let target = &episode.seen[episode.seen_index[TARGET]];
+        if !on {
+            assert!(target.read_words.is_empty() && share(&episode, TARGET).is_none());
+            continue;
+        }
+        // `class RetryPolicy: def send(self, budget)` shows the issue's `retry`, `policy`, `send`
+        // and `budget`, and `raise ValueError` its `valueerror` (whole) and `value`.
+        for word in ["retry", "policy", "send", "budget", "valueerror", "value"] {
+            assert!(target.read_words.contains(word), "{word}: {:?}", target.read_words);
+        }
+        let expected = target.read_words.len() as f64 / episode.issue_words.len() as f64;
+        assert_eq!(share(&episode, TARGET), Some(expected));
+        // A file seen by the grep but not read has no share.
+        let unread = episode.seen.iter().find(|f| !f.read).expect("an unread file").path.clone();
+        assert_eq!(share(&episode, &unread), None);
+    }
+}
+
+#[test]
+fn capitalised_words_are_prose_words_as_code_spells_them() {
+    let issue = "Mathematica parser: Zarr stores lose LaTeX and ASCII names\n\nThe parser fails.";
+    let words = |config: &ProxyConfig| -> Vec<String> {
+        text::extract(issue, config).into_iter().filter(|t| t.source == text::Source::Word).map(|t| t.text).collect()
+    };
+    let on = words(&ProxyConfig::default());
+    for word in ["mathematica", "zarr", "stores", "parser"] {
+        assert!(on.iter().any(|w| w == word), "{word}: {on:?}");
+    }
+    // Names with capitals after the first letter are identifiers, not words; a capitalised stop
+    // word (`The`) is still a stop word.
+    assert!(on.iter().all(|w| !matches!(w.as_str(), "latex" | "ascii" | "the")), "{on:?}");
+    let off = words(&ProxyConfig { capitalised_words: false, ..ProxyConfig::default() });
+    assert!(off.iter().all(|w| w != "mathematica" && w != "zarr"), "{off:?}");
+    assert!(off.iter().any(|w| w == "stores"), "{off:?}");
 }

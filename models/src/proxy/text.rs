@@ -190,10 +190,13 @@ const STOP_WORDS: &[&str] = &[
     "raise",
 ];
 
-/// Extracts the terms of `text`; with `code_names`, plain names the text writes as code (called
-/// or alone in backticks) are identifiers too.
-pub(crate) fn extract(text: &str, code_names: bool) -> Vec<Term> {
-    let mut out = Collector { terms: Vec::new(), index: HashMap::new(), len: text.len().max(1), code_names };
+/// Extracts the terms of `text`; with [`super::ProxyConfig::code_names`], plain names the text
+/// writes as code (called or alone in backticks) are identifiers too, and with
+/// [`super::ProxyConfig::capitalised_words`] capitalised words (`Mathematica`) are prose words.
+pub(crate) fn extract(text: &str, config: &super::ProxyConfig) -> Vec<Term> {
+    let (code_names, capitalised_words) = (config.code_names, config.capitalised_words);
+    let mut out =
+        Collector { terms: Vec::new(), index: HashMap::new(), len: text.len().max(1), code_names, capitalised_words };
     let mut offset = 0usize;
     let mut in_code = false;
     let mut traceback = false;
@@ -243,6 +246,7 @@ struct Collector {
     len: usize,
     /// Take names written as code as identifiers ([`code_name`]).
     code_names: bool,
+    capitalised_words: bool,
 }
 
 impl Collector {
@@ -407,7 +411,20 @@ fn classify(out: &mut Collector, token: &str, at: usize, ctx: Ctx) {
         && !STOP_WORDS.contains(&token)
     {
         out.add(Source::Word, token, at, ctx);
+    } else if out.capitalised_words && token.len() >= MIN_WORD_LEN && is_capitalised(token) {
+        // `Mathematica parser`, `Zarr stores`: a proper noun (or a sentence's first word) is a
+        // word too, as code spells it (`mathematica.py`, `backends/zarr.py`).
+        let lower = token.to_ascii_lowercase();
+        if !STOP_WORDS.contains(&lower.as_str()) {
+            out.add(Source::Word, &lower, at, ctx);
+        }
     }
+}
+
+/// An uppercase letter, then lowercase letters only (`Mathematica`, not `LaTeX` or `ASCII`).
+fn is_capitalised(token: &str) -> bool {
+    let mut bytes = token.bytes();
+    bytes.next().is_some_and(|b| b.is_ascii_uppercase()) && bytes.all(|b| b.is_ascii_lowercase())
 }
 
 /// Keeps the first terms of each capped kind (by position), in position order.
