@@ -26,8 +26,9 @@
 //! title term, Σ rarity, max rarity, rare hit (≤ 3 files), defines an issue
 //! name, defines a title name, path named by the issue (a path or module), ln(1+path parts
 //! that are issue words), ln(1+directory depth), ln(1+issue names it defines),
-//! how early the issue names what it defines, the stem holds an issue word or is part of one, share of the issue's words its reads showed]`. Names are compared without case. Rarity of a grep is
-//! `1 / (1 + ln(1 + lines it hit))`, the cut lines included.
+//! how early the issue names what it defines, the stem holds an issue word or is part of
+//! one, share of the issue's words its reads showed]`. Names are compared without case. Rarity
+//! of a grep is `1 / (1 + ln(1 + lines it hit))`, the cut lines included.
 
 use super::episode::{CALL_KINDS, CallKind, Candidate, ProxyEpisode, SeenFile};
 use super::loglinear::Features;

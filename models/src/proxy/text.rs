@@ -246,6 +246,7 @@ struct Collector {
     len: usize,
     /// Take names written as code as identifiers ([`code_name`]).
     code_names: bool,
+    /// Take capitalised words (`Mathematica`) as prose words, lowercase ([`is_capitalised`]).
     capitalised_words: bool,
 }
 
