@@ -1,6 +1,7 @@
 //! One rollout of the proxy policy: the issue's terms, the call candidates,
 //! what the tool results revealed about files, and the sampled units.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use rand_chacha::ChaCha8Rng;
@@ -293,17 +294,15 @@ impl ProxyEpisode {
                 _ => {}
             }
             if let ToolCall::Read(args) = &candidate.call {
-                if self.config.definitions
-                    && let Some(&i) = self.seen_index.get(&args.path)
-                {
-                    let defined = self.issue_definitions(&result.output);
-                    self.add_definitions(i, defined);
-                }
-                if self.config.read_words
-                    && let Some(&i) = self.seen_index.get(&args.path)
-                {
-                    let shown = words_shown(&result.output, &self.issue_words);
-                    self.seen[i].read_words.extend(shown);
+                if let Some(&i) = self.seen_index.get(&args.path) {
+                    if self.config.definitions {
+                        let defined = self.issue_definitions(&result.output);
+                        self.add_definitions(i, defined);
+                    }
+                    if self.config.read_words {
+                        let shown = words_shown(&result.output, &self.issue_words);
+                        self.seen[i].read_words.extend(shown);
+                    }
                 }
                 if self.config.mine_result_names {
                     for (name, _) in defined_names(&result.output) {
@@ -576,11 +575,13 @@ fn words_shown(text: &str, wanted: &HashSet<String>) -> BTreeSet<String> {
         if wanted.contains(&lower) {
             shown.insert(lower.clone());
         }
-        // Only a name with capitals has parts other than its `_`-separated ones.
-        let snake = if token.bytes().any(|b| b.is_ascii_uppercase()) { text::snake_case(token) } else { lower.clone() };
-        if !snake.contains('_') {
+        // A name has parts only where it has `_`s or capitals; without capitals it is its own
+        // snake case.
+        let capitals = token.bytes().any(|b| b.is_ascii_uppercase());
+        if !capitals && !token.contains('_') {
             continue;
         }
+        let snake = if capitals { Cow::Owned(text::snake_case(token)) } else { Cow::Borrowed(token) };
         for part in snake.split('_').filter(|p| p.len() >= 3) {
             if wanted.contains(part) {
                 shown.insert(part.to_owned());

@@ -325,8 +325,7 @@ fn named_in_issue(episode: &ProxyEpisode, name: &str) -> bool {
 /// Directories and the stem of `path` that are words or identifier parts of the
 /// issue (`sympy/physics/units/util.py` for an issue about "units" → 1).
 fn path_overlap(episode: &ProxyEpisode, path: &str) -> usize {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    let stem = name.split('.').next().unwrap_or(name);
+    let stem = stem(path);
     path.split('/')
         .take(path.matches('/').count())
         .chain(std::iter::once(stem))
@@ -338,8 +337,7 @@ fn path_overlap(episode: &ProxyEpisode, path: &str) -> usize {
 /// (`cacheprovider.py` for "cache", `heuristicgcd.py` for "heuristic"), or is part of one
 /// (`latex.py` for "latexwriter"): modules are named by gluing words.
 fn stem_contains_word(episode: &ProxyEpisode, path: &str) -> bool {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    let stem = name.split('.').next().unwrap_or(name).to_ascii_lowercase();
+    let stem = stem(path).to_ascii_lowercase();
     let stem = stem.trim_matches('_');
     stem.len() >= MIN_PART
         && !episode.issue_words.contains(stem)
@@ -354,7 +352,12 @@ const MIN_PART: usize = 4;
 
 /// The file's stem is a word or identifier part of the issue (`retry.py` for "retry").
 fn stem_matches(episode: &ProxyEpisode, path: &str) -> bool {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    let stem = name.split('.').next().unwrap_or(name).to_ascii_lowercase();
+    let stem = stem(path).to_ascii_lowercase();
     stem.len() >= 3 && episode.issue_words.contains(&stem)
+}
+
+/// The file name of `path` up to its first dot (`pkg/retry.py` → `retry`).
+fn stem(path: &str) -> &str {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.split('.').next().unwrap_or(name)
 }
