@@ -68,8 +68,8 @@ pub fn normalize_lossy(path: &str) -> String {
     normalize(path).unwrap_or_else(|_| path.to_string())
 }
 
-/// Extensions of the languages whose files count as source files.
-const SOURCE_EXTENSIONS: &[&str] = &[
+/// Extensions of the languages whose files count as source files (lowercase).
+pub const SOURCE_EXTENSIONS: &[&str] = &[
     "py", "pyi", "pyx", "pxd", "c", "h", "cc", "cpp", "cxx", "hpp", "hh", "rs", "go", "java", "kt", "scala", "js",
     "jsx", "ts", "tsx", "mjs", "rb", "php", "cs", "swift", "m", "mm", "jl", "r", "lua", "pl", "sh",
 ];

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use rand_chacha::ChaCha8Rng;
-use rewardlab_protocol::paths::source_extension;
+use rewardlab_protocol::paths::{SOURCE_EXTENSIONS, source_extension};
 use rewardlab_sandbox::{Entity, GlobArgs, GrepArgs, ReadArgs, Status, ToolCall, ToolResult};
 
 use super::loglinear::Unit;
@@ -152,6 +152,10 @@ pub struct ProxyEpisode {
     /// the repository's (a user's variable, a package the repository does not contain), and a
     /// rarity of 1 would otherwise make it look like the rarest term of all.
     pub(crate) found_nothing: HashSet<String>,
+    /// Term texts whose grep over the whole tree was cut at the output limit before it showed a
+    /// single line of source code ([`super::features::is_code`]): what the term hits in the code
+    /// is all behind the cut (with [`super::ProxyConfig::hidden_source`]).
+    pub(crate) hid_source: HashSet<String>,
     /// The paths the issue names, as the path and module globs look for them (`pkg/mod.py`,
     /// `sympy/core/basic.py`): a seen file whose path ends with one is named by the issue.
     pub(crate) named_paths: Vec<String>,
@@ -209,6 +213,7 @@ impl ProxyEpisode {
             title_names,
             term_rarity: HashMap::new(),
             found_nothing: HashSet::new(),
+            hid_source: HashSet::new(),
             named_paths: Vec::new(),
         };
         episode.text_candidates = text_candidates(&episode.terms, &config);
@@ -390,19 +395,32 @@ impl ProxyEpisode {
 
     /// After a grep whose output was cut at the limit, offers the same grep over the source files
     /// of the repository's language only: `path = "*.EXT"` with the source extension most seen
-    /// files have ([`source_extension`]; ties to the first in order). Nothing when the grep already
-    /// had a path filter, no cut, or no source file has been seen yet.
+    /// files have ([`source_extension`]; ties to the first in order). When no seen file has one
+    /// yet, nothing, or with [`super::ProxyConfig::hidden_source`] every source extension
+    /// (`*.{py,pyi,…}`): the cut may have hidden every source file. Nothing when the grep already
+    /// had a path filter or no cut.
     fn offer_source_grep(&mut self, candidate: &Candidate, args: &GrepArgs, result: &ToolResult) {
         if args.path.is_some() || cut_lines(&result.output) == 0 {
             return;
+        }
+        let hidden = self.config.hidden_source;
+        if hidden
+            && let Some(t) = candidate.term
+            && !result.entities.iter().any(|e| super::features::is_code(e.path()))
+        {
+            self.hid_source.insert(self.terms[t].text.clone());
         }
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
         for ext in self.seen.iter().filter_map(|file| source_extension(&file.path)) {
             *counts.entry(ext).or_default() += 1;
         }
         // The most common extension; `max_by_key` keeps the last maximum, so reverse for the first.
-        let Some((ext, _)) = counts.iter().rev().max_by_key(|(_, n)| **n) else { return };
-        let call = ToolCall::Grep(GrepArgs { path: Some(format!("*.{ext}")), ..args.clone() });
+        let filter = match counts.iter().rev().max_by_key(|(_, n)| **n) {
+            Some((ext, _)) => format!("*.{ext}"),
+            None if hidden => any_source_filter(),
+            None => return,
+        };
+        let call = ToolCall::Grep(GrepArgs { path: Some(filter), ..args.clone() });
         let call_key = key(&call);
         if self.used.contains(&call_key) || self.text_candidates.iter().any(|c| key(&c.call) == call_key) {
             return;
@@ -600,7 +618,11 @@ fn text_candidates(terms: &[Term], config: &super::ProxyConfig) -> Vec<Candidate
             kind,
             call: ToolCall::Grep(GrepArgs {
                 pattern: text::regex_literal(&term.text),
-                path: None,
+                path: match kind {
+                    CallKind::GrepWord if config.source_word_greps => Some(any_source_filter()),
+                    CallKind::GrepIdentifier if config.source_identifier_greps => Some(any_source_filter()),
+                    _ => None,
+                },
                 case_sensitive: None,
             }),
             term: Some(i),
@@ -660,6 +682,12 @@ fn text_candidates(terms: &[Term], config: &super::ProxyConfig) -> Vec<Candidate
         }
     }
     out
+}
+
+/// A grep path filter for the files of every source extension (`*.{py,pyi,…}`), whatever the
+/// repository's language.
+fn any_source_filter() -> String {
+    format!("*.{{{}}}", SOURCE_EXTENSIONS.join(","))
 }
 
 /// The paths the issue's path and module glob candidates look for, without their `**/`.

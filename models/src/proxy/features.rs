@@ -42,7 +42,7 @@ pub(crate) const MAX_ANSWER: usize = 8;
 /// Size of the turn-state vector.
 pub(crate) const STATE: usize = 16;
 /// Term features of a grep or glob candidate.
-pub(crate) const TEXT: usize = 17;
+pub(crate) const TEXT: usize = 18;
 /// Features of a read candidate.
 pub(crate) const READ: usize = 9;
 /// Features of a seen file in the answer decisions.
@@ -183,6 +183,8 @@ pub(crate) fn call_features(episode: &ProxyEpisode, candidate: &Candidate) -> Fe
             ),
             // An earlier grep of the term itself found nothing in the tree.
             (16, flag(episode.found_nothing.contains(&term.text))),
+            // The source-only repeat of a grep whose cut output showed no source code at all.
+            (17, flag(candidate.kind == CallKind::GrepSource && episode.hid_source.contains(&term.text))),
         ];
         phi.extend(values.iter().filter(|(_, x)| *x != 0.0).map(|&(i, x)| (base + i, x)));
     }

@@ -61,14 +61,17 @@
 //!    — when [`ProxyConfig::mine_result_names`] is on — grep of `name\(` for each
 //!    function or class defined in what was read; and, once a grep's output was
 //!    cut at the output limit, the **same grep over source files only**
-//!    (`path = "*.EXT"`, the extension most seen source files have), since on a
-//!    real repository a common term's hits in changelogs, docs and tests fill the
-//!    output first and hide the source files behind them. Features: tool × source
+//!    (`path = "*.EXT"`, the extension most seen source files have; before any
+//!    seen file has one, every source extension, `*.{py,pyi,…}`, with
+//!    [`ProxyConfig::hidden_source`]), since on a real repository a common term's
+//!    hits in changelogs, docs and tests fill the output first and hide the
+//!    source files behind them. Features: tool × source
 //!    one-hot, length bucket, position in the issue, rare-looking, in a
 //!    traceback / code block / title, word count, occurrences, earlier calls
 //!    with the same term, term in a seen path, the term's rarity from an earlier
 //!    grep, a seen file already defines it, an earlier grep of it found nothing
-//!    (the issue's own name: a variable, a package the repository lacks); for
+//!    (the issue's own name: a variable, a package the repository lacks), a
+//!    source-only repeat of a grep whose cut output showed no source code; for
 //!    reads: hits, distinct terms, hit by a message grep, rank, defines an issue
 //!    name, rarity, named path.
 //! 3. **Answer** — a **ranking, then a size**. Up to K =
@@ -122,7 +125,7 @@
 //! One flat θ of [`DIM`] parameters, in blocks (sizes and indices in
 //! `features.rs`): count bias (answer, 1 … 8 calls); the turn state on
 //! "answer now" and, scaled by n/8, on "n calls"; the call kind (tool × source,
-//! 13 kinds); grep-term and glob-term features (17 each); read features (9);
+//! 13 kinds); grep-term and glob-term features (18 each); read features (9);
 //! the rank block (25 file features); the size biases (k = 1 … 8); the size ×
 //! files block (25, the summed features of picks 2 … k); and the Bernoulli
 //! include block (a bias and 25 file features) that only the ablation without
@@ -143,6 +146,9 @@
 //! | [`ProxyConfig::answer_size`] | a Bernoulli include per seen file instead of ranking + size |
 //! | [`ProxyConfig::ranking_prior`] (off by default) | on: the ranking starts from the grep heuristic's bias |
 //! | [`ProxyConfig::source_greps`] | no source-only repeat of a grep whose output was cut |
+//! | [`ProxyConfig::hidden_source`] (off by default) | on: a cut grep is repeated over every source extension before a source file is seen, and a repeat whose cut showed no source code is marked |
+//! | [`ProxyConfig::source_word_greps`] (off by default) | on: prose words are grepped in source files only, as CodeGrep's `grep --include=*.py` |
+//! | [`ProxyConfig::source_identifier_greps`] (off by default) | on: identifiers are grepped in source files only |
 //! | [`ProxyConfig::word_globs`] | no glob of the issue's prose words (`**/*cache*`) |
 //! | [`ProxyConfig::read_words`] | no "share of the issue's words its reads showed" file feature |
 //! | [`ProxyConfig::capitalised_words`] | capitalised words (`Mathematica`, `Zarr`) give no term |
@@ -296,6 +302,21 @@ pub struct ProxyConfig {
     /// have): on real repositories a common word's hits in changelogs, docs and tests fill the
     /// output and hide the source files behind them.
     pub source_greps: bool,
+    /// With [`ProxyConfig::source_greps`]: a cut grep's source-only repeat is offered even before
+    /// any seen file says which language the repository is in, over every source extension
+    /// (`path = "*.{py,pyi,…}"`), and a grep-term feature marks the repeat of a grep whose cut
+    /// output showed no line of source code (pytest's docs and changelogs fill a common word's
+    /// output before `src/` is reached, so no source extension is ever seen). Off by default: it
+    /// lifts both real-repository development splits (+0.015 and +0.010 over twelve seeds) but
+    /// lowers SWE-bench Lite (−0.024 ± 0.020, twelve seeds; README, "Session 30").
+    pub hidden_source: bool,
+    /// Greps of the issue's prose words search source files only (`path = "*.{py,pyi,…}"`),
+    /// as CodeGrep's environment greps (`grep -rn --include=*.py`). Off by default: on both
+    /// real-repository development splits it was lower (README, "Session 30"); what a word hits
+    /// in docs and changelogs is evidence too (its rarity, the cut that offers the repeat).
+    pub source_word_greps: bool,
+    /// Greps of the issue's identifiers search source files only. Off by default.
+    pub source_identifier_greps: bool,
     /// Offer a glob of each prose word of the issue (`**/*cache*`): a module named after what
     /// it does (`cacheprovider.py`, `writers/latex.py`) is found by its name where the word's
     /// grep output is filled by changelogs and docs.
@@ -366,6 +387,9 @@ impl Default for ProxyConfig {
             code_names: true,
             ranking_prior: false,
             source_greps: true,
+            hidden_source: false,
+            source_word_greps: false,
+            source_identifier_greps: false,
             word_globs: true,
             read_words: true,
             capitalised_words: true,

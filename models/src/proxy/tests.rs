@@ -1020,6 +1020,105 @@ fn a_cut_grep_is_offered_again_over_source_files_only() {
 }
 
 #[test]
+fn a_cut_that_hid_every_source_file_is_repeated_over_every_source_extension_and_marked() {
+    let task = TaskPrompt { id: "t".into(), text: ISSUE.into() };
+    // The first grep's output is docs and a changelog up to the cut: no source file, so no
+    // extension to restrict to.
+    let docs_only = |episode: &mut ProxyEpisode| {
+        let term = episode.terms.iter().position(|t| t.text == "budget").expect("an issue term");
+        episode.pending.push(episode::Candidate {
+            kind: episode::CallKind::GrepWord,
+            call: grep("budget"),
+            term: Some(term),
+            seen: None,
+        });
+        episode.observe(&[ToolResult {
+            status: Status::Truncated,
+            output: "CHANGELOG.rst:3:budget\ndocs/budget.md:1:budget\n\
+                     [output cut at 4096 characters: 300 more lines (12000 characters) not shown; narrow]"
+                .into(),
+            entities: ["CHANGELOG.rst:3", "docs/budget.md:1"]
+                .iter()
+                .map(|e| rewardlab_sandbox::Entity::parse(e))
+                .collect(),
+        }]);
+    };
+    let repeat = |episode: &ProxyEpisode| {
+        episode.text_candidates.iter().find(|c| c.kind == episode::CallKind::GrepSource).cloned()
+    };
+    let on = ProxyPolicy::new(ProxyConfig { hidden_source: true, ..ProxyConfig::default() });
+    let mut episode = on.begin(&task, Sampling::Greedy, 0).expect("begin");
+    docs_only(&mut episode);
+    let candidate = repeat(&episode).expect("repeated although no source file was seen");
+    let ToolCall::Grep(args) = &candidate.call else { panic!("{candidate:?}") };
+    let filter = args.path.as_deref().expect("a path filter");
+    assert!(filter.starts_with("*.{py,") && filter.ends_with('}'), "{filter}");
+    for ext in rewardlab_protocol::paths::SOURCE_EXTENSIONS {
+        assert!(
+            filter.contains(&format!(",{ext},"))
+                || filter.contains(&format!("{{{ext},"))
+                || filter.ends_with(&format!(",{ext}}}")),
+            "{ext}"
+        );
+    }
+    let hidden = features::GREP_TEXT + 17;
+    assert!(
+        features::call_features(&episode, &candidate).contains(&(hidden, 1.0)),
+        "marked: the cut hid every source file"
+    );
+    // A cut that showed source code leaves the repeat unmarked (and restricted to its extension).
+    let mut shown = on.begin(&task, Sampling::Greedy, 0).expect("begin");
+    feed(&mut shown, episode::CallKind::GrepIdentifier, grep("RetryPolicy"), None);
+    let budget = shown.terms.iter().position(|t| t.text == "budget").expect("an issue term");
+    let mut cut = run(&grep("budget"));
+    cut.output.push_str("\n[output cut at 4096 characters: 300 more lines (12000 characters) not shown; narrow]");
+    shown.pending.push(episode::Candidate {
+        kind: episode::CallKind::GrepWord,
+        call: grep("budget"),
+        term: Some(budget),
+        seen: None,
+    });
+    shown.observe(&[cut]);
+    let candidate = repeat(&shown).expect("repeated");
+    assert!(!features::call_features(&shown, &candidate).iter().any(|&(i, _)| i == hidden));
+    // Off (the default): nothing to repeat before a source file is seen.
+    let mut episode = ProxyPolicy::default().begin(&task, Sampling::Greedy, 0).expect("begin");
+    docs_only(&mut episode);
+    assert!(repeat(&episode).is_none() && episode.hid_source.is_empty());
+}
+
+#[test]
+fn word_and_identifier_greps_may_search_source_files_only() {
+    let task = TaskPrompt { id: "t".into(), text: ISSUE.into() };
+    let filters = |config: ProxyConfig, kind: episode::CallKind| -> BTreeSet<Option<String>> {
+        let episode = ProxyPolicy::new(config).begin(&task, Sampling::Greedy, 0).expect("begin");
+        let filters: BTreeSet<Option<String>> = episode
+            .text_candidates
+            .iter()
+            .filter(|c| c.kind == kind)
+            .map(|c| match &c.call {
+                ToolCall::Grep(args) => args.path.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert!(!filters.is_empty(), "{kind:?} candidates");
+        filters
+    };
+    let (word, identifier) = (episode::CallKind::GrepWord, episode::CallKind::GrepIdentifier);
+    let default = ProxyConfig::default();
+    assert_eq!(filters(default, word), BTreeSet::from([None]));
+    assert_eq!(filters(default, identifier), BTreeSet::from([None]));
+    let words = ProxyConfig { source_word_greps: true, ..default };
+    let word_filters: Vec<Option<String>> = filters(words, word).into_iter().collect();
+    let [Some(filter)] = word_filters.as_slice() else { panic!("one filter: {word_filters:?}") };
+    let filter = filter.clone();
+    assert!(filter.starts_with("*.{py,"), "{filter}");
+    assert_eq!(filters(words, identifier), BTreeSet::from([None]));
+    let both = ProxyConfig { source_identifier_greps: true, ..words };
+    assert_eq!(filters(both, identifier), BTreeSet::from([Some(filter)]));
+}
+
+#[test]
 fn greedy_episodes_use_the_moving_average_when_asked_and_it_survives_a_restore() {
     let config = ProxyConfig { eval_average: 0.5, ..ProxyConfig::default() };
     let mut policy = ProxyPolicy::new(config);

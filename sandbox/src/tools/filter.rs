@@ -123,6 +123,10 @@ mod tests {
         assert!(!filter("src/a").matches("lib/src/a/b.py"));
         assert!(filter("src/*.py").matches("src/x.py"));
         assert!(!filter("src/*.py").matches("src/y/x.py"));
+        // Alternatives, as the proxy's source-only repeat of a grep writes them.
+        let any_source = filter("*.{py,rs}");
+        assert!(any_source.matches("src/_pytest/a.py") && any_source.matches("lib.rs"));
+        assert!(!any_source.matches("doc/en/changelog.rst"));
     }
 
     #[test]
