@@ -35,6 +35,10 @@
 #   OUT_DIR/dev-pr.jsonl: the PR's title and body as the issue, its first-parent diff restricted to
 #   the mined target files as the gold patch), and the leakage rule drops the training tasks that
 #   descend from their bases and touch their files, exactly as for Lite
+#   DEV_PR_MIN_WORDS=40 (with DEV_PR) holds out, per repository, the newest DEV_PR mined tasks of
+#   either kind (pull requests and commits) whose text has at least this many words instead: a
+#   split whose issues read longer, as Lite's do (median 111 words; the pull-request split's
+#   median is 9, mostly a title)
 set -euo pipefail
 
 mirrors=$(cd "${1:?usage: $0 MIRRORS_DIR [OUT_DIR]}" && pwd)
@@ -148,37 +152,48 @@ if [ -n "${DEV_PR:-}" ]; then
   # Mine (the cache under OUT_DIR/real/cache keeps the tasks), then hold out each repository's
   # newest pull requests as SWE-bench-style instances and point `[eval]` at them.
   "$bin/study" check "$study" --results "$out" >/dev/null
-  python3 - "$out" "$mirrors" "$DEV_PR" <<'PY'
+  python3 - "$out" "$mirrors" "$DEV_PR" "${DEV_PR_MIN_WORDS:-0}" "${MAX_FILES:-1}" <<'PY'
 import glob, json, os, subprocess, sys
-out, mirrors, per_repo = sys.argv[1], sys.argv[2], int(sys.argv[3])
+out, mirrors, per_repo, min_words = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+max_files = int(sys.argv[5])
 names = {}
 for line in open(os.path.join(out, "eval.jsonl")):
     repo = json.loads(line)["repo"]
     names[os.path.realpath(os.path.join(mirrors, repo.replace("/", "__") + ".git"))] = repo
-rows = []
+# Every cache file of a repository (a cache mined with other filters may lie beside this study's)
+# pooled, each commit once, keeping tasks of this study's shape (at most MAX_FILES target files).
+pooled = {}
 for path in sorted(glob.glob(os.path.join(out, "real", "cache", "mined", "*.json"))):
-    tasks = json.load(open(path))["tasks"]
-    prs = [t for t in tasks if t["kind"] == "pull_request"]
-    if not prs:
-        continue
-    git_dir = os.path.realpath(prs[0]["task"]["repo"]["path"])
-    repo = names.get(git_dir)
-    if repo is None:
-        continue
-    for t in sorted(prs, key=lambda t: (-t["time"], t["commit"]))[:per_repo]:
+    for t in json.load(open(path))["tasks"]:
+        if min_words > 0:
+            wanted = len(t["task"]["prompt"].split()) >= min_words
+        else:
+            wanted = t["kind"] == "pull_request"
+        if not wanted or len(t["task"]["targets"]["files"]) > max_files:
+            continue
+        git_dir = os.path.realpath(t["task"]["repo"]["path"])
+        if git_dir in names:
+            pooled.setdefault(git_dir, {})[t["commit"]] = t
+rows = []
+for git_dir, by_commit in sorted(pooled.items()):
+    repo = names[git_dir]
+    for t in sorted(by_commit.values(), key=lambda t: (-t["time"], t["commit"]))[:per_repo]:
         files = t["task"]["targets"]["files"]
         patch = subprocess.run(["git", "--git-dir", git_dir, "diff", "--no-color", "--no-renames",
                                 t["task"]["base_commit"], t["commit"], "--", *files],
                                capture_output=True, text=True, check=True).stdout
-        rows.append({"instance_id": f"{repo.replace('/', '__')}-pr{t['pull_request']}", "repo": repo,
+        name = f"pr{t['pull_request']}" if t["kind"] == "pull_request" else f"c{t['commit'][:12]}"
+        rows.append({"instance_id": f"{repo.replace('/', '__')}-{name}", "repo": repo,
                      "base_commit": t["task"]["base_commit"], "problem_statement": t["task"]["prompt"],
                      "patch": patch})
 if not rows:
-    sys.exit("DEV_PR: no pull requests were mined; try KINDS=both or KINDS=pull_requests")
+    sys.exit("DEV_PR: no pull requests were mined; try KINDS=both or KINDS=pull_requests"
+             if min_words == 0 else f"DEV_PR_MIN_WORDS: no mined task has {min_words} words or more")
 with open(os.path.join(out, "dev-pr.jsonl"), "w") as f:
     for r in rows:
         f.write(json.dumps(r) + "\n")
-print(f"DEV_PR: {len(rows)} pull requests held out as evaluation instances (dev-pr.jsonl)", file=sys.stderr)
+what = "pull requests" if min_words == 0 else f"tasks of {min_words} words or more"
+print(f"DEV_PR: {len(rows)} {what} held out as evaluation instances (dev-pr.jsonl)", file=sys.stderr)
 PY
   evalfile=dev-pr.jsonl
   write_study
