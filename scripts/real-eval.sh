@@ -211,5 +211,10 @@ done
 if [ -n "${DEV:-}${DEV_PR:-}" ]; then exit 0; fi
 first=$(echo "$variants" | awk '{print $1}')
 [ -n "${ABLATION:-}" ] && first=full
-"$bin/rewardlab" locate --run "$out/real/runs/$first/seed-000" --instances "$out/eval.jsonl" --repos "$mirrors" \
+# A study that skips blobs missing from a snapshot has locate skip them too.
+skip_missing=()
+if printf '%s\n' "${SANDBOX:-}" | grep -Eq '^[[:space:]]*skip_missing_blobs[[:space:]]*=[[:space:]]*true'; then
+  skip_missing=(--skip-missing-blobs)
+fi
+"$bin/rewardlab" locate "${skip_missing[@]}" --run "$out/real/runs/$first/seed-000" --instances "$out/eval.jsonl" --repos "$mirrors" \
   --out "$out/real/predictions.jsonl" --rollouts "$out/real/rollouts.jsonl"

@@ -14,9 +14,9 @@ use std::path::PathBuf;
 use rewardlab_rewards::rollout::Rollout;
 use serde::{Deserialize, Serialize};
 
-use crate::bm25::Bm25Error;
+use crate::bm25::{Bm25Error, TermCache};
 use crate::engine::{EngineTask, TaskSet};
-use crate::study::baseline::{self, bm25_tasks, file_scores};
+use crate::study::baseline::{self, bm25_tasks_cached, file_scores};
 
 /// One instance's prediction and its scores (a line of `predictions.jsonl`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -83,15 +83,16 @@ pub fn from_rollouts(tasks: &[EngineTask], rollouts: &[Rollout]) -> Vec<Predicti
 }
 
 /// BM25 top-`k` predictions, one per task, in task order: the study's BM25
-/// baseline ([`bm25_tasks`]) with every task held out; `repo_dir` maps a
-/// task's `repo` to its git directory.
+/// baseline ([`crate::study::baseline::bm25_tasks`]) with every task held out; `repo_dir` maps a
+/// task's `repo` to its git directory, and `cache` holds the blobs' terms.
 pub fn bm25_predictions(
     tasks: &[EngineTask],
     k: usize,
     repo_dir: &dyn Fn(&str) -> PathBuf,
+    cache: &TermCache,
 ) -> Result<Vec<Prediction>, Bm25Error> {
     let all = TaskSet { tasks: tasks.to_vec(), train: Vec::new(), held_out: (0..tasks.len()).collect() };
-    let records = bm25_tasks(&all, k, repo_dir)?;
+    let records = bm25_tasks_cached(&all, k, repo_dir, cache)?;
     Ok(records
         .into_iter()
         .map(|r| Prediction {

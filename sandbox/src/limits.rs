@@ -43,6 +43,11 @@ pub struct Limits {
     /// results. Results that depend on load or the store's state (timeouts, missing objects,
     /// I/O and internal errors) are never cached.
     pub result_cache_bytes: usize,
+    /// `grep` skips a file whose blob is missing from the object store (an incomplete clone, a
+    /// snapshot without its largest files) and says how many it skipped, as it does for files
+    /// over [`Limits::max_grep_file_bytes`]; off (the default), such a grep fails with
+    /// `missing_object`. A `read` of such a file fails either way.
+    pub skip_missing_blobs: bool,
 }
 
 impl Default for Limits {
@@ -63,6 +68,7 @@ impl Default for Limits {
             regex_nest_limit: 32,
             max_symlink_hops: 40,
             result_cache_bytes: 64 << 20,
+            skip_missing_blobs: false,
         }
     }
 }

@@ -269,6 +269,16 @@ fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
     text.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect()
 }
 
+/// `rewardlab locate` of `run` over `eval.jsonl` and the mirrors in `repos`, in `dir`.
+fn locate(dir: &Path, run: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_rewardlab"))
+        .args(["locate", "--run", run.to_str().expect("utf-8"), "--instances", "eval.jsonl", "--repos", "repos"])
+        .args(extra)
+        .current_dir(dir)
+        .output()
+        .expect("rewardlab runs")
+}
+
 fn stdout_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -346,12 +356,7 @@ fn locate_runs_a_trained_run_over_instances_and_scores_it_beside_bm25() {
     assert_ok(&study(dir, &[file.to_str().expect("utf-8"), "--results", "results"]), "study");
 
     let run = dir.join("results/loc/runs/fb/seed-000");
-    let out = Command::new(env!("CARGO_BIN_EXE_rewardlab"))
-        .args(["locate", "--run", run.to_str().expect("utf-8"), "--instances", "eval.jsonl", "--repos", "repos"])
-        .args(["--out", "predictions.jsonl"])
-        .current_dir(dir)
-        .output()
-        .expect("rewardlab runs");
+    let out = locate(dir, &run, &["--out", "predictions.jsonl"]);
     assert_ok(&out, "rewardlab locate");
     let table = stdout_of(&out);
     // BM25 ranks only files that share a term with the text: it names exactly the gold files.
@@ -365,6 +370,22 @@ fn locate_runs_a_trained_run_over_instances_and_scores_it_beside_bm25() {
     assert!(predictions.iter().all(|p| p["files"].is_array() && p["turns"].as_u64().is_some_and(|t| t >= 1)));
     // The same greedy episodes as the study's last evaluation: the same held-out F_β.
     assert_locate_scores_the_last_evaluation(&run, &predictions);
+
+    // A snapshot without one blob (the parser as instance 1's base has it): BM25 cannot read the
+    // commit, so locate fails, unless it skips what the store lacks.
+    let mirror = dir.join("repos/acme__widgets.git");
+    let base: serde_json::Value = serde_json::from_str(&lines[1]).expect("json");
+    let base = base["base_commit"].as_str().expect("a base commit");
+    let lost = git(&mirror, &["rev-parse", &format!("{base}:src/parser.py")]);
+    let lost = lost.trim();
+    fs::remove_file(mirror.join("objects").join(&lost[..2]).join(&lost[2..])).expect("a loose object");
+    let strict = locate(dir, &run, &[]);
+    assert!(!strict.status.success(), "a missing blob is an error by default");
+    assert!(String::from_utf8_lossy(&strict.stderr).contains("src/parser.py"), "names the file");
+    let skipping = locate(dir, &run, &["--skip-missing-blobs"]);
+    assert_ok(&skipping, "rewardlab locate --skip-missing-blobs");
+    let table = stdout_of(&skipping);
+    assert!(table.contains("| all | BM25 top-2 | 2 |") && table.contains("| all | policy | 2 |"), "{table}");
 }
 
 #[test]
@@ -420,14 +441,7 @@ reward = 'Fb(file)'
     let file = file.to_str().expect("utf-8");
     assert_ok(&study(dir, &[file, "--results", "results"]), "study");
     let run = dir.join("results/qloc/runs/fb/seed-000");
-    let locate = |extra: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_rewardlab"))
-            .args(["locate", "--run", run.to_str().expect("utf-8"), "--instances", "eval.jsonl", "--repos", "repos"])
-            .args(extra)
-            .current_dir(dir)
-            .output()
-            .expect("rewardlab runs")
-    };
+    let locate = |extra: &[&str]| locate(dir, &run, extra);
     // Without the study file the checkpoint is not a proxy state, and the error says what to pass.
     let out = locate(&[]);
     assert!(!out.status.success());

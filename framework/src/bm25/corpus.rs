@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
@@ -76,9 +77,25 @@ pub trait FileIndex: Sized {
 #[derive(Debug, Default)]
 pub struct TermCache {
     blobs: Mutex<HashMap<gix::ObjectId, Option<Arc<BlobTerms>>>>,
+    /// Read a blob missing from the object store as a file without terms (counted) instead of
+    /// failing: [`TermCache::skipping_missing`].
+    skip_missing: bool,
+    missing: AtomicUsize,
 }
 
 impl TermCache {
+    /// A cache that reads a blob missing from the object store (an incomplete clone, a
+    /// repository snapshot without its largest files) as a file without terms, as a binary one,
+    /// and counts it ([`TermCache::missing`]), instead of failing the commit.
+    pub fn skipping_missing() -> Self {
+        TermCache { skip_missing: true, ..TermCache::default() }
+    }
+
+    /// Distinct blobs read as missing so far (only with [`TermCache::skipping_missing`]).
+    pub fn missing(&self) -> usize {
+        self.missing.load(Ordering::Relaxed)
+    }
+
     /// Distinct blobs read so far.
     pub fn len(&self) -> usize {
         self.blobs.lock().map_or(0, |b| b.len())
@@ -126,6 +143,10 @@ impl TermCache {
                 || shared.to_thread_local(),
                 |repository, &i| {
                     let entry = &entries[i];
+                    if self.skip_missing && !repository.has_object(entry.oid) {
+                        self.missing.fetch_add(1, Ordering::Relaxed);
+                        return Ok((entry.oid, None));
+                    }
                     let blob = repository.find_blob(entry.oid).map_err(|e| Bm25Error::Blob {
                         path: repo.to_path_buf(),
                         rev: rev.to_string(),

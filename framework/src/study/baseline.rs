@@ -81,12 +81,22 @@ pub fn bm25_tasks(
     k: usize,
     repo_dir: &dyn Fn(&str) -> PathBuf,
 ) -> Result<Vec<BaselineTask>, Bm25Error> {
+    bm25_tasks_cached(tasks, k, repo_dir, &TermCache::default())
+}
+
+/// [`bm25_tasks`] with the blobs' terms in `cache` (a [`TermCache::skipping_missing`] one reads
+/// blobs missing from the store as files without terms).
+pub fn bm25_tasks_cached(
+    tasks: &dyn TaskSource,
+    k: usize,
+    repo_dir: &dyn Fn(&str) -> PathBuf,
+    cache: &TermCache,
+) -> Result<Vec<BaselineTask>, Bm25Error> {
     let name = bm25_name(k);
-    let cache = TermCache::default();
     score_held_out(
         tasks,
         &name,
-        |task| Bm25Index::from_commit_cached(&repo_dir(&task.repo), &task.commit, Bm25Params::default(), &cache),
+        |task| Bm25Index::from_commit_cached(&repo_dir(&task.repo), &task.commit, Bm25Params::default(), cache),
         |index, task| index.top_k(&task.prompt, k).into_iter().map(|h| h.path).collect(),
     )
 }
@@ -121,16 +131,17 @@ pub fn heuristic_tasks(
 /// held-out order, as [`bm25_tasks`] and [`heuristic_tasks`] give them, from one reading of each
 /// commit: every blob is read and tokenized once for both (in parallel within a commit), then
 /// the commits are scored in parallel. `progress(done, total)` is called as commits finish
-/// (each commit counts twice: read, then scored).
+/// (each commit counts twice: read, then scored). `cache` holds the blobs' terms (a
+/// [`TermCache::skipping_missing`] one reads blobs missing from the store as files without terms).
 pub fn baseline_tasks(
     tasks: &dyn TaskSource,
     k: usize,
     params: HeuristicParams,
     repo_dir: &(dyn Fn(&str) -> PathBuf + Sync),
+    cache: &TermCache,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<(Vec<BaselineTask>, Vec<BaselineTask>), Bm25Error> {
     let (bm25, heuristic) = (bm25_name(k), heuristic_name(&params));
-    let cache = TermCache::default();
     let groups = held_out_groups(tasks);
     let total = 2 * groups.len();
     let done = AtomicUsize::new(0);

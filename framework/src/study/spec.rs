@@ -395,6 +395,11 @@ pub struct SandboxSpec {
     /// every other run at the same commit, and it is kept in the store for the study's next
     /// process (the same binary only); 0 turns it off.
     pub result_cache_mib: usize,
+    /// A blob missing from a repository's object store (an incomplete clone, a snapshot without
+    /// its largest files) is skipped by grep and counted in its notice, and read by the
+    /// baselines as a file without terms, instead of failing the grep and the study
+    /// (`Limits::skip_missing_blobs`). Off by default: a missing blob is an error.
+    pub skip_missing_blobs: bool,
 }
 
 impl Default for SandboxSpec {
@@ -405,6 +410,7 @@ impl Default for SandboxSpec {
             blob_cache_mib: options.blob_cache_bytes >> 20,
             grep_memo_mib: options.grep_memo_bytes >> 20,
             result_cache_mib: DEFAULT_RESULT_CACHE_MIB,
+            skip_missing_blobs: false,
         }
     }
 }
@@ -427,10 +433,12 @@ impl SandboxSpec {
         }
     }
 
-    /// The limits of the study's tool calls: the defaults, with this result cache bound.
+    /// The limits of the study's tool calls: the defaults, with this result cache bound and
+    /// missing-blob rule.
     pub fn limits(&self) -> rewardlab_sandbox::Limits {
         rewardlab_sandbox::Limits {
             result_cache_bytes: self.result_cache_mib.saturating_mul(1 << 20),
+            skip_missing_blobs: self.skip_missing_blobs,
             ..rewardlab_sandbox::Limits::default()
         }
     }

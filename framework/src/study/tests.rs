@@ -97,7 +97,7 @@ fn study_sandbox_table_sizes_the_store_and_rejects_unknown_keys() {
     );
 
     let text = format!(
-        "{HEAD}[sandbox]\nindex_mib = 1024\nblob_cache_mib = 0\ngrep_memo_mib = 3\nresult_cache_mib = 5\n{variant}"
+        "{HEAD}[sandbox]\nindex_mib = 1024\nblob_cache_mib = 0\ngrep_memo_mib = 3\nresult_cache_mib = 5\nskip_missing_blobs = true\n{variant}"
     );
     let study = parse(&text).expect("valid");
     let dir = tempfile::tempdir().expect("tempdir");
@@ -112,9 +112,16 @@ fn study_sandbox_table_sizes_the_store_and_rejects_unknown_keys() {
         (1 << 30, 0, 3 << 20, true)
     );
     assert_eq!(study.sandbox.limits().result_cache_bytes, 5 << 20);
+    assert!(study.sandbox.limits().skip_missing_blobs && !default.sandbox.limits().skip_missing_blobs);
 
     // A bound past the address space is "no bound", not an overflow.
-    let huge = SandboxSpec { index_mib: usize::MAX, blob_cache_mib: 1, grep_memo_mib: 1, result_cache_mib: 1 };
+    let huge = SandboxSpec {
+        index_mib: usize::MAX,
+        blob_cache_mib: 1,
+        grep_memo_mib: 1,
+        result_cache_mib: 1,
+        skip_missing_blobs: false,
+    };
     assert_eq!(huge.store_options().index_bytes, usize::MAX);
 
     let out = invalid(&format!("{HEAD}[sandbox]\nindex_mb = 1024\n{variant}"));
@@ -347,7 +354,9 @@ fn study_baselines_are_read_back_only_while_their_inputs_are_unchanged() {
     let held = tasks.held_out.len();
     assert_eq!(baseline::cached(study, &key, 2, &params, held), None, "nothing written yet");
 
-    let computed = baseline::baseline_tasks(&tasks, 2, params, &repo_dir, &|_, _| {}).expect("baselines");
+    let computed =
+        baseline::baseline_tasks(&tasks, 2, params, &repo_dir, &crate::bm25::TermCache::default(), &|_, _| {})
+            .expect("baselines");
     publish::write_baseline_tasks(study, &[computed.0.clone(), computed.1.clone()].concat()).expect("records");
     publish::write_text(study, baseline::CACHE_KEY_FILE, &key, "key").expect("key");
     assert_eq!(baseline::cached(study, &key, 2, &params, held).as_ref(), Some(&computed));

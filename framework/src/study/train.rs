@@ -87,6 +87,10 @@ pub trait Progress: Sync {
     fn baselines(&self, done: usize, total: usize) {
         let _ = (done, total);
     }
+    /// A line for the user that is neither progress nor an error (a count of what was skipped).
+    fn note(&self, line: &str) {
+        let _ = line;
+    }
 }
 
 /// Sees the steps of one run.
@@ -250,10 +254,27 @@ where
     {
         Some(records) => records,
         None => {
-            baseline::baseline_tasks(tasks.tasks.as_ref(), study.summary.bm25_k, params, &repo_dir, &|done, total| {
-                progress.baselines(done, total)
-            })
-            .map_err(TrainError::Baseline)?
+            let cache = if study.sandbox.skip_missing_blobs {
+                crate::bm25::TermCache::skipping_missing()
+            } else {
+                crate::bm25::TermCache::default()
+            };
+            let records = baseline::baseline_tasks(
+                tasks.tasks.as_ref(),
+                study.summary.bm25_k,
+                params,
+                &repo_dir,
+                &cache,
+                &|done, total| progress.baselines(done, total),
+            )
+            .map_err(TrainError::Baseline)?;
+            if cache.missing() > 0 {
+                progress.note(&format!(
+                    "baselines: {} blob(s) missing from the store read as files without terms ([sandbox] skip_missing_blobs)",
+                    cache.missing()
+                ));
+            }
+            records
         }
     };
     let rows = [

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-use rewardlab_framework::bm25::FileIndex;
+use rewardlab_framework::bm25::{FileIndex, TermCache};
 use rewardlab_framework::heuristic::{GrepHeuristic, HeuristicParams, issue_terms};
 
 fn run_git(dir: &Path, args: &[&str]) -> String {
@@ -139,6 +139,28 @@ fn from_commit_indexes_the_tree_and_answers_the_same() {
     let by_branch = GrepHeuristic::from_commit(dir, "refs/heads/main", HeuristicParams::default()).expect("by ref");
     assert_eq!(by_branch.len(), index.len());
     assert!(GrepHeuristic::from_commit(dir, "refs/heads/nope", HeuristicParams::default()).is_err());
+}
+
+#[test]
+fn a_blob_missing_from_the_store_fails_the_commit_unless_the_cache_skips_it() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    let head = commit_fixture(dir);
+    // A fresh commit's objects are loose, so one blob can be deleted (a snapshot without it).
+    let lost = run_git(dir, &["rev-parse", "HEAD:geometry/__init__.py"]);
+    let lost = lost.trim();
+    std::fs::remove_file(dir.join(".git/objects").join(&lost[..2]).join(&lost[2..])).expect("a loose object");
+    let strict = TermCache::default();
+    let err = strict.commit_files(dir, &head).expect_err("a missing blob is an error by default");
+    assert!(err.to_string().contains("geometry/__init__.py"), "{err}");
+    let skipping = TermCache::skipping_missing();
+    let files = skipping.commit_files(dir, &head).expect("skipped");
+    assert_eq!(skipping.missing(), 1);
+    let lost_file = files.iter().find(|f| f.path == "geometry/__init__.py").expect("still listed");
+    assert!(lost_file.terms.is_none(), "read as a file without terms");
+    let index = GrepHeuristic::from_files(&files, HeuristicParams::default());
+    assert!(!index.paths().iter().any(|p| p == "geometry/__init__.py"));
+    assert_eq!(index.locate("Calling `compute_overlap` on an empty frame"), ["geometry/overlap.py"]);
 }
 
 #[test]

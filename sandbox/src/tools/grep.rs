@@ -71,6 +71,7 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
     let mut candidates = 0usize;
     let mut binary = 0usize;
     let mut large = 0usize;
+    let mut missing = 0usize;
     let mut timed_out = false;
     for (i, entry) in tree.files().iter().enumerate() {
         if entry.kind == EntryKind::Symlink || !filter.as_ref().is_none_or(|f| f.matches(&entry.path)) {
@@ -134,6 +135,10 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
                 large += 1;
                 continue;
             }
+            Err(AccessError::MissingObject { .. }) if limits.skip_missing_blobs => {
+                missing += 1;
+                continue;
+            }
             Err(e @ AccessError::MissingObject { .. }) => {
                 return ToolResult::error(ErrorKind::MissingObject, format!("grep stopped: {e}"));
             }
@@ -171,6 +176,9 @@ pub(crate) fn run(tree: &Tree, args: &GrepArgs, limits: &Limits, deadline: Deadl
     }
     if large > 0 {
         out.note(format!("[skipped {} over {} bytes]", plural(large, "file", "files"), limits.max_grep_file_bytes));
+    }
+    if missing > 0 {
+        out.note(format!("[skipped {} missing from the repository store]", plural(missing, "file", "files")));
     }
     if timed_out {
         out.note(format!(

@@ -238,10 +238,9 @@ fn best_of_three(mut run: impl FnMut()) -> Duration {
         .expect("three runs")
 }
 
-/// A blob missing from the store (an incomplete clone) fails the calls that need it, only.
-#[test]
-fn a_missing_blob_fails_only_that_call() {
-    let fx = Fixture::new();
+/// A store whose `acme/holes` lacks the blob of `lost.py` (a loose object deleted from a bare
+/// clone); the blob's id.
+fn holed_store(fx: &Fixture) -> String {
     let src = fx.path("acme/holes");
     init(&src);
     write(&src, "present.py", "here = 1\n");
@@ -254,6 +253,15 @@ fn a_missing_blob_fails_only_that_call() {
     let lost = lost.trim();
     let object = mirror.join("objects").join(&lost[..2]).join(&lost[2..]);
     std::fs::remove_file(&object).expect("the blob is a loose object");
+    lost.to_owned()
+}
+
+/// A blob missing from the store (an incomplete clone) fails the calls that need it, only.
+#[test]
+fn a_missing_blob_fails_only_that_call() {
+    let fx = Fixture::new();
+    let lost = holed_store(&fx);
+    let lost = lost.as_str();
 
     let store = Arc::new(RepoStore::open(fx.path("store")).expect("store"));
     let sandbox = Sandbox::new(store.clone(), Limits::default());
@@ -276,4 +284,25 @@ fn a_missing_blob_fails_only_that_call() {
     // The worktree kind cannot check the commit out at all: an error for the caller, not a panic.
     assert!(store.repo("acme/holes").expect("adopted").tree("HEAD", TreeKind::Worktree).is_err());
     assert!(!store.trees_root().join("acme__holes.git").read_dir().map(|mut d| d.next().is_some()).unwrap_or(false));
+}
+
+/// With `skip_missing_blobs`, grep searches what the store has and says what it skipped; a read
+/// of the missing file still fails.
+#[test]
+fn grep_may_skip_a_missing_blob_and_say_so() {
+    let fx = Fixture::new();
+    holed_store(&fx);
+    let store = Arc::new(RepoStore::open(fx.path("store")).expect("store"));
+    let sandbox = Sandbox::new(store, Limits { skip_missing_blobs: true, ..Limits::default() });
+    let tree = sandbox.tree("acme/holes", "HEAD", TreeKind::View).expect("the tree objects are intact");
+    let results = sandbox.run_turn_blocking(
+        &tree,
+        &[
+            ToolCall::from_json(&json!({"tool": "grep", "args": {"pattern": "="}})).expect("valid"),
+            ToolCall::from_json(&json!({"tool": "read", "args": {"path": "lost.py"}})).expect("valid"),
+        ],
+    );
+    assert_eq!(results[0].status, Status::Ok, "{}", results[0].output);
+    assert_eq!(results[0].output, "present.py:1:here = 1\n[skipped 1 file missing from the repository store]");
+    assert_eq!(results[1].status, Status::Error(ErrorKind::MissingObject), "{}", results[1].output);
 }

@@ -16,6 +16,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use rewardlab_framework::bm25::TermCache;
 use rewardlab_framework::engine::checkpoint::{checkpoint_config, read_policy_state};
 use rewardlab_framework::engine::greedy::run_episodes;
 use rewardlab_framework::engine::{EngineConfig, EngineTask, latest_checkpoint};
@@ -59,6 +60,12 @@ pub struct LocateArgs {
     /// Where worktrees and links go (default: a temporary directory, removed afterwards).
     #[arg(long)]
     store: Option<PathBuf>,
+    /// Skip files whose blob is missing from a repository (an incomplete clone, a snapshot
+    /// without its largest files): grep says how many it skipped and BM25 reads them as files
+    /// without terms, as a study's `[sandbox] skip_missing_blobs = true` does. Without it, such
+    /// a grep fails and so does BM25.
+    #[arg(long)]
+    skip_missing_blobs: bool,
 }
 
 pub fn run(args: LocateArgs) -> Result<u8> {
@@ -87,7 +94,8 @@ pub fn run(args: LocateArgs) -> Result<u8> {
     };
     let prepared = study::prepare_instances(&args.instances, &args.repos, &store_dir)?;
     let tasks = prepared.tasks.tasks().to_vec();
-    let sandbox = Sandbox::new(prepared.store.clone(), Limits::default());
+    let limits = Limits { skip_missing_blobs: args.skip_missing_blobs, ..Limits::default() };
+    let sandbox = Sandbox::new(prepared.store.clone(), limits);
     let started = std::time::Instant::now();
     let Some(checkpoint) = checkpoint else {
         eprintln!("locating {} instance(s) with an untrained proxy policy", tasks.len());
@@ -137,7 +145,8 @@ fn finish(
 ) -> Result<u8> {
     let seconds = started.elapsed().as_secs_f64();
     let repo_dir = |repo: &str| prepared.repo_dirs.get(repo).cloned().unwrap_or_else(|| repo.into());
-    let bm25 = locate::bm25_predictions(tasks, args.bm25_k, &repo_dir)?;
+    let cache = if args.skip_missing_blobs { TermCache::skipping_missing() } else { TermCache::default() };
+    let bm25 = locate::bm25_predictions(tasks, args.bm25_k, &repo_dir, &cache)?;
     if let Some(out) = &args.out {
         write_jsonl(out, &policy)?;
     }

@@ -88,6 +88,10 @@ impl Progress for Bars {
         self.overall.inc(1);
     }
 
+    fn note(&self, line: &str) {
+        self.multi.suspend(|| eprintln!("{line}"));
+    }
+
     fn baselines(&self, done: usize, total: usize) {
         let mut bar = self.baselines.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let bar = bar.get_or_insert_with(|| {
