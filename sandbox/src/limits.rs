@@ -46,7 +46,9 @@ pub struct Limits {
     /// `grep` skips a file whose blob is missing from the object store (an incomplete clone, a
     /// snapshot without its largest files) and says how many it skipped, as it does for files
     /// over [`Limits::max_grep_file_bytes`]; off (the default), such a grep fails with
-    /// `missing_object`. A `read` of such a file fails either way.
+    /// `missing_object`. A `read` of such a file fails either way. A grep that skipped files is
+    /// an ordinary result and is cached as one (its notice says what it skipped): the store is
+    /// taken not to gain or lose objects under a study.
     pub skip_missing_blobs: bool,
 }
 
