@@ -31,7 +31,8 @@
 #   each repository's mined tasks is held out (the protocol for proxy changes, README "Session 7");
 #   the Lite file then only says which repositories take part
 #   DEV_PR=25 judges on a pull-request split instead of Lite: the newest 25 merged pull requests
-#   mined from each repository become the evaluation instances (`[eval]`, SWE-bench-style rows in
+#   mined from each repository (with at most MAX_FILES target files; every mining cache under
+#   OUT_DIR/real/cache pooled, each commit once) become the evaluation instances (`[eval]`, SWE-bench-style rows in
 #   OUT_DIR/dev-pr.jsonl: the PR's title and body as the issue, its first-parent diff restricted to
 #   the mined target files as the gold patch), and the leakage rule drops the training tasks that
 #   descend from their bases and touch their files, exactly as for Lite

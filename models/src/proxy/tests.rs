@@ -505,13 +505,7 @@ fn names_defined_in_read_files_become_grep_candidates() {
     let off = ProxyPolicy::default();
     let mut episode = off.begin(&task, Sampling::Greedy, 0).expect("begin");
     let read = ToolCall::Read(rewardlab_sandbox::ReadArgs { path: TARGET.into(), start: None, end: None });
-    episode.pending.push(episode::Candidate {
-        kind: episode::CallKind::ReadSeen,
-        call: read.clone(),
-        term: None,
-        seen: None,
-    });
-    episode.observe(&[run(&read)]);
+    observe_call(&mut episode, episode::CallKind::ReadSeen, read.clone(), None, run(&read));
     assert!(episode.text_candidates.iter().all(|c| c.kind != episode::CallKind::GrepResultName), "off by default");
     let policy = ProxyPolicy::new(ProxyConfig { mine_result_names: true, ..ProxyConfig::default() });
     let mut episode = policy.begin(&task, Sampling::Greedy, 0).expect("begin");
@@ -539,6 +533,27 @@ fn names_defined_in_read_files_become_grep_candidates() {
 /// Feeds one call and its simulated result into `episode` as if the policy had made it.
 fn feed(episode: &mut ProxyEpisode, kind: episode::CallKind, call: ToolCall, term: Option<usize>) {
     let result = run(&call);
+    observe_call(episode, kind, call, term, result);
+}
+
+/// `result` as the sandbox returns it when the output limit cut `more` lines (40 characters each).
+fn cut_at_limit(mut result: ToolResult, more: usize) -> ToolResult {
+    let chars = 40 * more;
+    result.output.push_str(&format!(
+        "\n[output cut at 4096 characters: {more} more lines ({chars} characters) not shown; narrow]"
+    ));
+    result.status = Status::Truncated;
+    result
+}
+
+/// Hands `result` to `episode` as what calling `call` (a candidate of `kind`, for `term`) returned.
+fn observe_call(
+    episode: &mut ProxyEpisode,
+    kind: episode::CallKind,
+    call: ToolCall,
+    term: Option<usize>,
+    result: ToolResult,
+) {
     episode.pending.push(episode::Candidate { kind, call, term, seen: None });
     episode.observe(&[result]);
 }
@@ -638,13 +653,7 @@ fn definition_greps_find_the_file_that_defines_an_issue_name() {
         output: "pkg/printing/latex.py:7:def latex(expr):".into(),
         entities: vec![rewardlab_sandbox::Entity::Line { path: "pkg/printing/latex.py".into(), line: 7 }],
     };
-    latex.pending.push(episode::Candidate {
-        kind: episode::CallKind::GrepWord,
-        call: grep("latex"),
-        term: None,
-        seen: None,
-    });
-    latex.observe(&[hit]);
+    observe_call(&mut latex, episode::CallKind::GrepWord, grep("latex"), None, hit);
     assert!(latex.seen[0].defines.contains("latex"), "{:?}", latex.seen[0]);
     let phi = features::file_features(&latex, &latex.seen[0], 0);
     assert!(phi.contains(&(17, 1.0)), "a title name");
@@ -677,13 +686,13 @@ fn a_module_level_definition_outranks_methods_of_the_same_name_when_switched_on(
     let run = |config: ProxyConfig, turns: &[&[(&str, u64, &str)]]| {
         let mut episode = ProxyEpisode::new(issue, ChaCha8Rng::seed_from_u64(0), None, config);
         for lines in turns {
-            episode.pending.push(episode::Candidate {
-                kind: episode::CallKind::GrepDefinition,
-                call: grep("(?:def|class) MatrixSymbol\\b"),
-                term: None,
-                seen: None,
-            });
-            episode.observe(&[hits(lines)]);
+            observe_call(
+                &mut episode,
+                episode::CallKind::GrepDefinition,
+                grep("(?:def|class) MatrixSymbol\\b"),
+                None,
+                hits(lines),
+            );
         }
         let defines = |path: &str| episode.seen[episode.seen_index[path]].defines.clone();
         (defines(handler.0), defines(class.0), defines(method.0))
@@ -724,17 +733,9 @@ fn rarity_weights_follow_how_many_lines_a_grep_hit_including_cut_ones() {
     assert!(timer.rarity_max > client.rarity_max && timer.rarity_sum > timer.rarity_max, "{timer:?} {client:?}");
     assert!(timer.rare_hit && !client.rare_hit, "budget hits more than three files");
     // A result cut at the output limit weighs as many lines as it hit, shown or not.
-    let mut cut = run(&grep("budget"));
-    cut.output.push_str("\n[output cut at 4096 characters: 500 more lines (20000 characters) not shown; narrow]");
-    cut.status = rewardlab_sandbox::Status::Truncated;
+    let cut = cut_at_limit(run(&grep("budget")), 500);
     let mut again = ProxyPolicy::default().begin(&task, Sampling::Greedy, 0).expect("begin");
-    again.pending.push(episode::Candidate {
-        kind: episode::CallKind::GrepWord,
-        call: grep("budget"),
-        term: Some(common),
-        seen: None,
-    });
-    again.observe(&[cut]);
+    observe_call(&mut again, episode::CallKind::GrepWord, grep("budget"), Some(common), cut);
     let cut_client = &again.seen[again.seen_index["acme/cache/client.py"]];
     assert!(cut_client.rarity_max < client.rarity_max, "{} vs {}", cut_client.rarity_max, client.rarity_max);
     assert!(again.term_rarity["budget"] < episode.term_rarity["budget"]);
@@ -916,13 +917,7 @@ fn files_that_are_not_source_code_are_marked_and_ranked_last_by_the_prior() {
         output,
         entities: paths.iter().map(|p| rewardlab_sandbox::Entity::Line { path: (*p).into(), line: 3 }).collect(),
     };
-    episode.pending.push(episode::Candidate {
-        kind: episode::CallKind::GrepIdentifier,
-        call: grep("frobnicate"),
-        term: Some(0),
-        seen: None,
-    });
-    episode.observe(&[result]);
+    observe_call(&mut episode, episode::CallKind::GrepIdentifier, grep("frobnicate"), Some(0), result);
     for (i, path) in paths.iter().enumerate() {
         let phi = features::file_features(&episode, &episode.seen[i], i);
         let marked = phi.iter().any(|&(j, x)| j == features::FILE_NOT_SOURCE && x == 1.0);
@@ -947,17 +942,17 @@ fn files_that_are_not_source_code_are_marked_and_ranked_last_by_the_prior() {
     }
     // With no source file seen, the answer still names what was seen.
     let mut no_code = ProxyEpisode::new(issue, ChaCha8Rng::seed_from_u64(0), None, *code_only.config());
-    no_code.pending.push(episode::Candidate {
-        kind: episode::CallKind::GrepIdentifier,
-        call: grep("x"),
-        term: Some(0),
-        seen: None,
-    });
-    no_code.observe(&[ToolResult {
-        status: Status::Ok,
-        output: "CHANGELOG.rst:3:frobnicate()\n".into(),
-        entities: vec![rewardlab_sandbox::Entity::Line { path: "CHANGELOG.rst".into(), line: 3 }],
-    }]);
+    observe_call(
+        &mut no_code,
+        episode::CallKind::GrepIdentifier,
+        grep("x"),
+        Some(0),
+        ToolResult {
+            status: Status::Ok,
+            output: "CHANGELOG.rst:3:frobnicate()\n".into(),
+            entities: vec![rewardlab_sandbox::Entity::Line { path: "CHANGELOG.rst".into(), line: 3 }],
+        },
+    );
     let Answer::Structured { files, .. } = code_only.answer(&mut no_code) else { panic!("structured") };
     assert_eq!(files, ["CHANGELOG.rst"]);
 }
@@ -977,16 +972,8 @@ fn a_cut_grep_is_offered_again_over_source_files_only() {
             .collect()
     };
     let cut_budget = |episode: &mut ProxyEpisode, term: usize| {
-        let mut cut = run(&grep("budget"));
-        cut.output.push_str("\n[output cut at 4096 characters: 300 more lines (12000 characters) not shown; narrow]");
-        cut.status = Status::Truncated;
-        episode.pending.push(episode::Candidate {
-            kind: episode::CallKind::GrepWord,
-            call: grep("budget"),
-            term: Some(term),
-            seen: None,
-        });
-        episode.observe(&[cut]);
+        let cut = cut_at_limit(run(&grep("budget")), 300);
+        observe_call(episode, episode::CallKind::GrepWord, grep("budget"), Some(term), cut);
     };
     let mut episode = ProxyPolicy::default().begin(&task, Sampling::Greedy, 0).expect("begin");
     let budget = episode.terms.iter().position(|t| t.text == "budget").expect("an issue term");
@@ -1026,22 +1013,15 @@ fn a_cut_that_hid_every_source_file_is_repeated_over_every_source_extension_and_
     // extension to restrict to.
     let docs_only = |episode: &mut ProxyEpisode| {
         let term = episode.terms.iter().position(|t| t.text == "budget").expect("an issue term");
-        episode.pending.push(episode::Candidate {
-            kind: episode::CallKind::GrepWord,
-            call: grep("budget"),
-            term: Some(term),
-            seen: None,
-        });
-        episode.observe(&[ToolResult {
-            status: Status::Truncated,
-            output: "CHANGELOG.rst:3:budget\ndocs/budget.md:1:budget\n\
-                     [output cut at 4096 characters: 300 more lines (12000 characters) not shown; narrow]"
-                .into(),
+        let shown = ToolResult {
+            status: Status::Ok,
+            output: "CHANGELOG.rst:3:budget\ndocs/budget.md:1:budget".into(),
             entities: ["CHANGELOG.rst:3", "docs/budget.md:1"]
                 .iter()
                 .map(|e| rewardlab_sandbox::Entity::parse(e))
                 .collect(),
-        }]);
+        };
+        observe_call(episode, episode::CallKind::GrepWord, grep("budget"), Some(term), cut_at_limit(shown, 300));
     };
     let repeat = |episode: &ProxyEpisode| {
         episode.text_candidates.iter().find(|c| c.kind == episode::CallKind::GrepSource).cloned()
@@ -1070,15 +1050,8 @@ fn a_cut_that_hid_every_source_file_is_repeated_over_every_source_extension_and_
     let mut shown = on.begin(&task, Sampling::Greedy, 0).expect("begin");
     feed(&mut shown, episode::CallKind::GrepIdentifier, grep("RetryPolicy"), None);
     let budget = shown.terms.iter().position(|t| t.text == "budget").expect("an issue term");
-    let mut cut = run(&grep("budget"));
-    cut.output.push_str("\n[output cut at 4096 characters: 300 more lines (12000 characters) not shown; narrow]");
-    shown.pending.push(episode::Candidate {
-        kind: episode::CallKind::GrepWord,
-        call: grep("budget"),
-        term: Some(budget),
-        seen: None,
-    });
-    shown.observe(&[cut]);
+    let cut = cut_at_limit(run(&grep("budget")), 300);
+    observe_call(&mut shown, episode::CallKind::GrepWord, grep("budget"), Some(budget), cut);
     let candidate = repeat(&shown).expect("repeated");
     assert!(!features::call_features(&shown, &candidate).iter().any(|&(i, _)| i == hidden));
     // Off (the default): nothing to repeat before a source file is seen.
