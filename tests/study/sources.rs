@@ -98,6 +98,37 @@ fn study_commits_source_checks_and_trains() {
     check_and_train(tmp.path(), file.to_str().expect("utf-8"), "mined");
 }
 
+/// A commits source over a snapshot that lacks a blob: the study stops naming the commit, unless
+/// `[sandbox] skip_missing_blobs` lets the miner skip it, which `study check` reports.
+#[test]
+fn study_commits_source_skips_a_commit_whose_blob_is_missing_only_when_asked() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let fixes = widgets_repo(dir);
+    let repo = dir.join("widgets");
+    let path = repo.join("src/render.py");
+    fs::write(&path, fs::read_to_string(&path).expect("read").replace("return x + 7", "return x - 7")).expect("write");
+    git(&repo, &["commit", "-q", "-am", "Round the rendered width down to whole cells"]);
+    // A bare snapshot (the store links a bare repository instead of cloning it) without the
+    // parser module as imported, which only the first fix's diff reads.
+    git(dir, &["clone", "-q", "--bare", "widgets", "widgets.git"]);
+    let blob = git(&repo, &["rev-parse", &format!("{}:src/parser.py", fixes[0].0)]).trim().to_owned();
+    fs::remove_file(dir.join("widgets.git/objects").join(&blob[..2]).join(&blob[2..])).expect("a loose object");
+
+    let tasks = "[tasks]\nsource = \"commits\"\nrepo = \"widgets.git\"";
+    let strict = write(dir, "strict.toml", &study_file(tasks));
+    let out = study(dir, &["check", strict.to_str().expect("utf-8")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("diffing commit {}", fixes[0].1)), "{err}");
+
+    let lenient = write(dir, "lenient.toml", &(study_file(tasks) + "\n[sandbox]\nskip_missing_blobs = true\n"));
+    let out = study(dir, &["check", lenient.to_str().expect("utf-8")]);
+    assert_ok(&out, "study check");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("2 commit(s), 0 pull request(s); 1 commit(s) skipped for objects missing"), "{report}");
+}
+
 #[test]
 fn study_swebench_source_checks_and_trains_from_a_repos_directory() {
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -45,8 +45,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rewardlab_rewards::tasks::{
-    CommitError, EvalCommit, LeakageError, MineStats, RepoRef, Task, TaskKind, TrainChange, find_leaks, load_swebench,
-    mine_cached,
+    CommitError, CommitOptions, EvalCommit, LeakageError, MineStats, RepoRef, Task, TaskKind, TrainChange, find_leaks,
+    load_swebench, mine_cached,
 };
 use rewardlab_sandbox::{RepoStore, StoreOptions, component_store_name, local_mirror_name, mirror_name};
 
@@ -252,6 +252,12 @@ impl TaskReport {
                     ));
                 }
                 text.push_str(&format!(": {} commit(s), {} pull request(s)", s.commits, s.pull_requests));
+                if stats.missing_objects > 0 {
+                    text.push_str(&format!(
+                        "; {} commit(s) skipped for objects missing from the repository",
+                        stats.missing_objects
+                    ));
+                }
             }
             text + "\n"
         };
@@ -330,11 +336,11 @@ pub fn prepare_tasks(study: &Study, study_dir: &Path) -> Result<PreparedTasks, T
     };
     for (i, source) in study.tasks.iter().enumerate() {
         let fraction = if with_eval { 0.0 } else { source.held_out_fraction() };
-        let loaded = load_source(source, &name_of(i), fraction, study_dir)?;
+        let loaded = load_source(source, &name_of(i), fraction, study_dir, study.sandbox.skip_missing_blobs)?;
         report.sources.push(append(loaded, &mut all));
     }
     if let Some(eval) = &study.eval {
-        let loaded = load_source(eval, "eval", 1.0, study_dir)?;
+        let loaded = load_source(eval, "eval", 1.0, study_dir, study.sandbox.skip_missing_blobs)?;
         report.eval = Some(append(loaded, &mut all));
     }
     if with_eval {
@@ -375,7 +381,7 @@ pub fn prepare_instances(jsonl: &Path, repos: &Path, store_dir: &Path) -> Result
     let store = open_store(store_dir, SandboxSpec::default().store_options())?;
     let source =
         TaskSpec::Swebench { path: jsonl.to_owned(), repos: repos.to_owned(), seed: 0, held_out_fraction: None };
-    let loaded = load_source(&source, "instances", 1.0, store_dir)?;
+    let loaded = load_source(&source, "instances", 1.0, store_dir, false)?;
     let mut all = loaded.tasks;
     let repo_dirs = link_repositories(&mut all, &store)?;
     check_commits(&all, &store)?;
@@ -393,7 +399,15 @@ fn open_store(root: &Path, options: StoreOptions) -> Result<RepoStore, TaskError
     })
 }
 
-fn load_source(source: &TaskSpec, name: &str, fraction: f64, study_dir: &Path) -> Result<Loaded, TaskError> {
+/// One source's tasks; `skip_missing_objects` (the study's `[sandbox] skip_missing_blobs`) lets
+/// a commits source skip the commits whose diff needs an object the repository lacks.
+fn load_source(
+    source: &TaskSpec,
+    name: &str,
+    fraction: f64,
+    study_dir: &Path,
+    skip_missing_objects: bool,
+) -> Result<Loaded, TaskError> {
     let set_error = |source| TaskError::TaskSet { source_name: name.to_owned(), source };
     match source {
         TaskSpec::Synthetic { .. } => {
@@ -439,16 +453,23 @@ fn load_source(source: &TaskSpec, name: &str, fraction: f64, study_dir: &Path) -
                 .collect();
             Ok(Loaded { tasks: sourced, train: set.train, held_out: set.held_out, report })
         }
-        TaskSpec::Commits(spec) => commit_source(spec, name, fraction, study_dir),
+        TaskSpec::Commits(spec) => commit_source(spec, name, fraction, study_dir, skip_missing_objects),
     }
 }
 
-fn commit_source(spec: &CommitsSpec, name: &str, fraction: f64, study_dir: &Path) -> Result<Loaded, TaskError> {
+fn commit_source(
+    spec: &CommitsSpec,
+    name: &str,
+    fraction: f64,
+    study_dir: &Path,
+    skip_missing_objects: bool,
+) -> Result<Loaded, TaskError> {
     let repo = fs::canonicalize(&spec.repo)
         .map_err(io(|| format!("{name}: the commits source's repository {}", spec.repo.display())))?;
     let store_name = preferred_name(&spec.repo)?;
     // The dates were checked when the study was loaded.
     let options = spec.options().map_err(|message| TaskError::NoTraining { why: format!("{name}.{message}") })?;
+    let options = CommitOptions { skip_missing_objects, ..options };
     let cache = study_dir.join(MINED_CACHE_DIR);
     let mined = mine_cached(&repo, &options, &cache).map_err(|source| TaskError::Mining {
         source_name: name.to_owned(),

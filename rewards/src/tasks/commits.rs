@@ -103,6 +103,12 @@ pub struct CommitOptions {
     pub allow_added_files: bool,
     /// Plain commits, pull requests, or both.
     pub kinds: TaskKinds,
+    /// Skip (and count in [`MineStats::missing_objects`]) a commit whose diff needs an object
+    /// the repository lacks (a snapshot without its largest files, an incomplete clone) instead
+    /// of failing the mining. Off by default: a missing object is an error. Left out of the
+    /// cache key while off, so the caches mined before the option existed stay valid.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub skip_missing_objects: bool,
     /// Threads that diff commits; 0 means the machine's available parallelism.
     #[serde(skip)]
     pub threads: usize,
@@ -133,6 +139,7 @@ impl Default for CommitOptions {
             exclude_paths: Vec::new(),
             allow_added_files: false,
             kinds: TaskKinds::Commits,
+            skip_missing_objects: false,
             threads: 0,
         }
     }
@@ -216,6 +223,10 @@ pub struct MineStats {
     pub too_many_files: usize,
     /// Added a target file.
     pub added_files: usize,
+    /// Needed an object missing from the repository (only with
+    /// [`CommitOptions::skip_missing_objects`]; otherwise such a commit fails the mining).
+    #[serde(default)]
+    pub missing_objects: usize,
     /// True when the tasks were read from the cache and no history was walked.
     pub from_cache: bool,
 }
@@ -369,6 +380,7 @@ enum Skip {
     TooFewFiles,
     TooManyFiles,
     AddedFile,
+    MissingObject,
 }
 
 pub(crate) fn mine_range(
@@ -462,6 +474,7 @@ pub(crate) fn mine_range(
                 Err(Skip::TooFewFiles) => stats.too_few_files += 1,
                 Err(Skip::TooManyFiles) => stats.too_many_files += 1,
                 Err(Skip::AddedFile) => stats.added_files += 1,
+                Err(Skip::MissingObject) => stats.missing_objects += 1,
             }
         }
         if tasks.len() >= options.max_tasks {
@@ -569,13 +582,55 @@ fn diff_candidate(
     options: &CommitOptions,
     filter: &PathFilter,
 ) -> Outcome {
-    let commit = repo.find_commit(candidate.id)?;
-    let parent = repo.find_commit(candidate.base)?;
-    let old_tree = parent.tree()?;
-    let new_tree = commit.tree()?;
+    match diff_targets(repo, candidate, options, filter) {
+        Err(_) if options.skip_missing_objects && lacks_objects(repo, candidate) => Ok(Err(Skip::MissingObject)),
+        outcome => outcome,
+    }
+}
+
+/// The targets of a candidate's change (renames tracked), or why it is filtered out.
+fn diff_targets(
+    repo: &gix::Repository,
+    candidate: &Candidate,
+    options: &CommitOptions,
+    filter: &PathFilter,
+) -> Outcome {
+    let (old_tree, new_tree) = trees(repo, candidate)?;
     let opts = gix::diff::Options::default().with_rewrites(Some(gix::diff::Rewrites::default()));
     let changes = repo.diff_tree_to_tree(&old_tree, &new_tree, opts)?;
     commit_targets(repo, &changes, options, filter)
+}
+
+/// The trees of a candidate's parent and commit.
+fn trees<'repo>(
+    repo: &'repo gix::Repository,
+    candidate: &Candidate,
+) -> Result<(gix::Tree<'repo>, gix::Tree<'repo>), gix::Error> {
+    let old = repo.find_commit(candidate.base)?.tree()?;
+    let new = repo.find_commit(candidate.id)?.tree()?;
+    Ok((old, new))
+}
+
+/// Whether a commit whose diff failed lacks an object: one of its or its parent's commit or tree
+/// objects, or a blob the change touches (the tree diff without rename tracking reads no blob).
+fn lacks_objects(repo: &gix::Repository, candidate: &Candidate) -> bool {
+    use gix::object::tree::diff::ChangeDetached as Change;
+    let Ok((old, new)) = trees(repo, candidate) else { return true };
+    let Ok(changes) = repo.diff_tree_to_tree(&old, &new, gix::diff::Options::default()) else { return true };
+    changes.iter().any(|change| {
+        let ids = match change {
+            Change::Addition { id, entry_mode, .. } | Change::Deletion { id, entry_mode, .. } => {
+                (entry_mode.is_blob().then_some(*id), None)
+            }
+            Change::Modification { previous_id, id, entry_mode, previous_entry_mode, .. } => {
+                (previous_entry_mode.is_blob().then_some(*previous_id), entry_mode.is_blob().then_some(*id))
+            }
+            Change::Rewrite { source_id, id, entry_mode, .. } => {
+                (entry_mode.is_blob().then_some(*source_id), entry_mode.is_blob().then_some(*id))
+            }
+        };
+        [ids.0, ids.1].into_iter().flatten().any(|id| !repo.has_object(id))
+    })
 }
 
 /// Targets of one commit's changes, or why the commit is filtered out.
@@ -721,6 +776,11 @@ fn explain_empty(stats: &MineStats, options: &CommitOptions) -> (String, String)
         ),
         (stats.too_many_files, format!("over {} target files", options.max_files), "raise `max_files`".to_string()),
         (stats.added_files, "added a target file".to_string(), "set `allow_added_files`".to_string()),
+        (
+            stats.missing_objects,
+            "needed an object missing from the repository".to_string(),
+            "mine a complete clone of the repository".to_string(),
+        ),
     ];
     let summary: Vec<String> =
         counts.iter().filter(|(n, _, _)| *n > 0).map(|(n, what, _)| format!("{n} {what}")).collect();

@@ -429,3 +429,27 @@ fn walk_files(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+#[test]
+fn a_commit_whose_blob_is_missing_fails_the_mining_unless_it_is_skipped_and_counted() {
+    let fx = build();
+    let complete = mine(&fx.dir, &options()).expect("mining works");
+    // A snapshot without one blob: the core module as `edit` left it (`typo`, which replaces it,
+    // is no task: its message is trivial, so it is never diffed).
+    let blob = git(&fx.dir, &["rev-parse", &format!("{}:pkg/core.py", fx.id("edit"))]).trim().to_string();
+    let (fan, rest) = blob.split_at(2);
+    std::fs::remove_file(fx.dir.join(".git/objects").join(fan).join(rest)).expect("the blob is a loose object");
+
+    let err = mine(&fx.dir, &options()).expect_err("a missing blob fails the mining by default");
+    let text = format!("{err:#}");
+    assert!(
+        matches!(err, CommitError::Git { .. }) && text.contains(&format!("diffing commit {}", fx.id("edit"))),
+        "{text}"
+    );
+
+    let skipping = mine(&fx.dir, &CommitOptions { skip_missing_objects: true, ..options() }).expect("skips");
+    assert_eq!(skipping.stats.missing_objects, 1, "{:?}", skipping.stats);
+    let others: Vec<MinedTask> = complete.tasks.iter().filter(|t| fx.name_of(&t.commit) != "edit").cloned().collect();
+    assert_eq!(others.len() + 1, complete.tasks.len(), "`edit` was a task");
+    assert_eq!(skipping.tasks, others, "every other task is mined as before");
+}
