@@ -40,11 +40,19 @@
 #   either kind (pull requests and commits) whose text has at least this many words instead: a
 #   split whose issues read longer, as Lite's do (median 111 words; the pull-request split's
 #   median is 9, mostly a title)
+#   TRAIN_BEFORE_EVAL=1 (Lite only) mines each repository from its newest Lite instance's base
+#   commit (`rev = "<sha>"`) instead of HEAD: history of the evaluation's own era, none after it
+#   (the README's session 31 row; add SANDBOX="skip_missing_blobs = true" for a snapshot that
+#   lacks objects)
 set -euo pipefail
 
 mirrors=$(cd "${1:?usage: $0 MIRRORS_DIR [OUT_DIR]}" && pwd)
 if [ -n "${DEV:-}" ] && [ -n "${DEV_PR:-}" ]; then
   echo "DEV and DEV_PR are two development splits: set one" >&2
+  exit 2
+fi
+if [ -n "${TRAIN_BEFORE_EVAL:-}" ] && { [ -n "${DEV:-}" ] || [ -n "${DEV_PR:-}" ]; }; then
+  echo "TRAIN_BEFORE_EVAL mines up to the Lite instances' bases: it does not go with DEV or DEV_PR" >&2
   exit 2
 fi
 out=${2:-results-real}
@@ -81,6 +89,20 @@ PY
 
 study=$out/real.toml
 evalfile=eval.jsonl
+# `rev = "<sha>"`: the base commit of REPO's newest Lite instance (by committer time).
+newest_base() {
+  python3 - "$out/eval.jsonl" "$mirrors" "$1" <<'PY'
+import json, os, subprocess, sys
+rows, mirrors, repo = sys.argv[1], sys.argv[2], sys.argv[3]
+git_dir = os.path.join(mirrors, repo.replace("/", "__") + ".git")
+bases = {json.loads(line)["base_commit"] for line in open(rows) if json.loads(line)["repo"] == repo}
+def time(sha):
+    out = subprocess.run(["git", "--git-dir", git_dir, "show", "-s", "--format=%ct", sha],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out)
+print(f'rev = "{max(sorted(bases), key=time)}"')
+PY
+}
 write_study() {
 {
   echo "name = \"real\""
@@ -92,6 +114,7 @@ write_study() {
 [[tasks]]
 source = "commits"
 repo = "$mirrors/${repo/\//__}.git"
+$(if [ -n "${TRAIN_BEFORE_EVAL:-}" ]; then newest_base "$repo"; fi)
 kinds = "${KINDS:-both}"
 max_tasks = ${MAX_TASKS:-600}
 max_files = ${MAX_FILES:-1}
