@@ -235,6 +235,15 @@ impl BlobCache {
     }
 }
 
+/// A freshly inflated blob's content for the cache. Copied out rather than taken
+/// (`Blob::take_data`), so that dropping gix's blob hands its buffer back to the repository
+/// handle's free list and the next blob that handle inflates reuses it: taking it left every
+/// inflation a fresh allocation, whose pages the kernel faulted in and zeroed first (in a first
+/// Lite process, `clear_page_erms` fell from 7.1% of the samples to 0.4%).
+pub(crate) fn inflated(blob: gix::Blob<'_>) -> Arc<[u8]> {
+    Arc::from(blob.data.as_slice())
+}
+
 /// Counts one lookup of a sharer ([`Counters`]).
 fn bump(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);

@@ -521,7 +521,7 @@ fn build_entry(
         if size > MAX_INDEXED_BLOB {
             return Err(Some(size));
         }
-        Ok(Arc::from(repo.find_blob(id).map_err(|_| None)?.take_data()))
+        Ok(crate::blob_cache::inflated(repo.find_blob(id).map_err(|_| None)?))
     });
     let blob = match loaded {
         Ok(blob) => blob,

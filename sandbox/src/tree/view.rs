@@ -16,7 +16,7 @@ use gix::{ObjectId, objs::tree::EntryKind as GitKind};
 
 use super::{AccessError, EntryKind, FileEntry, Reader};
 use crate::{
-    blob_cache::Blob,
+    blob_cache::{Blob, inflated},
     error::Error,
     grep_memo::GrepMemo,
     index::{BlobEntry, ContentIndex},
@@ -257,7 +257,7 @@ impl View {
             if size > max_bytes {
                 return Err(too_large(size));
             }
-            Ok(Arc::from(repo.find_blob(id).map_err(missing)?.take_data()))
+            Ok(inflated(repo.find_blob(id).map_err(missing)?))
         })?;
         // A blob another caller loaded (or cached) under a larger cap than this one's.
         let size = blob.data.len() as u64;
