@@ -95,7 +95,8 @@ newest_base() {
 import json, os, subprocess, sys
 rows, mirrors, repo = sys.argv[1], sys.argv[2], sys.argv[3]
 git_dir = os.path.join(mirrors, repo.replace("/", "__") + ".git")
-bases = {json.loads(line)["base_commit"] for line in open(rows) if json.loads(line)["repo"] == repo}
+instances = [json.loads(line) for line in open(rows)]
+bases = {i["base_commit"] for i in instances if i["repo"] == repo}
 def time(sha):
     out = subprocess.run(["git", "--git-dir", git_dir, "show", "-s", "--format=%ct", sha],
                          capture_output=True, text=True, check=True).stdout
