@@ -70,11 +70,14 @@ static inline double rl_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
    check vectorises without packing compare masks. */
 static inline long long rl_bad(double x) { return !(fabs(x) <= DBL_MAX); }
 
-/* x / n over a group of n rows. When n is a power of two its reciprocal is
-   exact, so x * (1 / n) is the same value as x / n, and the division leaves
-   the chain of dependent operations each group's statistics wait on. */
-static inline double rl_over_n(double x, size_t n) {
-    return (n & (n - 1)) == 0 ? x * (1.0 / (double)n) : x / (double)n;
+/* x / n over a group of n rows, given inv = 1 / n. When n is a power of two
+   its reciprocal is exact, so x * inv is the same value as x / n, and the
+   division leaves the chain of dependent operations each group's statistics
+   wait on. The kernel computes inv once per run of groups of one size
+   (RL_INV_N), not per group: a division per group value kept the divider,
+   which sqrt and every row's division share, busy for nothing. */
+static inline double rl_over_n(double x, size_t n, double inv) {
+    return (n & (n - 1)) == 0 ? x * inv : x / (double)n;
 }
 
 /* ops::sum: left to right, in chunks of RL_CHUNK rows past that length. */
@@ -167,6 +170,10 @@ pub(crate) fn emit(ir: &IrProgram) -> String {
     w.push_str("int rl_native_run(const rl_args* a, size_t g0, size_t g1) {\n");
     w.push_str("    const size_t* RL_OFF = a->off;\n");
     w.push_str("    long long bad = 0;\n");
+    // The reciprocal of the last group size seen (`rl_over_n`): groups mostly share one size.
+    // No group has the first size, so the first group computes its reciprocal (an empty group's
+    // is 1 / 0, as before).
+    w.push_str("    size_t RL_LAST_N = (size_t)-1;\n    double RL_INV_N = 0.0;\n");
     // Pointers the stages use, each once.
     let mut features = Vec::new();
     let mut columns = Vec::new();
@@ -299,6 +306,7 @@ pub(crate) fn emit(ir: &IrProgram) -> String {
             // measured slower.
             w.push_str("    for (size_t g = RL_T0; g < RL_T1; g++) {\n");
             w.push_str("        const size_t RL_S = RL_OFF[g], RL_E = RL_OFF[g + 1], RL_N = RL_E - RL_S;\n");
+            w.push_str("        if (RL_N != RL_LAST_N) { RL_LAST_N = RL_N; RL_INV_N = 1.0 / (double)RL_N; }\n");
             w.push_str(&body);
             w.push_str("    }\n");
         }
@@ -340,13 +348,13 @@ fn group_value(w: &mut String, op: ReduceOp, arg: Source, mask: Option<Source>, 
         None => match op {
             ReduceOp::Count => "(double)RL_N".to_string(),
             ReduceOp::Sum => format!("rl_sum({x}, RL_N, 0.0, 0)"),
-            ReduceOp::Mean => format!("rl_over_n(rl_sum({x}, RL_N, 0.0, 0), RL_N)"),
+            ReduceOp::Mean => format!("rl_over_n(rl_sum({x}, RL_N, 0.0, 0), RL_N, RL_INV_N)"),
             ReduceOp::Std => {
                 let m = match mean {
                     Some(m) => format!("G{m}[g - RL_T0]"),
-                    None => format!("rl_over_n(rl_sum({x}, RL_N, 0.0, 0), RL_N)"),
+                    None => format!("rl_over_n(rl_sum({x}, RL_N, 0.0, 0), RL_N, RL_INV_N)"),
                 };
-                format!("sqrt(rl_over_n(rl_sum({x}, RL_N, {m}, 1), RL_N))")
+                format!("sqrt(rl_over_n(rl_sum({x}, RL_N, {m}, 1), RL_N, RL_INV_N))")
             }
             ReduceOp::Max => format!("rl_extreme({x}, RL_N, 1)"),
             ReduceOp::Min => format!("rl_extreme({x}, RL_N, 0)"),
