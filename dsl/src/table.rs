@@ -10,6 +10,9 @@ use std::borrow::Cow;
 pub struct FeatureTable {
     /// Group `g` is rows `group_offsets[g]..group_offsets[g + 1]`.
     group_offsets: Vec<usize>,
+    /// The size of every group when all have one size (`None` without groups): an evaluation
+    /// that wants one size checks it without reading the offsets.
+    group_size: Option<usize>,
     group_names: GroupNames,
     columns: Vec<(String, Vec<f64>)>,
 }
@@ -65,14 +68,21 @@ impl FeatureTable {
     pub fn new(groups: impl IntoIterator<Item = (String, usize)>) -> Result<FeatureTable, TableError> {
         let mut group_offsets = vec![0];
         let mut group_names = Vec::new();
+        // Some(size) while every group so far has had it; Some(None) after a second size.
+        let mut group_size: Option<Option<usize>> = None;
         for (name, size) in groups {
             if size == 0 {
                 return Err(TableError::EmptyGroup { group: name });
             }
             group_offsets.push(group_offsets.last().copied().unwrap_or(0) + size);
             group_names.push(name);
+            group_size = Some(match group_size {
+                None => Some(size),
+                Some(same) => same.filter(|&n| n == size),
+            });
         }
-        Ok(FeatureTable { group_offsets, group_names: GroupNames::Given(group_names), columns: Vec::new() })
+        let group_size = group_size.flatten();
+        Ok(FeatureTable { group_offsets, group_size, group_names: GroupNames::Given(group_names), columns: Vec::new() })
     }
 
     /// `n_groups` groups of `size` rollouts each, named by their index.
@@ -82,7 +92,8 @@ impl FeatureTable {
     pub fn uniform(n_groups: usize, size: usize) -> FeatureTable {
         assert!(size > 0 || n_groups == 0, "uniform groups are non-empty");
         let group_offsets = (0..=n_groups).map(|g| g * size).collect();
-        FeatureTable { group_offsets, group_names: GroupNames::Indices, columns: Vec::new() }
+        let group_size = (n_groups > 0).then_some(size);
+        FeatureTable { group_offsets, group_size, group_names: GroupNames::Indices, columns: Vec::new() }
     }
 
     /// Adds a feature column; it must have one value per row and a new key.
@@ -106,6 +117,12 @@ impl FeatureTable {
     /// How many groups the rollouts fall into.
     pub fn groups(&self) -> usize {
         self.group_offsets.len().saturating_sub(1)
+    }
+
+    /// The number of rows every group has, when all groups have the same number (`None` for a
+    /// table without groups or with groups of several sizes).
+    pub fn group_size(&self) -> Option<usize> {
+        self.group_size
     }
 
     /// The first row of each group, then the row count.
@@ -189,5 +206,19 @@ mod tests {
         for row in [9, 0, 5, 3, 4, 1, 8, 2, 7, 6] {
             assert_eq!(find(row), want[row], "row {row}");
         }
+    }
+
+    #[test]
+    fn a_table_knows_when_its_groups_have_one_size() {
+        let named = |sizes: &[usize]| {
+            FeatureTable::new(sizes.iter().enumerate().map(|(g, &n)| (format!("g{g}"), n))).expect("a table")
+        };
+        assert_eq!(named(&[4, 4, 4]).group_size(), Some(4));
+        assert_eq!(named(&[4, 4, 3, 5]).group_size(), None);
+        assert_eq!(named(&[1]).group_size(), Some(1));
+        assert_eq!(named(&[]).group_size(), None);
+        assert_eq!(FeatureTable::uniform(3, 8).group_size(), Some(8));
+        assert_eq!(FeatureTable::uniform(0, 8).group_size(), None);
+        assert_eq!(FeatureTable::default().group_size(), None);
     }
 }

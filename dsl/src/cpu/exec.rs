@@ -31,7 +31,25 @@ pub(crate) struct Block {
     pub groups: Range<usize>,
 }
 
+/// The table cut into [`Block`]s, in order: each as many whole groups as fit in [`BLOCK`] rows,
+/// or one group larger than that. Every evaluation cuts its table anew, so a table whose groups
+/// have one size is cut by arithmetic, without reading its offsets (which a kernel's pass over
+/// the columns has pushed out of the caches); others are walked group by group.
 pub(crate) fn blocks(table: &FeatureTable) -> Vec<Block> {
+    let groups = table.groups();
+    let Some(size) = table.group_size() else { return blocks_by_walk(table) };
+    let per_block = (BLOCK / size).max(1);
+    (0..groups)
+        .step_by(per_block)
+        .map(|start| {
+            let end = groups.min(start + per_block);
+            Block { rows: start * size..end * size, groups: start..end }
+        })
+        .collect()
+}
+
+/// [`blocks`] for any table, extending each block group by group.
+pub(crate) fn blocks_by_walk(table: &FeatureTable) -> Vec<Block> {
     let offsets = table.group_offsets();
     let mut out = Vec::new();
     let mut g = 0;

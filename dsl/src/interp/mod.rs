@@ -147,7 +147,9 @@ pub(crate) fn prepare<'t>(
             }
         }
     }
-    if let Some(want) = options.group_size {
+    // The table knows when all its groups have one size; only one that does not have the wanted
+    // size is walked group by group, for the error.
+    if let Some(want) = options.group_size.filter(|&want| table.group_size() != Some(want)) {
         for g in 0..table.groups() {
             let got = table.group_rows(g).len();
             if got != want {

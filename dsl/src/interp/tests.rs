@@ -69,6 +69,11 @@ fn missing_feature_and_group_size_are_errors() {
     let t = table(&[2, 3], &[("grade(word)", &[0.0; 5]), ("cost", &[1.0; 5])]);
     let options = EvalOptions { group_size: Some(2), ..EvalOptions::default() };
     assert_eq!(eval(&p, &t, &options), Err(EvalError::GroupSize { group: "g1".into(), got: 3, want: 2 }));
+    // Sizes that average the wanted one still fail, at the first group that differs.
+    let t = table(&[4, 4, 3, 5, 4], &[("grade(word)", &[0.0; 20]), ("cost", &[1.0; 20])]);
+    let options = EvalOptions { group_size: Some(4), ..EvalOptions::default() };
+    assert_eq!(eval(&p, &t, &options), Err(EvalError::GroupSize { group: "g2".into(), got: 3, want: 4 }));
+    assert!(eval(&p, &t, &EvalOptions::default()).is_ok());
 }
 
 #[test]

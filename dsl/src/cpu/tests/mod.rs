@@ -287,3 +287,41 @@ fn eval_into_poisoned(compiled: &CompiledProgram, t: &FeatureTable, space: &mut 
     }
     compiled.eval_into(t, &EvalOptions::default(), space, outputs).expect("finite");
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        failure_persistence: None,
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    /// Blocks hold whole groups in order, each as many as fit in `BLOCK` rows (or one larger
+    /// group); a table of one group size is cut by arithmetic as the walk cuts it.
+    #[test]
+    fn blocks_hold_as_many_whole_groups_as_fit(
+        sizes in proptest::collection::vec(
+            proptest::prop_oneof![1usize..=9, 1usize..=300, exec::BLOCK - 1..=exec::BLOCK + 1, 1usize..=3000],
+            0..400,
+        ),
+        uniform in proptest::bool::ANY,
+    ) {
+        let sizes = if uniform { vec![sizes.first().copied().unwrap_or(8); sizes.len()] } else { sizes };
+        let t = FeatureTable::new(sizes.iter().enumerate().map(|(g, &n)| (format!("g{g}"), n))).expect("non-empty groups");
+        let one_size = sizes.first().filter(|&&n| sizes.iter().all(|&m| m == n)).copied();
+        proptest::prop_assert_eq!(t.group_size(), one_size);
+        let blocks = exec::blocks(&t);
+        let offsets = t.group_offsets();
+        let mut next = 0;
+        for b in &blocks {
+            proptest::prop_assert_eq!(b.groups.start, next);
+            proptest::prop_assert!(b.groups.end > b.groups.start);
+            proptest::prop_assert_eq!(b.rows.clone(), offsets[b.groups.start]..offsets[b.groups.end]);
+            proptest::prop_assert!(b.rows.len() <= exec::BLOCK || b.groups.len() == 1, "{:?}", b);
+            if b.groups.end < t.groups() {
+                proptest::prop_assert!(offsets[b.groups.end + 1] - b.rows.start > exec::BLOCK, "{:?} could hold one more", b);
+            }
+            next = b.groups.end;
+        }
+        proptest::prop_assert_eq!(next, t.groups());
+        proptest::prop_assert_eq!(&blocks, &exec::blocks_by_walk(&t));
+    }
+}
