@@ -300,14 +300,28 @@ pub(crate) fn pow(a: Interval, b: Interval) -> Interval {
     }
     // For x >= 0, x^y is monotone in each argument separately, so its extremes
     // over the box are at the corners (powf(0, y < 0) is +inf, which is sound).
-    let corners = [a.lo.powf(b.lo), a.lo.powf(b.hi), a.hi.powf(b.lo), a.hi.powf(b.hi)];
+    // The corners take a zero end as +0: an interval does not know the sign of
+    // its zeros, and powf(-0, y) is -0 or -inf for an odd integer y but +0, +inf
+    // or 1 for every other y (so -0's own corners can miss powf(-0, 0) = 1).
+    let (lo, hi) = (a.lo + 0.0, a.hi + 0.0);
+    let corners = [lo.powf(b.lo), lo.powf(b.hi), hi.powf(b.lo), hi.powf(b.hi)];
     if corners.iter().any(|c| c.is_nan()) {
         return Interval::REAL;
     }
+    // A zero base, if it is -0, gives -inf for a negative odd exponent.
+    let minus_infinity = lo == 0.0 && holds_negative_odd_integer(b);
     make(
-        corners.iter().copied().fold(f64::INFINITY, f64::min),
+        if minus_infinity { f64::NEG_INFINITY } else { corners.iter().copied().fold(f64::INFINITY, f64::min) },
         corners.iter().copied().fold(f64::NEG_INFINITY, f64::max),
     )
+}
+
+/// Whether `b` holds an odd integer below zero.
+fn holds_negative_odd_integer(b: Interval) -> bool {
+    let top = b.hi.min(-1.0).floor();
+    // `top` or the integer below it is odd; either is in `b` when it is not below `b.lo`.
+    let odd = if top % 2.0 == 0.0 { top - 1.0 } else { top };
+    top.is_finite() && odd >= b.lo
 }
 
 fn compare(op: BinOp, a: Interval, b: Interval) -> Interval {
