@@ -68,20 +68,16 @@ impl FeatureTable {
     pub fn new(groups: impl IntoIterator<Item = (String, usize)>) -> Result<FeatureTable, TableError> {
         let mut group_offsets = vec![0];
         let mut group_names = Vec::new();
-        // Some(size) while every group so far has had it; Some(None) after a second size.
-        let mut group_size: Option<Option<usize>> = None;
+        let (mut first, mut one_size) = (None, true);
         for (name, size) in groups {
             if size == 0 {
                 return Err(TableError::EmptyGroup { group: name });
             }
             group_offsets.push(group_offsets.last().copied().unwrap_or(0) + size);
             group_names.push(name);
-            group_size = Some(match group_size {
-                None => Some(size),
-                Some(same) => same.filter(|&n| n == size),
-            });
+            one_size &= *first.get_or_insert(size) == size;
         }
-        let group_size = group_size.flatten();
+        let group_size = first.filter(|_| one_size);
         Ok(FeatureTable { group_offsets, group_size, group_names: GroupNames::Given(group_names), columns: Vec::new() })
     }
 

@@ -329,15 +329,21 @@ pub(crate) fn emit(ir: &IrProgram) -> String {
     // 15% of the kernel (the check here, 6-7%).
     // An output stored from the same register as another (`advantage = adv`) holds the same
     // values, so only the first of them is checked.
+    // Every store as (column, (stage, register)).
+    let stores: Vec<(usize, (usize, usize))> = ir
+        .stages
+        .iter()
+        .enumerate()
+        .filter_map(|(s, stage)| match stage {
+            Stage::Elementwise(e) => Some(e.stores.iter().map(move |&(r, c)| (c, (s, r)))),
+            _ => None,
+        })
+        .flatten()
+        .collect();
     let stored_from = |c: usize| {
-        let mut stores = ir.stages.iter().enumerate().flat_map(|(s, stage)| match stage {
-            Stage::Elementwise(e) => {
-                e.stores.iter().filter(move |&&(_, col)| col == c).map(move |&(r, _)| (s, r)).collect()
-            }
-            _ => Vec::new(),
-        });
+        let mut writers = stores.iter().filter(|&&(col, _)| col == c).map(|&(_, source)| source);
         // A column written more than once is checked whatever wrote it.
-        stores.next().filter(|_| stores.next().is_none())
+        writers.next().filter(|_| writers.next().is_none())
     };
     let mut sources = Vec::new();
     let checks: Vec<String> = outputs
@@ -479,10 +485,15 @@ mod tests {
         assert_eq!(literal(f64::NEG_INFINITY), "-INFINITY");
     }
 
+    /// The native kernel's C source for `program`.
+    fn source_of(program: &crate::hir::Program) -> String {
+        emit(crate::cpu::CompiledProgram::new(program).ir())
+    }
+
     /// Every row loop is marked independent for the C compiler (`RL_ROWS`), and only row loops are.
     #[test]
     fn every_row_loop_is_marked_independent() {
-        let source = emit(&crate::cpu::CompiledProgram::new(&crate::interp::testkit::gated_program()).ir().clone());
+        let source = source_of(&crate::interp::testkit::gated_program());
         let lines: Vec<&str> = source.lines().map(str::trim).collect();
         let row_loops = lines.iter().filter(|l| l.starts_with("for (size_t i = ")).count();
         assert!(row_loops >= 3, "{source}");
@@ -498,8 +509,7 @@ mod tests {
     fn an_output_stored_from_the_same_register_is_checked_once() {
         use crate::interp::testkit::*;
         let check_line = |program: &crate::hir::Program| {
-            let source = emit(&crate::cpu::CompiledProgram::new(program).ir().clone());
-            source.lines().find(|l| l.contains("bad |=")).expect("a check loop").trim().to_string()
+            source_of(program).lines().find(|l| l.contains("bad |=")).expect("a check loop").trim().to_string()
         };
         let gated = gated_program();
         assert_eq!(check_line(&gated).matches("rl_bad(").count(), 3, "{}", check_line(&gated));
