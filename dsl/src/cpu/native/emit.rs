@@ -4,10 +4,15 @@
 //! The stages are cut into *segments*. A run of elementwise stages that read
 //! no group value is one loop over the call's rows (long, so the compiler
 //! vectorises it without a remainder per group); every other run of stages
-//! is one loop over the call's groups, each stage inside it working on the
-//! group's rows: a group reduction folds them, an elementwise stage first
-//! computes its group-constant registers (`group.std(r) + 1e-4`) and then
-//! loops over the rows. Registers that only depend on constants and params
+//! works group by group, each stage on the group's rows: a group reduction
+//! folds them, an elementwise stage first computes its group-constant
+//! registers (`group.std(r) + 1e-4`) and then loops over the rows. In a tile
+//! whose groups all have [`FIXED_GROUP`] rows (GRPO's usual eight) the size
+//! is a compile-time constant and each stage runs over the tile's groups in
+//! turn; there a division by a group constant in a stage that also takes a
+//! square root or divides per row is a multiplication by the constant's
+//! reciprocal corrected by two fused multiply-adds (`rl_div_by`: the same
+//! bits), which frees the divider. Registers that only depend on constants and params
 //! are computed once, before any loop. Every register is a `const double`
 //! local, so the compiler keeps a row's values in vector registers from the
 //! feature loads to the stores.
@@ -21,9 +26,10 @@
 
 use std::fmt::Write;
 
+use crate::ast::BinOp;
 use crate::codegen::{Spelling, apply_expr};
 use crate::cpu::plan::{Rate, rates};
-use crate::hir::ReduceOp;
+use crate::hir::{Func, ReduceOp};
 use crate::interp::ops::SUM_CHUNK;
 use crate::ir::{Apply, Elementwise, IrProgram, Op, Reg, Source, Stage};
 
@@ -74,12 +80,40 @@ static inline long long rl_bad(double x) { return !(fabs(x) <= DBL_MAX); }
    kernel's local column pointers only in part and versioned each loop with
    run-time overlap checks, a dozen instructions a group; this tells it, and
    clang, that the loop's rows are independent. */
+/* A row loop inside a group is not unrolled either: for the group size the
+   kernel fixes, the compiler would unroll it completely and then not
+   vectorise it. */
 #if defined(__clang__)
 #define RL_ROWS _Pragma("clang loop vectorize(assume_safety)")
+#define RL_GROUP_ROWS _Pragma("clang loop vectorize(assume_safety) unroll(disable)")
 #elif defined(__GNUC__)
 #define RL_ROWS _Pragma("GCC ivdep")
+#define RL_GROUP_ROWS _Pragma("GCC ivdep") _Pragma("GCC unroll 1")
 #else
 #define RL_ROWS
+#define RL_GROUP_ROWS
+#endif
+
+/* x / y given r = 1 / y (correctly rounded): q = x * r is within an ulp of
+   x / y, the remainder x - q * y is exact in a fused multiply-add, and
+   q + (x - q * y) * r, rounded once, is the correctly rounded quotient
+   (Markstein's theorem), the bits of x / y, where no step overflows or
+   underflows: y and x (unless zero) in [2^-400, 2^400] (rl_div_ok, and
+   rl_div_slow flags the others, whose rows are divided again). A zero x
+   gives x * r, the zero of x / y's sign. Without a hardware fused
+   multiply-add the kernel divides. */
+#if defined(FP_FAST_FMA)
+static inline long long rl_div_ok(double y) { return (fabs(y) >= 0x1p-400) & (fabs(y) <= 0x1p400); }
+static inline long long rl_div_slow(double x) { return (x != 0.0) & !rl_div_ok(x); }
+static inline double rl_div_by(double x, double y, double r) {
+    double q = x * r;
+    double corrected = fma(fma(-q, y, x), r, q);
+    return x == 0.0 ? q : corrected;
+}
+#else
+static inline long long rl_div_ok(double y) { (void)y; return 1; }
+static inline long long rl_div_slow(double x) { (void)x; return 0; }
+static inline double rl_div_by(double x, double y, double r) { (void)r; return x / y; }
 #endif
 
 /* x / n over a group of n rows, given inv = 1 / n. When n is a power of two
@@ -169,6 +203,13 @@ pub(crate) fn unsupported(ir: &IrProgram) -> Option<&'static str> {
 
 /// Groups per tile of the segment loops (see `emit`).
 const TILE_GROUPS: usize = 16;
+
+/// The group size the kernel has a path of its own for (the size a constant): GRPO's usual
+/// eight rollouts a prompt, the seeds' default. Other sizes run the general path, as before.
+/// Measured on the Intel VM of session 34 (`scripts/kernel-ratio.sh`): with it CodeGrep v1 went
+/// from 0.77-0.80 to 0.87-0.90 of the hand-written loop; with the row loops unrolled (what the
+/// compiler does to a constant trip count unless told not to) it was slower than without it.
+const FIXED_GROUP: usize = 8;
 
 /// The complete C source of `ir`'s kernel; `ir` must be [`unsupported`]-free.
 pub(crate) fn emit(ir: &IrProgram) -> String {
@@ -261,6 +302,19 @@ pub(crate) fn emit(ir: &IrProgram) -> String {
     for g in &groups {
         writeln!(w, "    double G{g}[{TILE_GROUPS}];").expect("writing to a String");
     }
+    if ir
+        .stages
+        .iter()
+        .zip(&rates)
+        .any(|(stage, rate)| !matches!(stage, Stage::Elementwise(_)) || rate.contains(&Rate::PerGroup))
+    {
+        w.push_str("    int RL_FIXED = 1;\n");
+        writeln!(
+            w,
+            "    for (size_t g = RL_T0; g < RL_T1; g++) RL_FIXED &= RL_OFF[g + 1] - RL_OFF[g] == {FIXED_GROUP};"
+        )
+        .expect("writing to a String");
+    }
     // Segments: runs of row-only elementwise stages, and the runs between.
     let row_only = |s: usize| matches!(&ir.stages[s], Stage::Elementwise(_)) && !rates[s].contains(&Rate::PerGroup);
     let mut s = 0;
@@ -278,49 +332,40 @@ pub(crate) fn emit(ir: &IrProgram) -> String {
             }
             w.push_str("    }\n");
         } else {
-            let mut body = String::new();
-            let b = &mut body;
-            for (t, (stage, rate)) in ir.stages.iter().zip(&rates).enumerate().take(s).skip(start) {
-                match stage {
-                    Stage::Elementwise(e) => {
-                        b.push_str("            {\n");
-                        for (r, op) in e.ops.iter().enumerate() {
-                            if rate[r] == Rate::PerGroup {
-                                writeln!(b, "                const double s{t}r{r} = {};", rhs(t, op))
-                                    .expect("writing to a String");
-                            }
-                        }
-                        b.push_str("                RL_ROWS\n                for (size_t i = RL_S; i < RL_E; i++) {\n");
-                        row_body(b, t, e, rate, "                    ");
-                        b.push_str("                }\n            }\n");
-                    }
-                    Stage::GroupReduce { op, arg, mask, out } => {
-                        // `std` after a `mean` of the same column reuses it
-                        // (the same `sum / n`, so the same value).
-                        let mean = (mask.is_none() && *op == ReduceOp::Std)
-                            .then(|| {
-                                ir.stages[..t].iter().find_map(|st| match st {
-                                    Stage::GroupReduce { op: ReduceOp::Mean, arg: a, mask: None, out } if a == arg => {
-                                        Some(*out)
-                                    }
-                                    _ => None,
-                                })
-                            })
-                            .flatten();
-                        group_value(b, *op, *arg, *mask, mean, *out);
-                    }
-                    _ => unreachable!("checked by `unsupported`"),
+            // Each stage of the segment as the text that runs it on group `g`, for any group
+            // size and for groups of `FIXED_GROUP` rows (where a division by a group constant
+            // may be multiplied out; `stage_on_group`).
+            let stage_text =
+                |fixed: bool| -> Vec<String> { (start..s).map(|t| stage_on_group(ir, t, &rates[t], fixed)).collect() };
+            // A tile whose groups all have `FIXED_GROUP` rows runs each stage over the tile's
+            // groups in turn, with the size a constant: the reductions' loops become
+            // straight-line code, the row loops need no remainder, and one stage's groups
+            // are independent work (a group's chain of sums, square root and division no
+            // longer waits for the group before it). Other tiles run every stage group by
+            // group. The same operations in the same order on every group either way, so
+            // the same bits.
+            writeln!(w, "    if (RL_FIXED) {{").expect("writing to a String");
+            // (Both are read only by some stages; the casts keep `-Wunused` quiet.)
+            writeln!(
+                w,
+                "    const size_t RL_N = {FIXED_GROUP};\n    const double RL_INV_N = 1.0 / {FIXED_GROUP}.0;\n    (void)RL_N;\n    (void)RL_INV_N;"
+            )
+            .expect("writing to a String");
+            for (t, text) in (start..s).zip(stage_text(true)) {
+                w.push_str("    for (size_t g = RL_T0; g < RL_T1; g++) {\n");
+                w.push_str("        const size_t RL_S = RL_OFF[g];\n");
+                if matches!(ir.stages[t], Stage::Elementwise(_)) {
+                    writeln!(w, "        const size_t RL_E = RL_S + {FIXED_GROUP};").expect("writing to a String");
                 }
+                w.push_str(&text);
+                w.push_str("    }\n");
             }
-            // One body for every group size: specialising it for GRPO's
-            // usual sizes (a constant trip count) made the compiler unroll
-            // the row loops completely and then not vectorise them, which
-            // measured slower.
+            w.push_str("    } else {\n");
             w.push_str("    for (size_t g = RL_T0; g < RL_T1; g++) {\n");
             w.push_str("        const size_t RL_S = RL_OFF[g], RL_E = RL_OFF[g + 1], RL_N = RL_E - RL_S;\n");
             w.push_str("        if (RL_N != RL_LAST_N) { RL_LAST_N = RL_N; RL_INV_N = 1.0 / (double)RL_N; }\n");
-            w.push_str(&body);
-            w.push_str("    }\n");
+            w.push_str(&stage_text(false).concat());
+            w.push_str("    }\n    }\n");
         }
     }
     // NaN and infinities in the tile's outputs, checked once the tile is
@@ -366,14 +411,119 @@ pub(crate) fn emit(ir: &IrProgram) -> String {
 
 /// The per-row registers of stage `s` and its stores.
 fn row_body(w: &mut String, s: usize, e: &Elementwise, rate: &[Rate], indent: &str) {
+    row_body_dividing(w, s, e, rate, indent, false);
+}
+
+/// [`row_body`], with each division by a group constant multiplied out when `by_reciprocal`
+/// (`rl_div_by`, given the constant's reciprocal `RL_Y<register>`), and every numerator that
+/// needs the true division flagged in `RL_SLOW`.
+fn row_body_dividing(w: &mut String, s: usize, e: &Elementwise, rate: &[Rate], indent: &str, by_reciprocal: bool) {
+    let mut flagged = Vec::new();
     for (r, op) in e.ops.iter().enumerate() {
-        if rate[r] == Rate::PerRow {
-            writeln!(w, "{indent}const double s{s}r{r} = {};", rhs(s, op)).expect("writing to a String");
+        if rate[r] != Rate::PerRow {
+            continue;
         }
+        let value = match group_division(op, rate) {
+            Some((x, y)) if by_reciprocal => {
+                flagged.push(x);
+                format!("rl_div_by(s{s}r{x}, s{s}r{y}, RL_Y{y})")
+            }
+            _ => rhs(s, op),
+        };
+        writeln!(w, "{indent}const double s{s}r{r} = {value};").expect("writing to a String");
+    }
+    for x in flagged {
+        writeln!(w, "{indent}RL_SLOW |= rl_div_slow(s{s}r{x});").expect("writing to a String");
     }
     for &(r, c) in &e.stores {
         writeln!(w, "{indent}c{c}[i] = s{s}r{r};").expect("writing to a String");
     }
+}
+
+/// Whether `op` runs on the divider unit (a division or a square root).
+fn uses_divider(op: &Op) -> bool {
+    matches!(op, Op::Apply(Apply::Binary(BinOp::Div, ..) | Apply::Func(Func::Sqrt, _)))
+}
+
+/// `(numerator, divisor)` of a per-row register that divides by a group constant.
+fn group_division(op: &Op, rate: &[Rate]) -> Option<(Reg, Reg)> {
+    match *op {
+        Op::Apply(Apply::Binary(BinOp::Div, x, y)) if rate[y] == Rate::PerGroup => Some((x, y)),
+        _ => None,
+    }
+}
+
+/// Stage `t` of a group segment on group `g` (rows `RL_S..RL_E`, `RL_N` of them). With
+/// `fixed` (groups of `FIXED_GROUP` rows on a machine with a fused multiply-add), an
+/// elementwise stage divides by a group constant `y` by multiplying with `1 / y` and
+/// correcting the quotient with two fused multiply-adds (`rl_div_by`: the correctly rounded
+/// quotient, the same bits as `x / y`, Markstein's theorem), and runs its rows again dividing
+/// when a value falls outside the range where that holds (`RL_SLOW`). The divider, which
+/// every row's division and square root share, was the kernel's bottleneck.
+fn stage_on_group(ir: &IrProgram, t: usize, rate: &[Rate], fixed: bool) -> String {
+    let mut b = String::new();
+    match &ir.stages[t] {
+        Stage::Elementwise(e) => {
+            b.push_str("            {\n");
+            for (r, op) in e.ops.iter().enumerate() {
+                if rate[r] == Rate::PerGroup {
+                    writeln!(b, "                const double s{t}r{r} = {};", rhs(t, op))
+                        .expect("writing to a String");
+                }
+            }
+            let mut divisors: Vec<Reg> = e
+                .ops
+                .iter()
+                .enumerate()
+                .filter(|&(r, _)| rate[r] == Rate::PerRow)
+                .filter_map(|(_, op)| group_division(op, rate))
+                .map(|(_, y)| y)
+                .collect();
+            divisors.sort_unstable();
+            divisors.dedup();
+            // Only where the divider is busy with more than the division: measured on the
+            // Intel VM of session 34, the reciprocal made GRPO's `adv` alone (CodeGrep v1,
+            // FuseSearch F1·e) 5-10% slower and `adv` beside a per-row square root (CodeGrep
+            // v2 and v3's discount) 8-12% faster.
+            let divider_busy = e
+                .ops
+                .iter()
+                .enumerate()
+                .any(|(r, op)| rate[r] == Rate::PerRow && group_division(op, rate).is_none() && uses_divider(op));
+            let by_reciprocal = fixed && !divisors.is_empty() && divider_busy;
+            if by_reciprocal {
+                b.push_str("                long long RL_SLOW = 0;\n");
+                for y in &divisors {
+                    writeln!(b, "                const double RL_Y{y} = 1.0 / s{t}r{y};\n                RL_SLOW |= !rl_div_ok(s{t}r{y});")
+                        .expect("writing to a String");
+                }
+            }
+            b.push_str("                RL_GROUP_ROWS\n                for (size_t i = RL_S; i < RL_E; i++) {\n");
+            row_body_dividing(&mut b, t, e, rate, "                    ", by_reciprocal);
+            b.push_str("                }\n");
+            if by_reciprocal {
+                b.push_str("                if (RL_SLOW) {\n                RL_GROUP_ROWS\n                for (size_t i = RL_S; i < RL_E; i++) {\n");
+                row_body(&mut b, t, e, rate, "                    ");
+                b.push_str("                }\n                }\n");
+            }
+            b.push_str("            }\n");
+        }
+        Stage::GroupReduce { op, arg, mask, out } => {
+            // `std` after a `mean` of the same column reuses it
+            // (the same `sum / n`, so the same value).
+            let mean = (mask.is_none() && *op == ReduceOp::Std)
+                .then(|| {
+                    ir.stages[..t].iter().find_map(|st| match st {
+                        Stage::GroupReduce { op: ReduceOp::Mean, arg: a, mask: None, out } if a == arg => Some(*out),
+                        _ => None,
+                    })
+                })
+                .flatten();
+            group_value(&mut b, *op, *arg, *mask, mean, *out);
+        }
+        _ => unreachable!("checked by `unsupported`"),
+    }
+    b
 }
 
 /// Writes group value `out` of group `g` (rows `RL_S..RL_E`), as `ops::reduce`
@@ -490,17 +640,62 @@ mod tests {
         emit(crate::cpu::CompiledProgram::new(program).ir())
     }
 
-    /// Every row loop is marked independent for the C compiler (`RL_ROWS`), and only row loops are.
+    /// Every row loop is marked independent for the C compiler (`RL_ROWS`, or `RL_GROUP_ROWS`
+    /// inside a group, which also keeps it rolled), and only row loops are.
     #[test]
     fn every_row_loop_is_marked_independent() {
         let source = source_of(&crate::interp::testkit::gated_program());
         let lines: Vec<&str> = source.lines().map(str::trim).collect();
         let row_loops = lines.iter().filter(|l| l.starts_with("for (size_t i = ")).count();
         assert!(row_loops >= 3, "{source}");
-        for (k, line) in lines.iter().enumerate().filter(|(_, l)| **l == "RL_ROWS") {
-            assert!(lines[k + 1].starts_with("for (size_t i = "), "line {k}: {}", lines[k + 1]);
-        }
-        assert_eq!(lines.iter().filter(|l| **l == "RL_ROWS").count(), row_loops, "{source}");
+        let marks = |mark: &str| {
+            let at: Vec<usize> = (0..lines.len()).filter(|&k| lines[k] == mark).collect();
+            for &k in &at {
+                assert!(lines[k + 1].starts_with("for (size_t i = "), "line {k}: {}", lines[k + 1]);
+            }
+            at.len()
+        };
+        let (tile, group) = (marks("RL_ROWS"), marks("RL_GROUP_ROWS"));
+        assert_eq!(tile + group, row_loops, "{source}");
+        let in_groups = lines.iter().filter(|l| l.starts_with("for (size_t i = RL_S;")).count();
+        assert_eq!(group, in_groups, "{source}");
+    }
+
+    /// A tile of groups of the fixed size runs each stage over its groups in turn with the size a
+    /// constant; other tiles run the stages group by group. A division by a group constant is
+    /// multiplied out only in a stage whose rows also take a square root, with the dividing loop
+    /// (the other tiles' loop) kept for the rows that need it.
+    #[test]
+    fn tiles_of_the_fixed_size_run_stage_by_stage() {
+        use crate::interp::testkit::*;
+        let split = |source: &str| {
+            let (_, rest) =
+                source.split_once("    if (RL_FIXED) {\n").unwrap_or_else(|| panic!("no fixed path:\n{source}"));
+            let (fixed, rest) = rest.split_once("\n    } else {\n").expect("a path for other sizes");
+            let any = &rest[..rest.find("\n    RL_ROWS").expect("the tile's check loop")];
+            (fixed.to_string(), any.to_string())
+        };
+        let source = source_of(&gated_program());
+        assert!(source.contains(&format!("RL_FIXED &= RL_OFF[g + 1] - RL_OFF[g] == {FIXED_GROUP};")), "{source}");
+        let (fixed, any) = split(&source);
+        // mean, std, and the stage that computes adv and advantage: a loop over the groups each.
+        assert_eq!(fixed.matches("for (size_t g = RL_T0; g < RL_T1; g++) {").count(), 3, "{fixed}");
+        assert_eq!(fixed.matches("const size_t RL_S = RL_OFF[g];").count(), 3, "{fixed}");
+        assert_eq!(fixed.matches(&format!("RL_E = RL_S + {FIXED_GROUP};")).count(), 1, "{fixed}");
+        assert_eq!(any.matches("for (size_t g = RL_T0; g < RL_T1; g++) {").count(), 1, "{any}");
+        assert!(fixed.contains("rl_div_by(") && !any.contains("rl_div_by("), "{fixed}");
+        // The re-run divides, as the loop of other tiles does.
+        let row_loop = |part: &str| {
+            let at = part.rfind("RL_GROUP_ROWS").expect("a row loop");
+            part[at..part[at..].find("\n                }").map(|e| at + e).expect("its end")].to_string()
+        };
+        let (_, rerun) = fixed.split_once("if (RL_SLOW) {").expect("a dividing re-run");
+        assert_eq!(row_loop(rerun), row_loop(&any));
+        // GRPO's adv alone keeps dividing.
+        let mut b = Builder::default();
+        let x = b.feature("grade(word)");
+        let (fixed, _) = split(&source_of(&b.finish(x, None, None)));
+        assert!(!fixed.contains("rl_div_by(") && fixed.contains(" / s"), "{fixed}");
     }
 
     /// The tile's check names each output column that holds values of its own; `advantage = adv`

@@ -93,6 +93,58 @@ fn every_group_reduction_matches_bit_for_bit() {
     }
 }
 
+/// A division by a group constant in a stage that also takes a square root is multiplied out in
+/// tiles of eight-row groups (`rl_div_by`): it gives the division's bits for numerators and
+/// divisors of every magnitude, signed zeros, subnormals, infinities and NaN, where the
+/// multiplication holds and where its rows are divided again.
+#[test]
+fn a_division_by_a_group_constant_keeps_its_bits_at_every_magnitude() {
+    use rand::Rng;
+    let mut rng = ChaCha8Rng::seed_from_u64(34);
+    let value = |rng: &mut ChaCha8Rng| -> f64 {
+        let sign = if rng.random_range(0..2) == 0 { 1.0 } else { -1.0 };
+        match rng.random_range(0..40) {
+            0 => 0.0,
+            1 => -0.0,
+            2 => f64::INFINITY * sign,
+            3 => f64::NAN,
+            4 => sign * f64::from_bits(rng.random_range(1..1u64 << 52)),
+            5..=14 => sign * rng.random_range(1.0..2.0) * 2f64.powi(rng.random_range(-1074..1024)),
+            15..=19 => sign * rng.random_range(1.0..2.0) * 2f64.powi(rng.random_range(-420..-380)),
+            _ => sign * rng.random_range(1.0..2.0) * 2f64.powi(rng.random_range(-60..60)),
+        }
+    };
+    let groups = 20_000;
+    let x: Vec<f64> = (0..8 * groups).map(|_| value(&mut rng)).collect();
+    let y: Vec<f64> = (0..8 * groups).map(|_| value(&mut rng)).collect();
+    let t = table(&vec![8; groups], &[("grade(word)", &x), ("cost", &y)]);
+    let mut b = Builder::default();
+    let (xe, ye) = (b.feature("grade(word)"), b.feature("cost"));
+    // adv = x / group.max(cost); advantage = adv * sqrt(|cost|).
+    let adv = move |_r: Expr| bin(BinOp::Div, xe.clone(), group(ReduceOp::Max, ye.clone()));
+    let c = b.feature("cost");
+    let discount =
+        move |_r: Expr, a: Expr| bin(BinOp::Mul, a, call(Func::Sqrt, vec![call(Func::Abs, vec![c.clone()])]));
+    let x0 = b.feature("grade(word)");
+    let p = b.finish(x0, Some(&adv), Some(&discount));
+    let compiled = native(&p);
+    assert_native(&compiled);
+    let Backend::Native(library) = compiled.backend() else { unreachable!("checked") };
+    let source = std::fs::read_to_string(library.with_extension("c")).expect("the kernel's source beside it");
+    assert!(source.contains("rl_div_by(s"), "the kernel does not multiply the division out:\n{source}");
+    let allow = EvalOptions { non_finite: NonFinite::Allow, ..EvalOptions::default() };
+    let want = interp::eval(&p, &t, &allow).expect("features present");
+    let got = compiled.eval(&t, &allow).expect("features present");
+    for (i, (g, w)) in got.adv.iter().zip(&want.adv).enumerate() {
+        assert!(
+            g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+            "row {i}: x = {:e}: compiled {g:e}, interpreted {w:e}",
+            x[i]
+        );
+    }
+    assert!(same_values(&got, &want));
+}
+
 #[test]
 fn errors_match_the_interpreter() {
     let p = gated_program();
