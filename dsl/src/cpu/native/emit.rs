@@ -7,7 +7,7 @@
 //! works group by group, each stage on the group's rows: a group reduction
 //! folds them, an elementwise stage first computes its group-constant
 //! registers (`group.std(r) + 1e-4`) and then loops over the rows. In a tile
-//! whose groups all have [`FIXED_GROUP`] rows (GRPO's usual eight) the size
+//! whose groups all have one of the [`FIXED_GROUPS`] sizes (4, 8 or 16 rows) the size
 //! is a compile-time constant and each stage runs over the tile's groups in
 //! turn; there a division by a group constant in a stage that also takes a
 //! square root or divides per row is a multiplication by the constant's
@@ -204,12 +204,14 @@ pub(crate) fn unsupported(ir: &IrProgram) -> Option<&'static str> {
 /// Groups per tile of the segment loops (see `emit`).
 const TILE_GROUPS: usize = 16;
 
-/// The group size the kernel has a path of its own for (the size a constant): GRPO's usual
-/// eight rollouts a prompt, the seeds' default. Other sizes run the general path, as before.
-/// Measured on the Intel VM of session 34 (`scripts/kernel-ratio.sh`): with it CodeGrep v1 went
-/// from 0.77-0.80 to 0.87-0.90 of the hand-written loop; with the row loops unrolled (what the
-/// compiler does to a constant trip count unless told not to) it was slower than without it.
-const FIXED_GROUP: usize = 8;
+/// The group sizes the kernel has a path of its own for (the size a constant): GRPO's usual
+/// four, eight (the seeds' default) and sixteen rollouts a prompt. Other sizes, and tiles of
+/// mixed sizes, run the general path. Measured on the Intel VM of session 34: with it CodeGrep
+/// v1 went from 0.77-0.80 to 0.87-0.90 of the hand-written loop (groups of 8,
+/// `scripts/kernel-ratio.sh`), and v3's kernel took 11% and 8% less time on groups of 4 and 16
+/// (C harness); with the row loops unrolled (what the compiler does to a constant trip count
+/// unless told not to) it was slower than without a path of its own.
+const FIXED_GROUPS: [usize; 3] = [4, 8, 16];
 
 /// The complete C source of `ir`'s kernel; `ir` must be [`unsupported`]-free.
 pub(crate) fn emit(ir: &IrProgram) -> String {
@@ -226,7 +228,10 @@ pub(crate) fn emit(ir: &IrProgram) -> String {
     // The reciprocal of the last group size seen (`rl_over_n`): groups mostly share one size.
     // No group has the first size, so the first group computes its reciprocal (an empty group's
     // is 1 / 0, as before).
-    w.push_str("    size_t RL_LAST_N = (size_t)-1;\n    double RL_INV_N = 0.0;\n");
+    // (A program without `mean` or `std` never reads them; the casts keep `-Wunused` quiet.)
+    w.push_str(
+        "    size_t RL_LAST_N = (size_t)-1;\n    double RL_INV_N = 0.0;\n    (void)RL_LAST_N;\n    (void)RL_INV_N;\n",
+    );
     // Pointers the stages use, each once.
     let mut features = Vec::new();
     let mut columns = Vec::new();
@@ -308,12 +313,10 @@ pub(crate) fn emit(ir: &IrProgram) -> String {
         .zip(&rates)
         .any(|(stage, rate)| !matches!(stage, Stage::Elementwise(_)) || rate.contains(&Rate::PerGroup))
     {
-        w.push_str("    int RL_FIXED = 1;\n");
-        writeln!(
-            w,
-            "    for (size_t g = RL_T0; g < RL_T1; g++) RL_FIXED &= RL_OFF[g + 1] - RL_OFF[g] == {FIXED_GROUP};"
-        )
-        .expect("writing to a String");
+        // The tile's one group size, or 0 when its groups differ.
+        w.push_str("    const size_t RL_FIRST_N = RL_OFF[RL_T0 + 1] - RL_OFF[RL_T0];\n    int RL_SAME = 1;\n");
+        w.push_str("    for (size_t g = RL_T0; g < RL_T1; g++) RL_SAME &= RL_OFF[g + 1] - RL_OFF[g] == RL_FIRST_N;\n");
+        w.push_str("    const size_t RL_FIXED = RL_SAME ? RL_FIRST_N : 0;\n");
     }
     // Segments: runs of row-only elementwise stages, and the runs between.
     let row_only = |s: usize| matches!(&ir.stages[s], Stage::Elementwise(_)) && !rates[s].contains(&Rate::PerGroup);
@@ -333,32 +336,37 @@ pub(crate) fn emit(ir: &IrProgram) -> String {
             w.push_str("    }\n");
         } else {
             // Each stage of the segment as the text that runs it on group `g`, for any group
-            // size and for groups of `FIXED_GROUP` rows (where a division by a group constant
+            // size and for groups of a size in `FIXED_GROUPS` (where a division by a group constant
             // may be multiplied out; `stage_on_group`).
             let stage_text =
                 |fixed: bool| -> Vec<String> { (start..s).map(|t| stage_on_group(ir, t, &rates[t], fixed)).collect() };
-            // A tile whose groups all have `FIXED_GROUP` rows runs each stage over the tile's
+            // A tile whose groups all have a size in `FIXED_GROUPS` runs each stage over the tile's
             // groups in turn, with the size a constant: the reductions' loops become
             // straight-line code, the row loops need no remainder, and one stage's groups
             // are independent work (a group's chain of sums, square root and division no
             // longer waits for the group before it). Other tiles run every stage group by
             // group. The same operations in the same order on every group either way, so
             // the same bits.
-            writeln!(w, "    if (RL_FIXED) {{").expect("writing to a String");
-            // (Both are read only by some stages; the casts keep `-Wunused` quiet.)
-            writeln!(
-                w,
-                "    const size_t RL_N = {FIXED_GROUP};\n    const double RL_INV_N = 1.0 / {FIXED_GROUP}.0;\n    (void)RL_N;\n    (void)RL_INV_N;"
-            )
-            .expect("writing to a String");
-            for (t, text) in (start..s).zip(stage_text(true)) {
-                w.push_str("    for (size_t g = RL_T0; g < RL_T1; g++) {\n");
-                w.push_str("        const size_t RL_S = RL_OFF[g];\n");
-                if matches!(ir.stages[t], Stage::Elementwise(_)) {
-                    writeln!(w, "        const size_t RL_E = RL_S + {FIXED_GROUP};").expect("writing to a String");
+            let fixed_text = stage_text(true);
+            for (k, n) in FIXED_GROUPS.into_iter().enumerate() {
+                let branch = if k == 0 { "if" } else { "} else if" };
+                writeln!(w, "    {branch} (RL_FIXED == {n}) {{").expect("writing to a String");
+                // (Both are read only by some stages; the casts keep `-Wunused` quiet.)
+                writeln!(
+                    w,
+                    "    const size_t RL_N = {n};\n    const double RL_INV_N = 1.0 / {n}.0;\n    (void)RL_N;\n    (void)RL_INV_N;"
+                )
+                .expect("writing to a String");
+                for (t, text) in (start..s).zip(&fixed_text) {
+                    w.push_str("    for (size_t g = RL_T0; g < RL_T1; g++) {\n");
+                    // (A count reads no row.)
+                    w.push_str("        const size_t RL_S = RL_OFF[g];\n        (void)RL_S;\n");
+                    if matches!(ir.stages[t], Stage::Elementwise(_)) {
+                        writeln!(w, "        const size_t RL_E = RL_S + {n};").expect("writing to a String");
+                    }
+                    w.push_str(text);
+                    w.push_str("    }\n");
                 }
-                w.push_str(&text);
-                w.push_str("    }\n");
             }
             w.push_str("    } else {\n");
             w.push_str("    for (size_t g = RL_T0; g < RL_T1; g++) {\n");
@@ -454,7 +462,7 @@ fn group_division(op: &Op, rate: &[Rate]) -> Option<(Reg, Reg)> {
 }
 
 /// Stage `t` of a group segment on group `g` (rows `RL_S..RL_E`, `RL_N` of them). With
-/// `fixed` (groups of `FIXED_GROUP` rows on a machine with a fused multiply-add), an
+/// `fixed` (groups of a size in `FIXED_GROUPS`, on a machine with a fused multiply-add), an
 /// elementwise stage divides by a group constant `y` by multiplying with `1 / y` and
 /// correcting the quotient with two fused multiply-adds (`rl_div_by`: the correctly rounded
 /// quotient, the same bits as `x / y`, Markstein's theorem), and runs its rows again dividing
@@ -661,41 +669,53 @@ mod tests {
         assert_eq!(group, in_groups, "{source}");
     }
 
-    /// A tile of groups of the fixed size runs each stage over its groups in turn with the size a
-    /// constant; other tiles run the stages group by group. A division by a group constant is
+    /// A tile of groups of one of the fixed sizes runs each stage over its groups in turn with the
+    /// size a constant; other tiles run the stages group by group. A division by a group constant is
     /// multiplied out only in a stage whose rows also take a square root, with the dividing loop
     /// (the other tiles' loop) kept for the rows that need it.
     #[test]
-    fn tiles_of_the_fixed_size_run_stage_by_stage() {
+    fn tiles_of_the_fixed_sizes_run_stage_by_stage() {
         use crate::interp::testkit::*;
+        // The path for each fixed size, and the general path.
         let split = |source: &str| {
-            let (_, rest) =
-                source.split_once("    if (RL_FIXED) {\n").unwrap_or_else(|| panic!("no fixed path:\n{source}"));
-            let (fixed, rest) = rest.split_once("\n    } else {\n").expect("a path for other sizes");
+            let mut paths = Vec::new();
+            let mut rest = source;
+            for (k, n) in FIXED_GROUPS.into_iter().enumerate() {
+                let open = format!("    {} (RL_FIXED == {n}) {{\n", if k == 0 { "if" } else { "} else if" });
+                let (_, after) = rest.split_once(&open).unwrap_or_else(|| panic!("no path for {n}:\n{source}"));
+                let end = after.find("\n    } else").expect("another path after it");
+                paths.push(after[..end].to_string());
+                rest = &after[end..];
+            }
+            let (_, rest) = rest.split_once("\n    } else {\n").expect("a path for other sizes");
             let any = &rest[..rest.find("\n    RL_ROWS").expect("the tile's check loop")];
-            (fixed.to_string(), any.to_string())
+            (paths, any.to_string())
         };
         let source = source_of(&gated_program());
-        assert!(source.contains(&format!("RL_FIXED &= RL_OFF[g + 1] - RL_OFF[g] == {FIXED_GROUP};")), "{source}");
-        let (fixed, any) = split(&source);
-        // mean, std, and the stage that computes adv and advantage: a loop over the groups each.
-        assert_eq!(fixed.matches("for (size_t g = RL_T0; g < RL_T1; g++) {").count(), 3, "{fixed}");
-        assert_eq!(fixed.matches("const size_t RL_S = RL_OFF[g];").count(), 3, "{fixed}");
-        assert_eq!(fixed.matches(&format!("RL_E = RL_S + {FIXED_GROUP};")).count(), 1, "{fixed}");
+        assert!(source.contains("RL_SAME &= RL_OFF[g + 1] - RL_OFF[g] == RL_FIRST_N;"), "{source}");
+        let (paths, any) = split(&source);
+        for (fixed, n) in paths.iter().zip(FIXED_GROUPS) {
+            assert!(fixed.contains(&format!("const size_t RL_N = {n};")), "{fixed}");
+            // mean, std, and the stage that computes adv and advantage: a loop over the groups each.
+            assert_eq!(fixed.matches("for (size_t g = RL_T0; g < RL_T1; g++) {").count(), 3, "{fixed}");
+            assert_eq!(fixed.matches("const size_t RL_S = RL_OFF[g];").count(), 3, "{fixed}");
+            assert_eq!(fixed.matches(&format!("RL_E = RL_S + {n};")).count(), 1, "{fixed}");
+            assert!(fixed.contains("rl_div_by("), "{fixed}");
+            // The re-run divides, as the loop of other tiles does.
+            let row_loop = |part: &str| {
+                let at = part.rfind("RL_GROUP_ROWS").expect("a row loop");
+                part[at..part[at..].find("\n                }").map(|e| at + e).expect("its end")].to_string()
+            };
+            let (_, rerun) = fixed.split_once("if (RL_SLOW) {").expect("a dividing re-run");
+            assert_eq!(row_loop(rerun), row_loop(&any));
+        }
         assert_eq!(any.matches("for (size_t g = RL_T0; g < RL_T1; g++) {").count(), 1, "{any}");
-        assert!(fixed.contains("rl_div_by(") && !any.contains("rl_div_by("), "{fixed}");
-        // The re-run divides, as the loop of other tiles does.
-        let row_loop = |part: &str| {
-            let at = part.rfind("RL_GROUP_ROWS").expect("a row loop");
-            part[at..part[at..].find("\n                }").map(|e| at + e).expect("its end")].to_string()
-        };
-        let (_, rerun) = fixed.split_once("if (RL_SLOW) {").expect("a dividing re-run");
-        assert_eq!(row_loop(rerun), row_loop(&any));
+        assert!(!any.contains("rl_div_by("), "{any}");
         // GRPO's adv alone keeps dividing.
         let mut b = Builder::default();
         let x = b.feature("grade(word)");
-        let (fixed, _) = split(&source_of(&b.finish(x, None, None)));
-        assert!(!fixed.contains("rl_div_by(") && fixed.contains(" / s"), "{fixed}");
+        let (paths, _) = split(&source_of(&b.finish(x, None, None)));
+        assert!(paths.iter().all(|fixed| !fixed.contains("rl_div_by(") && fixed.contains(" / s")), "{paths:?}");
     }
 
     /// The tile's check names each output column that holds values of its own; `advantage = adv`

@@ -53,7 +53,14 @@ fn the_gated_program_runs_natively_with_the_interpreters_bits() {
     let p = gated_program();
     let compiled = native(&p);
     assert_native(&compiled);
-    for t in [big_table(|g| 1 + g % 11, 700), big_table(|_| 8, 3000), big_table(|g| 5000 + g, 3)] {
+    let tables = [
+        big_table(|g| 1 + g % 11, 700),
+        big_table(|_| 8, 3000),
+        big_table(|_| 4, 3000),
+        big_table(|_| 16, 1000),
+        big_table(|g| 5000 + g, 3),
+    ];
+    for t in tables {
         let want = interp::eval(&p, &t, &EvalOptions::default()).expect("finite");
         let got = compiled.eval(&t, &EvalOptions::default()).expect("finite");
         assert!(same_bits(&got, &want));
@@ -94,7 +101,7 @@ fn every_group_reduction_matches_bit_for_bit() {
 }
 
 /// A division by a group constant in a stage that also takes a square root is multiplied out in
-/// tiles of eight-row groups (`rl_div_by`): it gives the division's bits for numerators and
+/// tiles of 4-, 8- and 16-row groups (`rl_div_by`): it gives the division's bits for numerators and
 /// divisors of every magnitude, signed zeros, subnormals, infinities and NaN, where the
 /// multiplication holds and where its rows are divided again.
 #[test]
@@ -114,10 +121,9 @@ fn a_division_by_a_group_constant_keeps_its_bits_at_every_magnitude() {
             _ => sign * rng.random_range(1.0..2.0) * 2f64.powi(rng.random_range(-60..60)),
         }
     };
-    let groups = 20_000;
-    let x: Vec<f64> = (0..8 * groups).map(|_| value(&mut rng)).collect();
-    let y: Vec<f64> = (0..8 * groups).map(|_| value(&mut rng)).collect();
-    let t = table(&vec![8; groups], &[("grade(word)", &x), ("cost", &y)]);
+    let rows = 160_000;
+    let x: Vec<f64> = (0..rows).map(|_| value(&mut rng)).collect();
+    let y: Vec<f64> = (0..rows).map(|_| value(&mut rng)).collect();
     let mut b = Builder::default();
     let (xe, ye) = (b.feature("grade(word)"), b.feature("cost"));
     // adv = x / group.max(cost); advantage = adv * sqrt(|cost|).
@@ -133,16 +139,19 @@ fn a_division_by_a_group_constant_keeps_its_bits_at_every_magnitude() {
     let source = std::fs::read_to_string(library.with_extension("c")).expect("the kernel's source beside it");
     assert!(source.contains("rl_div_by(s"), "the kernel does not multiply the division out:\n{source}");
     let allow = EvalOptions { non_finite: NonFinite::Allow, ..EvalOptions::default() };
-    let want = interp::eval(&p, &t, &allow).expect("features present");
-    let got = compiled.eval(&t, &allow).expect("features present");
-    for (i, (g, w)) in got.adv.iter().zip(&want.adv).enumerate() {
-        assert!(
-            g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
-            "row {i}: x = {:e}: compiled {g:e}, interpreted {w:e}",
-            x[i]
-        );
+    for size in [4, 8, 16] {
+        let t = table(&vec![size; rows / size], &[("grade(word)", &x), ("cost", &y)]);
+        let want = interp::eval(&p, &t, &allow).expect("features present");
+        let got = compiled.eval(&t, &allow).expect("features present");
+        for (i, (g, w)) in got.adv.iter().zip(&want.adv).enumerate() {
+            assert!(
+                g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()),
+                "row {i}: x = {:e}: compiled {g:e}, interpreted {w:e}",
+                x[i]
+            );
+        }
+        assert!(same_values(&got, &want), "groups of {size}");
     }
-    assert!(same_values(&got, &want));
 }
 
 #[test]
