@@ -80,7 +80,7 @@ static inline long long rl_bad(double x) { return !(fabs(x) <= DBL_MAX); }
    kernel's local column pointers only in part and versioned each loop with
    run-time overlap checks, a dozen instructions a group; this tells it, and
    clang, that the loop's rows are independent. */
-/* A row loop inside a group is not unrolled either: for the group size the
+/* A row loop inside a group is not unrolled either: for the group sizes the
    kernel fixes, the compiler would unroll it completely and then not
    vectorise it. */
 #if defined(__clang__)
@@ -208,7 +208,7 @@ const TILE_GROUPS: usize = 16;
 /// four, eight (the seeds' default) and sixteen rollouts a prompt. Other sizes, and tiles of
 /// mixed sizes, run the general path. Measured on the Intel VM of session 34: with it CodeGrep
 /// v1 went from 0.77-0.80 to 0.87-0.90 of the hand-written loop (groups of 8,
-/// `scripts/kernel-ratio.sh`), and v3's kernel took 11% and 8% less time on groups of 4 and 16
+/// `scripts/kernel-ratio.sh`), and v3's kernel took 10% and 7% less time on groups of 4 and 16
 /// (C harness); with the row loops unrolled (what the compiler does to a constant trip count
 /// unless told not to) it was slower than without a path of its own.
 const FIXED_GROUPS: [usize; 3] = [4, 8, 16];
@@ -440,6 +440,8 @@ fn row_body_dividing(w: &mut String, s: usize, e: &Elementwise, rate: &[Rate], i
         };
         writeln!(w, "{indent}const double s{s}r{r} = {value};").expect("writing to a String");
     }
+    flagged.sort_unstable();
+    flagged.dedup();
     for x in flagged {
         writeln!(w, "{indent}RL_SLOW |= rl_div_slow(s{s}r{x});").expect("writing to a String");
     }
@@ -463,7 +465,8 @@ fn group_division(op: &Op, rate: &[Rate]) -> Option<(Reg, Reg)> {
 
 /// Stage `t` of a group segment on group `g` (rows `RL_S..RL_E`, `RL_N` of them). With
 /// `fixed` (groups of a size in `FIXED_GROUPS`, on a machine with a fused multiply-add), an
-/// elementwise stage divides by a group constant `y` by multiplying with `1 / y` and
+/// elementwise stage whose rows also take a square root or divide by something else divides
+/// by a group constant `y` by multiplying with `1 / y` and
 /// correcting the quotient with two fused multiply-adds (`rl_div_by`: the correctly rounded
 /// quotient, the same bits as `x / y`, Markstein's theorem), and runs its rows again dividing
 /// when a value falls outside the range where that holds (`RL_SLOW`). The divider, which
