@@ -76,8 +76,12 @@
 //!
 //! The same as the interpreter, by construction: the same up-front checks
 //! (missing feature, group size; see `interp::prepare`). The output values
-//! are checked for NaN and infinities while they are still in cache (in the
-//! native loop, as each is stored); when one is found, the interpreter is
+//! are checked for NaN and infinities while they are still in cache (the
+//! block executor as each is stored, a native kernel once per tile of groups;
+//! a native kernel checks an output column that an unmasked group `sum`,
+//! `mean` or `std` reads through that one value per group, so its flag may
+//! be raised with every row finite, and the outputs are then scanned before
+//! anything is reported); when one is found, the interpreter is
 //! re-run on the table to name the definition that went non-finite first,
 //! with the rollout's details. That costs an interpreter run, but only on
 //! failure.
@@ -366,7 +370,9 @@ impl CompiledProgram {
                 *buffer = std::mem::take(&mut columns[c]);
             }
         }
-        if options.non_finite == NonFinite::Error && non_finite {
+        // A native kernel's flag may be raised with every output finite (see
+        // `native::emit::summed_by`), so the outputs have the last word.
+        if options.non_finite == NonFinite::Error && non_finite && !interp::failing_rows(outputs).is_empty() {
             return Err(interp::explain_non_finite(&self.program, table, outputs));
         }
         Ok(())

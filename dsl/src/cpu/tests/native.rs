@@ -184,6 +184,40 @@ fn errors_match_the_interpreter() {
     assert!(compiled.eval(&t, &allow).expect("allowed").adv[6].is_nan());
 }
 
+/// A reward column that GRPO's `group.mean` sums is checked through the mean, once a group: a
+/// NaN or an infinity among the rows still stops the evaluation with the interpreter's error,
+/// and a sum that overflows over finite rows (the kernel's flag raised, every output finite)
+/// is no error, in the fixed-size path (groups of 8) and the general one (a group of 3).
+#[test]
+fn a_reward_checked_through_its_group_mean_reports_what_the_interpreter_does() {
+    let mut b = Builder::default();
+    let x = b.feature("grade(word)");
+    let adv = |r: Expr| call(Func::Mask, vec![bin(BinOp::Gt, group(ReduceOp::Mean, r), num(0.0))]);
+    let p = b.finish(bin(BinOp::Mul, x, num(0.5)), Some(&adv), None);
+    let compiled = native(&p);
+    assert_native(&compiled);
+    let Backend::Native(library) = compiled.backend() else { unreachable!("checked") };
+    let source = std::fs::read_to_string(library.with_extension("c")).expect("the kernel's source beside it");
+    assert!(source.contains("bad |= rl_bad(G"), "the reward is checked row by row:\n{source}");
+    let sizes: Vec<usize> = [8; 40].into_iter().chain([3]).chain([8; 7]).collect();
+    let rows: usize = sizes.iter().sum();
+    for (what, group_rows) in [("the 8-row path", 8..16), ("the general path", 320..323)] {
+        // Finite rows whose sum overflows: 8 × 1.6e308 / 2.
+        let mut grades: Vec<f64> = (0..rows).map(|i| (i % 7) as f64 / 7.0).collect();
+        grades[group_rows.clone()].fill(1.6e308);
+        let t = table(&sizes, &[("grade(word)", &grades)]);
+        let want = interp::eval(&p, &t, &EvalOptions::default()).expect("every output finite");
+        let got = compiled.eval(&t, &EvalOptions::default());
+        assert!(same_bits(&got.expect("an overflowing sum of finite rows is no error"), &want), "{what}");
+        // An infinite reward in that group.
+        grades[group_rows.start + 1] = f64::INFINITY;
+        let t = table(&sizes, &[("grade(word)", &grades)]);
+        let want = interp::eval(&p, &t, &EvalOptions::default());
+        assert!(matches!(&want, Err(EvalError::NonFinite { def, .. }) if def == "reward"), "{want:?}");
+        assert_eq!(format!("{:?}", compiled.eval(&t, &EvalOptions::default())), format!("{want:?}"), "{what}");
+    }
+}
+
 #[test]
 fn eval_into_and_params_work_natively() {
     let mut b = Builder::default();
