@@ -171,6 +171,9 @@ pub struct CommitsSpec {
     pub min_message_words: Option<usize>,
     /// Skip messages (pull request texts) with fewer characters.
     pub min_message_chars: Option<usize>,
+    /// Append up to this many lines the commit adds to its test files to the issue text (a code
+    /// block: calls and assertions, as a user's reproduction shows them; default 0, none).
+    pub test_snippet_lines: Option<usize>,
     /// Seeds the train/held-out shuffle.
     #[serde(default)]
     pub seed: u64,
@@ -205,6 +208,7 @@ impl CommitsSpec {
             include_paths: self.include.clone(),
             exclude_paths: self.exclude.clone(),
             kinds: self.kinds.unwrap_or(defaults.kinds),
+            test_snippet_lines: self.test_snippet_lines.unwrap_or(defaults.test_snippet_lines),
             ..defaults
         })
     }

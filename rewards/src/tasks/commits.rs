@@ -37,6 +37,10 @@
 //! exist at the base commit, so no retriever can find it (FuseSearch filters
 //! these samples too). Mined tasks carry no function labels (`functions: None`).
 //!
+//! **Test snippets** (`test_snippet_lines`, off by default): the lines a task's commit adds
+//! to its test files, calls and assertions only, appended to the issue text as a code block
+//! ([`test_snippet`]), as a user's report shows a reproduction.
+//!
 //! A walk that yields no task is an error ([`CommitError::NoUsableCommits`])
 //! that names the repository, the range and how many commits each filter
 //! removed, with a hint at the filter to loosen.
@@ -52,7 +56,7 @@ use super::filters::{GlobError, PathFilter, merge_pull_request, squash_pull_requ
 use super::{RepoRef, Targets, Task};
 use crate::metrics::LineRange;
 
-pub use super::filters::{is_excluded_path, is_trivial_message};
+pub use super::filters::{is_excluded_path, is_test_path, is_trivial_message};
 
 /// Lines of context `git diff` uses by default; changes at most twice this apart share a hunk.
 const CONTEXT: u32 = 3;
@@ -109,6 +113,12 @@ pub struct CommitOptions {
     /// cache key while off, so the caches mined before the option existed stay valid.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub skip_missing_objects: bool,
+    /// Append up to this many lines that the commit adds to its test files to the issue text, as
+    /// a code block ([`test_snippet`]): the calls and assertions a user's report would show as
+    /// its reproduction, which a fixer's commit message seldom has. 0 (the default) leaves the
+    /// message as it is, and is left out of the cache key.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub test_snippet_lines: usize,
     /// Threads that diff commits; 0 means the machine's available parallelism.
     #[serde(skip)]
     pub threads: usize,
@@ -140,9 +150,14 @@ impl Default for CommitOptions {
             allow_added_files: false,
             kinds: TaskKinds::Commits,
             skip_missing_objects: false,
+            test_snippet_lines: 0,
             threads: 0,
         }
     }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Which kinds of task to mine.
@@ -456,12 +471,15 @@ pub(crate) fn mine_range(
             stats.diffed += 1;
             let outcome = outcome.map_err(git(format!("diffing commit {}", candidate.id)))?;
             match outcome {
-                Ok(targets) => tasks.push(MinedTask {
+                Ok((targets, snippet)) => tasks.push(MinedTask {
                     task: Task {
                         id: format!("{name}@{}", &candidate.id.to_hex().to_string()[..12]),
                         repo: RepoRef::Path(repo_path.to_path_buf()),
                         base_commit: candidate.base.to_hex().to_string(),
-                        prompt: candidate.prompt,
+                        prompt: match snippet {
+                            Some(code) => format!("{}\n\n```\n{code}\n```", candidate.prompt),
+                            None => candidate.prompt,
+                        },
                         targets,
                         auxiliary: Vec::new(),
                     },
@@ -542,7 +560,8 @@ fn classify(
     Ok(Some(Candidate { id: commit.id, base, kind, pull_request, prompt, time }))
 }
 
-type Outcome = Result<Result<Targets, Skip>, gix::Error>;
+/// A diffed candidate: its targets and the test lines for its issue text, or why it is skipped.
+type Outcome = Result<Result<(Targets, Option<String>), Skip>, gix::Error>;
 
 /// Diffs a batch on `threads` threads; outcomes in batch order. Each thread
 /// opens the repository itself: without gix's `parallel` feature a
@@ -719,7 +738,88 @@ fn commit_targets(
     // Path order, as `git diff` prints files (gix reports rewrites after the other changes).
     targets.files.sort();
     targets.line_ranges.sort_by(|a, b| a.path.cmp(&b.path).then(a.start.cmp(&b.start)));
-    Ok(Ok(targets))
+    let snippet = match options.test_snippet_lines {
+        0 => None,
+        n => test_snippet(repo, changes, &options.source_extensions, n)?,
+    };
+    Ok(Ok((targets, snippet)))
+}
+
+/// Up to `max_lines` lines that `changes` add to test files with a source extension, in path
+/// order, as the body of a code block: each trimmed, without blank lines, comments, docstring
+/// quotes, decorators, `def`/`class` lines (a test's name is the fixer's, not a user's words) and
+/// imports (a user's report seldom imports the module to fix; a test always does), and without
+/// lines of punctuation alone. `None` when no such line is added.
+pub fn test_snippet(
+    repo: &gix::Repository,
+    changes: &[gix::object::tree::diff::ChangeDetached],
+    source_extensions: &[String],
+    max_lines: usize,
+) -> Result<Option<String>, gix::Error> {
+    use gix::object::tree::diff::ChangeDetached as Change;
+    let mut files: Vec<(String, Option<gix::ObjectId>, gix::ObjectId)> = changes
+        .iter()
+        .filter_map(|change| match change {
+            Change::Addition { location, entry_mode, id, .. } if entry_mode.is_blob() => {
+                Some((location.to_str_lossy().into_owned(), None, *id))
+            }
+            Change::Modification { location, previous_id, id, entry_mode, previous_entry_mode }
+                if entry_mode.is_blob() && previous_entry_mode.is_blob() =>
+            {
+                Some((location.to_str_lossy().into_owned(), Some(*previous_id), *id))
+            }
+            Change::Rewrite { location, source_id, id, entry_mode, copy, .. } if entry_mode.is_blob() => {
+                Some((location.to_str_lossy().into_owned(), (!copy).then_some(*source_id), *id))
+            }
+            _ => None,
+        })
+        .filter(|(path, _, _)| {
+            let extension = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
+            is_test_path(path) && extension.is_some_and(|e| source_extensions.contains(&e))
+        })
+        .collect();
+    files.sort();
+    let mut lines = Vec::new();
+    for (_, old, new) in files {
+        let before = match old {
+            Some(id) => repo.find_blob(id)?.take_data(),
+            None => Vec::new(),
+        };
+        let after = repo.find_blob(new)?.take_data();
+        for line in added_lines(&before, &after) {
+            if lines.len() == max_lines {
+                break;
+            }
+            if reads_like_a_reproduction(&line) {
+                lines.push(line);
+            }
+        }
+    }
+    Ok((!lines.is_empty()).then(|| lines.join("\n")))
+}
+
+/// The lines of `after` that a line diff from `before` adds, trimmed; none for binary content.
+fn added_lines(before: &[u8], after: &[u8]) -> Vec<String> {
+    if before.contains(&0) || after.contains(&0) {
+        return Vec::new();
+    }
+    let input = InternedInput::new(before, after);
+    let diff = gix::diff::blob::diff_with_slider_heuristics(Algorithm::Myers, &input);
+    let after_lines: Vec<&[u8]> = after.lines_with_terminator().collect();
+    diff.hunks()
+        .flat_map(|hunk| hunk.after.start as usize..hunk.after.end as usize)
+        .filter_map(|i| after_lines.get(i))
+        .map(|line| String::from_utf8_lossy(line).trim().to_string())
+        .collect()
+}
+
+/// Whether a trimmed added test line is a call or an assertion a reproduction would show.
+fn reads_like_a_reproduction(line: &str) -> bool {
+    let skipped_starts = ["#", "//", "@", "\"\"\"", "'''", "def ", "async def ", "class ", "import ", "from "];
+    !line.is_empty()
+        && line.chars().count() <= 200
+        && line.chars().any(char::is_alphanumeric)
+        && !skipped_starts.iter().any(|s| line.starts_with(s))
 }
 
 /// What removed the commits of an empty walk, and which filter to loosen first.

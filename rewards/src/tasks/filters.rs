@@ -50,6 +50,25 @@ pub fn is_excluded_path(path: &str) -> bool {
         || stem == "setup"
 }
 
+/// Is the path a test file: a test directory (`test`, `tests`, `testing`) or a test file name
+/// (`test_x.py`, `x_test.go`, `x.spec.ts`, `conftest.py`), the test half of
+/// [`is_excluded_path`].
+pub fn is_test_path(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    let mut components: Vec<&str> = lower.split('/').collect();
+    let name = components.pop().unwrap_or("");
+    if components.iter().any(|c| ["test", "tests", "testing", "__tests__"].contains(c)) {
+        return true;
+    }
+    let stem = name.rsplit_once('.').map_or(name, |(s, _)| s);
+    stem.starts_with("test_")
+        || stem.ends_with("_test")
+        || stem.ends_with("_tests")
+        || stem.ends_with(".test")
+        || stem.ends_with(".spec")
+        || stem == "conftest"
+}
+
 /// Trivial messages: too few words, or a subject that names routine upkeep.
 pub fn is_trivial_message(message: &str, min_words: usize) -> bool {
     if message.split_whitespace().count() < min_words {
@@ -267,6 +286,12 @@ mod tests {
         assert!(is_excluded_path("docs/conf.py"));
         assert!(is_excluded_path("pkg/testing/x.py"));
         assert!(!is_excluded_path("src/contest.py"));
+        for test in ["tests/test_x.py", "pkg/test_x.py", "pkg/x_test.go", "web/app.spec.ts", "pkg/testing/x.py"] {
+            assert!(is_test_path(test), "{test}");
+        }
+        for other in ["docs/conf.py", "vendor/lib/a.go", "src/contest.py", "setup.py", "pkg/latest.py"] {
+            assert!(!is_test_path(other), "{other}");
+        }
         let builtin = PathFilter::new(&["py".to_string()], true, &[], &[]).expect("no globs");
         assert!(builtin.accepts("src/a.py"));
         assert!(builtin.accepts("src/A.PY"));

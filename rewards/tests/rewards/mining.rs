@@ -453,3 +453,41 @@ fn a_commit_whose_blob_is_missing_fails_the_mining_unless_it_is_skipped_and_coun
     assert_eq!(others.len() + 1, complete.tasks.len(), "`edit` was a task");
     assert_eq!(skipping.tasks, others, "every other task is mined as before");
 }
+
+/// `test_snippet_lines` appends what a commit adds to its test files to the issue text, as a
+/// code block of calls and assertions (no test names, imports, decorators, comments,
+/// docstrings or lone punctuation), up to the limit; 0 leaves the message alone and stays out
+/// of the options' serialised form (the cache key).
+#[test]
+fn test_snippets_append_the_added_test_lines_a_reproduction_shows() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let d = tmp.path();
+    git(d, &["init", "-q", "-b", "main"]);
+    write(d, "pkg/mod.py", "def double(x):\n    return x + x\n");
+    write(d, "tests/test_mod.py", "from pkg.mod import double\n\ndef test_double():\n    assert double(2) == 4\n");
+    git_at(d, Some(1), &["add", "-A"]);
+    git_at(d, Some(1), &["commit", "-q", "-m", "Add the double function to the package"]);
+    write(d, "pkg/mod.py", "def double(x):\n    return 2 * x\n");
+    write(
+        d,
+        "tests/test_mod.py",
+        "from pkg.mod import double\nimport pytest\n\ndef test_double():\n    assert double(2) == 4\n\n\
+         @pytest.mark.slow\ndef test_double_negative():\n    \"\"\"Negative numbers.\"\"\"\n    # the sign stays\n    \
+         assert double(-2) == -4\n    x = double(\n        0,\n    )\n    assert x == 0\n",
+    );
+    git_at(d, Some(2), &["add", "-A"]);
+    git_at(d, Some(2), &["commit", "-q", "-m", "Fix double for negative numbers in the package"]);
+    let message = "Fix double for negative numbers in the package";
+    let prompt = |lines: usize| {
+        let mined = mine(d, &CommitOptions { test_snippet_lines: lines, ..options() }).expect("mining works");
+        assert_eq!(mined.tasks.len(), 1, "only the fix has a one-file target after the first commit");
+        assert_eq!(mined.tasks[0].task.targets.files, ["pkg/mod.py"]);
+        mined.tasks[0].task.prompt.clone()
+    };
+    assert_eq!(prompt(0), message);
+    assert_eq!(prompt(3), format!("{message}\n\n```\nassert double(-2) == -4\nx = double(\n0,\n```"));
+    assert_eq!(prompt(9), format!("{message}\n\n```\nassert double(-2) == -4\nx = double(\n0,\nassert x == 0\n```"));
+    let key = |lines: usize| serde_json::to_string(&CommitOptions { test_snippet_lines: lines, ..options() });
+    assert!(!key(0).expect("serialises").contains("test_snippet_lines"));
+    assert!(key(4).expect("serialises").contains("\"test_snippet_lines\":4"));
+}
