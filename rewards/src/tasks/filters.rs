@@ -10,14 +10,12 @@
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 
+/// Directories whose files are tests.
+const TEST_DIRS: [&str; 4] = ["test", "tests", "testing", "__tests__"];
+
 /// Is the path a test, doc or vendored file (never a target under the built-in rule)?
 pub fn is_excluded_path(path: &str) -> bool {
-    let lower = path.to_ascii_lowercase();
     let dirs = [
-        "test",
-        "tests",
-        "testing",
-        "__tests__",
         "spec",
         "specs",
         "doc",
@@ -35,38 +33,33 @@ pub fn is_excluded_path(path: &str) -> bool {
         "_vendor",
         "benchmarks",
     ];
-    let mut components: Vec<&str> = lower.split('/').collect();
-    let name = components.pop().unwrap_or("");
-    if components.iter().any(|c| dirs.contains(c)) {
-        return true;
+    is_test_path(path) || {
+        let lower = path.to_ascii_lowercase();
+        let (parents, stem) = parents_and_stem(&lower);
+        parents.iter().any(|c| dirs.contains(c)) || stem == "setup"
     }
-    let stem = name.rsplit_once('.').map_or(name, |(s, _)| s);
-    stem.starts_with("test_")
-        || stem.ends_with("_test")
-        || stem.ends_with("_tests")
-        || stem.ends_with(".test")
-        || stem.ends_with(".spec")
-        || stem == "conftest"
-        || stem == "setup"
 }
 
-/// Is the path a test file: a test directory (`test`, `tests`, `testing`) or a test file name
+/// Is the path a test file: in a test directory (`test`, `tests`, `testing`) or named as one
 /// (`test_x.py`, `x_test.go`, `x.spec.ts`, `conftest.py`), the test half of
 /// [`is_excluded_path`].
 pub fn is_test_path(path: &str) -> bool {
     let lower = path.to_ascii_lowercase();
-    let mut components: Vec<&str> = lower.split('/').collect();
-    let name = components.pop().unwrap_or("");
-    if components.iter().any(|c| ["test", "tests", "testing", "__tests__"].contains(c)) {
-        return true;
-    }
-    let stem = name.rsplit_once('.').map_or(name, |(s, _)| s);
-    stem.starts_with("test_")
+    let (parents, stem) = parents_and_stem(&lower);
+    parents.iter().any(|c| TEST_DIRS.contains(c))
+        || stem.starts_with("test_")
         || stem.ends_with("_test")
         || stem.ends_with("_tests")
         || stem.ends_with(".test")
         || stem.ends_with(".spec")
         || stem == "conftest"
+}
+
+/// A path's directories and its file name without the last extension.
+fn parents_and_stem(path: &str) -> (Vec<&str>, &str) {
+    let mut components: Vec<&str> = path.split('/').collect();
+    let name = components.pop().unwrap_or("");
+    (components, name.rsplit_once('.').map_or(name, |(s, _)| s))
 }
 
 /// Trivial messages: too few words, or a subject that names routine upkeep.
