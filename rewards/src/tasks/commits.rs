@@ -740,12 +740,13 @@ fn commit_targets(
     targets.line_ranges.sort_by(|a, b| a.path.cmp(&b.path).then(a.start.cmp(&b.start)));
     let snippet = match options.test_snippet_lines {
         0 => None,
-        n => test_snippet(repo, changes, &options.source_extensions, n)?,
+        n => test_snippet(repo, changes, filter, n)?,
     };
     Ok(Ok((targets, snippet)))
 }
 
-/// Up to `max_lines` lines that `changes` add to test files with a source extension, in path
+/// Up to `max_lines` lines that `changes` add to test files with one of `filter`'s source
+/// extensions ([`PathFilter::has_source_extension`]), in path
 /// order, as the body of a code block: each trimmed, without blank lines, comments, docstring
 /// quotes, decorators, `def`/`class` lines (a test's name is the fixer's, not a user's words) and
 /// imports (a user's report seldom imports the module to fix; a test always does), and without
@@ -753,7 +754,7 @@ fn commit_targets(
 pub fn test_snippet(
     repo: &gix::Repository,
     changes: &[gix::object::tree::diff::ChangeDetached],
-    source_extensions: &[String],
+    filter: &PathFilter,
     max_lines: usize,
 ) -> Result<Option<String>, gix::Error> {
     use gix::object::tree::diff::ChangeDetached as Change;
@@ -773,10 +774,7 @@ pub fn test_snippet(
             }
             _ => None,
         })
-        .filter(|(path, _, _)| {
-            let extension = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
-            is_test_path(path) && extension.is_some_and(|e| source_extensions.contains(&e))
-        })
+        .filter(|(path, _, _)| is_test_path(path) && filter.has_source_extension(path))
         .collect();
     files.sort();
     let mut lines = Vec::new();

@@ -128,13 +128,15 @@ impl PathFilter {
         })
     }
 
+    /// Does the file name of `path` have one of the source extensions?
+    pub fn has_source_extension(&self, path: &str) -> bool {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        name.rsplit_once('.').is_some_and(|(_, ext)| self.extensions.contains(&ext.to_ascii_lowercase()))
+    }
+
     /// May `path` be a target?
     pub fn accepts(&self, path: &str) -> bool {
-        let name = path.rsplit('/').next().unwrap_or(path);
-        let Some((_, ext)) = name.rsplit_once('.') else {
-            return false;
-        };
-        if !self.extensions.contains(&ext.to_ascii_lowercase()) {
+        if !self.has_source_extension(path) {
             return false;
         }
         if self.builtin_excludes && is_excluded_path(path) {

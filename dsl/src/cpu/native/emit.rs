@@ -307,19 +307,14 @@ pub(crate) fn emit(ir: &IrProgram) -> String {
     for g in &groups {
         writeln!(w, "    double G{g}[{TILE_GROUPS}];").expect("writing to a String");
     }
-    if ir
-        .stages
-        .iter()
-        .zip(&rates)
-        .any(|(stage, rate)| !matches!(stage, Stage::Elementwise(_)) || rate.contains(&Rate::PerGroup))
-    {
+    // Segments: runs of row-only elementwise stages, and the runs between.
+    let row_only = |s: usize| matches!(&ir.stages[s], Stage::Elementwise(_)) && !rates[s].contains(&Rate::PerGroup);
+    if (0..ir.stages.len()).any(|s| !row_only(s)) {
         // The tile's one group size, or 0 when its groups differ.
         w.push_str("    const size_t RL_FIRST_N = RL_OFF[RL_T0 + 1] - RL_OFF[RL_T0];\n    int RL_SAME = 1;\n");
         w.push_str("    for (size_t g = RL_T0; g < RL_T1; g++) RL_SAME &= RL_OFF[g + 1] - RL_OFF[g] == RL_FIRST_N;\n");
         w.push_str("    const size_t RL_FIXED = RL_SAME ? RL_FIRST_N : 0;\n");
     }
-    // Segments: runs of row-only elementwise stages, and the runs between.
-    let row_only = |s: usize| matches!(&ir.stages[s], Stage::Elementwise(_)) && !rates[s].contains(&Rate::PerGroup);
     let mut s = 0;
     while s < ir.stages.len() {
         let start = s;

@@ -47,6 +47,13 @@ fn assert_native(compiled: &CompiledProgram) {
     }
 }
 
+/// The C source of a compiled program's kernel, which the builder keeps beside its library.
+fn kernel_source(compiled: &CompiledProgram) -> String {
+    assert_native(compiled);
+    let Backend::Native(library) = compiled.backend() else { unreachable!("checked") };
+    std::fs::read_to_string(library.with_extension("c")).expect("the kernel's source beside it")
+}
+
 /// GRPO with a gate and a discount: the shape of the shipped reward files.
 #[test]
 fn the_gated_program_runs_natively_with_the_interpreters_bits() {
@@ -135,8 +142,7 @@ fn a_division_by_a_group_constant_keeps_its_bits_at_every_magnitude() {
     let p = b.finish(x0, Some(&adv), Some(&discount));
     let compiled = native(&p);
     assert_native(&compiled);
-    let Backend::Native(library) = compiled.backend() else { unreachable!("checked") };
-    let source = std::fs::read_to_string(library.with_extension("c")).expect("the kernel's source beside it");
+    let source = kernel_source(&compiled);
     assert!(source.contains("rl_div_by(s"), "the kernel does not multiply the division out:\n{source}");
     let allow = EvalOptions { non_finite: NonFinite::Allow, ..EvalOptions::default() };
     for size in [4, 8, 16] {
@@ -196,8 +202,7 @@ fn a_reward_checked_through_its_group_mean_reports_what_the_interpreter_does() {
     let p = b.finish(bin(BinOp::Mul, x, num(0.5)), Some(&adv), None);
     let compiled = native(&p);
     assert_native(&compiled);
-    let Backend::Native(library) = compiled.backend() else { unreachable!("checked") };
-    let source = std::fs::read_to_string(library.with_extension("c")).expect("the kernel's source beside it");
+    let source = kernel_source(&compiled);
     assert!(source.contains("bad |= rl_bad(G"), "the reward is checked row by row:\n{source}");
     let sizes: Vec<usize> = [8; 40].into_iter().chain([3]).chain([8; 7]).collect();
     let rows: usize = sizes.iter().sum();
