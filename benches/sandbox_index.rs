@@ -16,10 +16,15 @@
 //!   remove) of a commit, and the same commit's index loaded from the file an earlier process
 //!   persisted under the store.
 //!
+//! - `sandbox_tree_open`: opening views of consecutive commits (oldest first) on a fresh store,
+//!   where each view decodes only the tree objects the repository's tree cache lacks, and the
+//!   same commits opened again (every tree decoded), beside the walk views did before session
+//!   36: gix's breadth-first traversal of each commit's whole tree. Per commit.
+//!
 //! With `REWARDLAB_MIRRORS=<dir of bare mirrors>` the grep group also runs on a real repository
 //! (`REWARDLAB_BENCH_REPO`, default `sympy__sympy`, at `REWARDLAB_BENCH_REV`, default `HEAD`),
 //! shared-cloned (no copy of its objects) under `target/rewardlab-bench/real/`, with a mix of
-//! sympy-flavoured patterns.
+//! sympy-flavoured patterns, and the tree group on its 50 first-parent commits up to that one.
 //!
 //! Target (issue 15): the indexed grep's median per call over the mix ≥ 10× `git grep -n`'s.
 //!
@@ -498,6 +503,54 @@ fn builds(c: &mut Criterion, fx: &Fixture) {
     group.finish();
 }
 
+/// Views of `commits` (oldest first) on fresh stores, then opened again, beside gix's traversal.
+fn tree_opens(c: &mut Criterion, label: &str, fx: &Fixture, commits: &[String]) {
+    let mut group = c.benchmark_group(format!("sandbox_tree_open/{label}"));
+    group.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(3));
+    let per_commit = |total: Duration| total / commits.len() as u32;
+    let mut n = 0;
+    let open_all = |repo: &Repo| {
+        for id in commits {
+            black_box(repo.tree(id, TreeKind::View).expect("view").files().len());
+        }
+    };
+    group.bench_function("view, consecutive commits, fresh store", |b| {
+        b.iter_custom(|iters| {
+            on_fresh_stores(fx, &mut n, None, iters, |repo, _| {
+                let t = Instant::now();
+                open_all(repo);
+                per_commit(t.elapsed())
+            })
+        })
+    });
+    group.bench_function("view, the same commits opened again", |b| {
+        b.iter_custom(|iters| {
+            on_fresh_stores(fx, &mut n, None, iters, |repo, _| {
+                open_all(repo);
+                repo.release_recent();
+                let t = Instant::now();
+                open_all(repo);
+                per_commit(t.elapsed())
+            })
+        })
+    });
+    let git_repo = gix::open(&fx.bare).expect("open the mirror");
+    let ids: Vec<gix::ObjectId> = commits.iter().map(|id| id.parse().expect("commit id")).collect();
+    group.bench_function("baseline: gix breadth-first traversal of each tree (views before session 36)", |b| {
+        b.iter_custom(|iters| {
+            let t = Instant::now();
+            for _ in 0..iters {
+                for id in &ids {
+                    let tree = git_repo.find_commit(*id).and_then(|c| c.tree()).expect("tree");
+                    black_box(tree.traverse().breadthfirst.files().expect("walk").len());
+                }
+            }
+            per_commit(t.elapsed())
+        })
+    });
+    group.finish();
+}
+
 fn bench(c: &mut Criterion) {
     let fx = generated();
     let head = fx.commits.last().expect("a commit").clone();
@@ -513,10 +566,17 @@ fn bench(c: &mut Criterion) {
     );
     greps(c, "generated", &fx, "bench/index", GENERATED_MIX);
     builds(c, &fx);
+    tree_opens(c, "generated", &fx, &fx.commits);
     if let Some((name, real)) = real() {
         let files = git(&real.bare, &["ls-tree", "-r", "--name-only", &real.commits[0]]).lines().count();
         println!("sandbox_index: real repository {name} at {} ({files} files)", &real.commits[0][..12]);
         greps(c, "real", &real, &name, REAL_MIX);
+        let mut history: Vec<String> = git(&real.bare, &["rev-list", "--first-parent", "-n", "50", &real.commits[0]])
+            .lines()
+            .map(String::from)
+            .collect();
+        history.reverse();
+        tree_opens(c, "real", &real, &history);
     }
 }
 

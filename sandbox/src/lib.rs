@@ -158,4 +158,4 @@ pub use rewardlab_protocol::{MAX_CALLS_PER_TURN, escape_regex};
 pub use sandbox::{Sandbox, SandboxStats};
 pub use store::{Repo, RepoStore, StoreOptions, component_store_name, local_mirror_name, mirror_name};
 pub use tools::{Entity, ErrorKind, GlobArgs, GrepArgs, ReadArgs, RunTool, Status, ToolCall, ToolResult};
-pub use tree::{AccessError, EntryKind, FileEntry, Tree, TreeKind};
+pub use tree::{AccessError, EntryKind, FileEntry, Tree, TreeCacheStats, TreeKind};

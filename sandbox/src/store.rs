@@ -19,7 +19,7 @@ use crate::{
     error::Error,
     grep_memo::GrepMemo,
     index::{ContentIndex, IndexProgress, IndexStats},
-    tree::{Backend, Checkout, Tree, TreeKind, View},
+    tree::{Backend, Checkout, DEFAULT_TREE_CACHE_BYTES, Tree, TreeCache, TreeCacheStats, TreeKind, View},
 };
 
 /// Options of a [`RepoStore`] that have good defaults.
@@ -300,6 +300,7 @@ impl RepoStore {
                 blobs: self.blobs.share(),
                 index: ContentIndex::new(self.options.index_bytes, persisted("trigrams")),
                 memo: GrepMemo::new(self.options.grep_memo_bytes, persisted("grepmemo")),
+                trees: TreeCache::new(DEFAULT_TREE_CACHE_BYTES),
                 admin: Mutex::new(()),
             }),
             trees_dir: self.trees_root().join(format!("{name}.git")),
@@ -399,6 +400,11 @@ impl Repo {
     /// lookups counted apart.
     pub fn blob_cache(&self) -> &BlobCache {
         &self.shared.blobs
+    }
+
+    /// Counters of this repository's decoded trees, which views of every commit share.
+    pub fn tree_cache_stats(&self) -> TreeCacheStats {
+        self.shared.trees.stats()
     }
 
     /// Counters of this repository's content index.
@@ -533,6 +539,8 @@ pub(crate) struct RepoShared {
     pub(crate) blobs: BlobCache,
     pub(crate) index: ContentIndex,
     pub(crate) memo: GrepMemo,
+    /// Decoded tree objects by id, shared by the views of every commit.
+    pub(crate) trees: TreeCache,
     /// Serialises worktree registration and removal (see `Checkout::create`).
     admin: Mutex<()>,
 }

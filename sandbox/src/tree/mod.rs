@@ -3,6 +3,7 @@
 //! Both kinds expose the same things: a sorted list of tracked paths ([`Tree::files`]) and
 //! reads of file contents by a policy-supplied path, normalised and resolved inside the tree.
 
+mod listing;
 mod view;
 mod worktree;
 
@@ -13,6 +14,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::{grep_memo::GrepMemo, index::ContentIndex, path, store::RepoShared};
 
+pub use listing::TreeCacheStats;
+pub(crate) use listing::{DEFAULT_TREE_CACHE_BYTES, TreeCache};
 pub(crate) use view::{Entries, View};
 pub(crate) use worktree::Checkout;
 
@@ -251,6 +254,11 @@ impl Reader<'_> {
             Backend::View(view) => view.read_listed(self, slot, entry, max_bytes).map(|b| (b.data, b.text)),
             Backend::Worktree(checkout) => checkout.read_listed(entry, max_bytes).map(|data| (data, false)),
         }
+    }
+
+    /// The tree's sorted file list (a view looks paths up in it).
+    fn files(&self) -> &[FileEntry] {
+        &self.tree.files
     }
 
     fn shared_repo(&self, shared: &RepoShared) -> &gix::Repository {

@@ -12,9 +12,9 @@ use std::{
     },
 };
 
-use gix::{ObjectId, objs::tree::EntryKind as GitKind};
+use gix::ObjectId;
 
-use super::{AccessError, EntryKind, FileEntry, Reader};
+use super::{AccessError, EntryKind, FileEntry, Reader, listing::ItemKind};
 use crate::{
     blob_cache::{Blob, inflated},
     error::Error,
@@ -30,7 +30,9 @@ pub(crate) type Entries = Arc<[Option<Arc<BlobEntry>>]>;
 /// The index of one commit's tree and a handle on the repository's objects and blob cache.
 pub(crate) struct View {
     shared: Arc<RepoShared>,
-    entries: HashMap<String, (ObjectId, EntryKind)>,
+    /// The blob of each symlink (its target), by its position in the sorted file list; a path
+    /// is looked up in that list ([`super::Tree::files`]) by binary search.
+    links: HashMap<usize, ObjectId>,
     dirs: HashSet<String>,
     /// The blob of each listed file, aligned with the sorted file list; `None` for symlinks,
     /// which grep does not search.
@@ -46,7 +48,7 @@ impl std::fmt::Debug for View {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("View")
             .field("repo", &self.shared.name)
-            .field("entries", &self.entries.len())
+            .field("links", &self.links.len())
             .field("dirs", &self.dirs.len())
             .finish()
     }
@@ -58,37 +60,28 @@ impl View {
     pub(crate) fn build(shared: Arc<RepoShared>, commit: ObjectId) -> Result<(View, Vec<FileEntry>), Error> {
         let repo = shared.thread_local();
         let tree_error = |source| Error::TreeRead { repo: shared.name.clone(), commit, source };
-        let records = repo
-            .find_commit(commit)
-            .and_then(|c| c.tree())
-            .and_then(|t| t.traverse().breadthfirst.files())
-            .map_err(tree_error)?;
-        let mut entries = HashMap::with_capacity(records.len());
+        let root = repo.find_commit(commit).and_then(|c| c.tree_id()).map_err(tree_error)?.detach();
         let mut dirs = HashSet::new();
-        let mut files: Vec<(FileEntry, ObjectId)> = Vec::with_capacity(records.len());
-        for record in records {
-            let Ok(path) = String::from_utf8(record.filepath.into()) else {
-                continue;
-            };
-            let kind = match record.mode.kind() {
-                GitKind::Tree => {
-                    dirs.insert(path);
-                    continue;
-                }
-                GitKind::Blob => EntryKind::File,
-                GitKind::BlobExecutable => EntryKind::Executable,
-                GitKind::Link => EntryKind::Symlink,
-                GitKind::Commit => continue,
-            };
-            entries.insert(path.clone(), (record.oid, kind));
-            files.push((FileEntry { path, kind }, record.oid));
-        }
+        let mut files: Vec<(FileEntry, ObjectId)> = Vec::new();
+        let walked = shared.trees.walk(&repo, root, |path, id, kind| match kind {
+            ItemKind::Dir => {
+                dirs.insert(path);
+            }
+            ItemKind::File(kind) => files.push((FileEntry { path, kind }, id)),
+        });
+        walked.map_err(tree_error)?;
         files.sort_unstable_by(|a, b| a.0.path.cmp(&b.0.path));
         let ids = files.iter().map(|(entry, id)| (entry.kind != EntryKind::Symlink).then_some(*id)).collect();
+        let links = files
+            .iter()
+            .enumerate()
+            .filter(|(_, (entry, _))| entry.kind == EntryKind::Symlink)
+            .map(|(slot, (_, id))| (slot, *id))
+            .collect();
         let files = files.into_iter().map(|(entry, _)| entry).collect();
         let view = View {
             shared,
-            entries,
+            links,
             dirs,
             ids,
             index_requested: AtomicBool::new(false),
@@ -198,11 +191,16 @@ impl View {
             if self.dirs.contains(&joined) {
                 continue;
             }
-            match self.entries.get(&joined) {
+            let files = reader.files();
+            let found = files.binary_search_by(|f| f.path.as_str().cmp(&joined)).ok();
+            match found.map(|slot| (slot, files[slot].kind)) {
                 None => {
                     return Err(AccessError::NotFound { path: user_path.to_owned() });
                 }
-                Some((id, EntryKind::Symlink)) => {
+                Some((slot, EntryKind::Symlink)) => {
+                    let Some(&id) = self.links.get(&slot) else {
+                        return Err(AccessError::NotFound { path: user_path.to_owned() });
+                    };
                     hops += 1;
                     if hops > max_hops {
                         return Err(AccessError::refused(
@@ -210,7 +208,7 @@ impl View {
                             format!("more than {max_hops} symlinks on the way (a symlink loop?)"),
                         ));
                     }
-                    let target = self.blob(reader, *id, user_path, 4096)?.data;
+                    let target = self.blob(reader, id, user_path, 4096)?.data;
                     let target = std::str::from_utf8(&target)
                         .map_err(|_| AccessError::refused(user_path, "a symlink on the way has a non-UTF-8 target"))?;
                     if target.contains('\0') {
@@ -231,10 +229,13 @@ impl View {
                         pending.push_front(part.to_owned());
                     }
                 }
-                Some((id, _)) => {
+                Some((slot, _)) => {
                     if pending.iter().any(|c| !c.is_empty() && c != ".") {
                         return Err(AccessError::NotFound { path: user_path.to_owned() });
                     }
+                    let Some(Some(id)) = self.ids.get(slot) else {
+                        return Err(AccessError::NotFound { path: user_path.to_owned() });
+                    };
                     return Ok((joined, *id));
                 }
             }

@@ -264,3 +264,51 @@ fn a_non_utf8_path_is_accepted() {
     assert!(repo.name().starts_with("local__repo-"), "{}", repo.name());
     assert!(repo.tree("HEAD", TreeKind::View).expect("view").files().iter().any(|f| f.path == "README.md"));
 }
+
+#[test]
+fn views_decode_each_tree_object_once_and_list_what_git_lists() {
+    let fx = Fixture::new();
+    let src = fx.path("acme/trees");
+    crate::sandbox::helpers::init(&src);
+    for (path, text) in [
+        ("README.md", "demo\n"),
+        ("pkg/__init__.py", ""),
+        ("pkg/core/a.py", "def a():\n    pass\n"),
+        ("pkg/core/deep/b.py", "def b():\n    pass\n"),
+        ("pkg/util/c.py", "def c():\n    pass\n"),
+        ("docs/index.rst", "Demo\n"),
+    ] {
+        crate::sandbox::helpers::write(&src, path, text);
+    }
+    let first = crate::sandbox::helpers::commit_all(&src, "first");
+    crate::sandbox::helpers::write(&src, "pkg/core/deep/b.py", "def b():\n    return 1\n");
+    let second = crate::sandbox::helpers::commit_all(&src, "second");
+    let trees_of =
+        |id: &str| 1 + git(&src, &["ls-tree", "-r", "-t", id]).lines().filter(|l| l.contains(" tree ")).count();
+
+    // No tree kept alive between opens: every open builds its view again.
+    let options = StoreOptions { keep_recent_trees: 0, ..StoreOptions::default() };
+    let store = RepoStore::open_with(fx.path("store"), options).expect("store");
+    let repo = store.repo(src.to_str().expect("utf-8")).expect("clone");
+    let listed = |id: &str| {
+        let tree = repo.tree(id, TreeKind::View).expect("view");
+        tree.files().iter().map(|f| f.path.clone()).collect::<Vec<_>>()
+    };
+    let git_files = |id: &str| {
+        let mut files: Vec<String> =
+            git(&src, &["ls-tree", "-r", "--name-only", id]).lines().map(String::from).collect();
+        files.sort();
+        files
+    };
+    assert_eq!(listed(&first), git_files(&first));
+    assert_eq!(repo.tree_cache_stats().decoded, trees_of(&first) as u64, "each tree of the first commit once");
+    // The second commit changed one file four levels down: the root, pkg, pkg/core and
+    // pkg/core/deep are new trees; docs and pkg/util are shared.
+    assert_eq!(listed(&second), git_files(&second));
+    assert_eq!(repo.tree_cache_stats().decoded, trees_of(&first) as u64 + 4);
+    // Opening a commit again decodes nothing.
+    let decoded = repo.tree_cache_stats().decoded;
+    assert_eq!(listed(&first), git_files(&first));
+    assert_eq!(repo.tree_cache_stats().decoded, decoded);
+    assert!(repo.tree_cache_stats().hits > 0);
+}
