@@ -101,7 +101,8 @@ pub struct Timings {
     pub step: usize,
     /// Policy time during rollouts (begin, act, observe), tools excluded.
     pub rollout_s: f64,
-    /// Waiting for the sandbox's tool calls.
+    /// Opening the rollouts' trees and waiting for the sandbox's tool calls (before session 36,
+    /// opening the trees counted as `rollout_s`).
     pub tools_s: f64,
     /// Features and the reward program.
     pub reward_s: f64,

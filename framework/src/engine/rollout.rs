@@ -51,7 +51,7 @@ pub(crate) struct RolloutBatch<E> {
     pub records: Vec<Rollout>,
     pub tool_errors: usize,
     pub tool_timeouts: usize,
-    /// Wall seconds spent waiting for tool calls.
+    /// Wall seconds spent opening the batch's trees and waiting for tool calls.
     pub tool_seconds: f64,
     /// Wall seconds spent in the policy (begin, act, observe) and bookkeeping.
     pub policy_seconds: f64,
@@ -88,7 +88,10 @@ pub(crate) fn run_batch<P: Policy>(
     phase: Phase,
 ) -> Result<RolloutBatch<P::Episode>, EngineError> {
     let started = Instant::now();
+    // Opening the commits' trees is the sandbox's work too (a view decodes the tree objects its
+    // repository has not met yet): it counts as the tools' time.
     let trees = open_trees(sandbox, specs)?;
+    let open_seconds = started.elapsed().as_secs_f64();
     let max_calls = limits.max_calls_per_turn.min(sandbox.limits().max_calls_per_turn);
     let mut episodes: Vec<P::Episode> = specs
         .iter()
@@ -96,7 +99,7 @@ pub(crate) fn run_batch<P: Policy>(
         .collect::<Result<_, _>>()
         .map_err(EngineError::policy(step, phase, "begin"))?;
     let mut progress: Vec<Progress> = specs.iter().map(|_| Progress::default()).collect();
-    let mut batch_tool_seconds = 0.0;
+    let mut batch_tool_seconds = open_seconds;
     let (mut tool_errors, mut tool_timeouts) = (0, 0);
     for turn in 0..limits.max_turns {
         let active: Vec<usize> = (0..specs.len()).filter(|&i| !progress[i].done).collect();

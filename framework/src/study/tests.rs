@@ -89,7 +89,10 @@ fn study_sandbox_table_sizes_the_store_and_rejects_unknown_keys() {
     let default = parse(&format!("{HEAD}{variant}")).expect("valid");
     assert_eq!(default.sandbox, SandboxSpec::default());
     let defaults = rewardlab_sandbox::StoreOptions::default();
-    assert_eq!(default.sandbox.store_options(), rewardlab_sandbox::StoreOptions { persist_index: true, ..defaults });
+    assert_eq!(
+        default.sandbox.store_options(),
+        rewardlab_sandbox::StoreOptions { persist_index: true, blob_cache_bytes: 2 << 30, ..defaults }
+    );
 
     assert_eq!(
         default.sandbox.limits(),
