@@ -7,7 +7,7 @@ use std::{
 
 use rewardlab_sandbox::{Error, RepoStore, RunTool, StoreOptions, TreeKind};
 
-use crate::sandbox::helpers::{Fixture, generated_repo, git};
+use crate::sandbox::helpers::{Fixture, commit_all, generated_repo, git, init, write};
 
 fn admin_entries(mirror: &Path) -> Vec<String> {
     match std::fs::read_dir(mirror.join("worktrees")) {
@@ -269,7 +269,7 @@ fn a_non_utf8_path_is_accepted() {
 fn views_decode_each_tree_object_once_and_list_what_git_lists() {
     let fx = Fixture::new();
     let src = fx.path("acme/trees");
-    crate::sandbox::helpers::init(&src);
+    init(&src);
     for (path, text) in [
         ("README.md", "demo\n"),
         ("pkg/__init__.py", ""),
@@ -278,11 +278,11 @@ fn views_decode_each_tree_object_once_and_list_what_git_lists() {
         ("pkg/util/c.py", "def c():\n    pass\n"),
         ("docs/index.rst", "Demo\n"),
     ] {
-        crate::sandbox::helpers::write(&src, path, text);
+        write(&src, path, text);
     }
-    let first = crate::sandbox::helpers::commit_all(&src, "first");
-    crate::sandbox::helpers::write(&src, "pkg/core/deep/b.py", "def b():\n    return 1\n");
-    let second = crate::sandbox::helpers::commit_all(&src, "second");
+    let first = commit_all(&src, "first");
+    write(&src, "pkg/core/deep/b.py", "def b():\n    return 1\n");
+    let second = commit_all(&src, "second");
     let trees_of =
         |id: &str| 1 + git(&src, &["ls-tree", "-r", "-t", id]).lines().filter(|l| l.contains(" tree ")).count();
 
