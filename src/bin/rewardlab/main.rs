@@ -17,12 +17,12 @@ mod sandbox;
 
 use std::process::ExitCode;
 
+use clap::{Parser, Subcommand};
+
 /// mimalloc instead of the system allocator: the same results, less time in `malloc`/`free`
 /// (README, "Session 37").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-use clap::{Parser, Subcommand};
 
 /// Design, check and compile reward and advantage functions for agentic RL.
 #[derive(Debug, Parser)]
