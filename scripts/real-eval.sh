@@ -15,12 +15,16 @@
 #   one, Lite keeps only such instances, and multi-file commits teach the answer size to name
 #   several; 5, the miner's default, is what the README's numbers before session 27 used)
 #   KINDS=both (what is mined: "commits", "pull_requests" or "both")
-#   LR=0.05 (the proxy's learning rate) SCHEDULE=constant (that rate at every step) or cosine (the seeds' schedule: 5%
-#   linear warmup, then a half cosine to 0 at the last step)
+#   LR=0.05 (the proxy's learning rate) SCHEDULE=cosine (the seeds' schedule: 5% linear warmup, then a
+#   half cosine to 0 at the last step) or constant (that rate at every step; the default before
+#   session 38)
 #   VARIANTS="v3" (shipped reward files rewards/codegrep_<v>.reward) BIN=target/release
-#   PROXY="" (extra `key = value` lines for the proxy's [policy] table, e.g. "ranking_prior = true",
-#   which the README's numbers use, $'ranking_prior = true\neval_average = 0.9' for session 7's,
-#   or a switch off for an ablation)
+#   PROXY (`key = value` lines for the proxy's [policy] table; unset, $'ranking_prior = true\neval_average
+#   = 0.9': the ranking starts from the grep heuristic's bias and greedy episodes use the moving
+#   average of the parameters, the configuration of the README's Lite numbers since session 30;
+#   set, exactly what it says: PROXY= for the proxy's own defaults, or a switch added to the two
+#   lines for an ablation. Before session 38 unset meant empty, so SCHEDULE=constant PROXY= is what
+#   sessions 36-37 ran)
 #   TRAINING="" (extra `key = value` lines for the [training] table, e.g. $'epochs = 2\nminibatches = 2')
 #   TASKS="" (extra `key = value` lines for every mined [[tasks]] table, e.g. "max_commits = 20000")
 #   SANDBOX="" (extra `key = value` lines for the [sandbox] table, e.g. "grep_memo_mib = 256")
@@ -62,7 +66,8 @@ bin=${BIN:-$repo_root/target/release}
 seeds=${SEEDS:-3}
 steps=${STEPS:-80}
 variants=${VARIANTS:-v3}
-case "${SCHEDULE:-constant}" in
+proxy_lines=${PROXY-$'ranking_prior = true\neval_average = 0.9'}
+case "${SCHEDULE:-cosine}" in
   constant) schedule='{ kind = "constant" }' ;;
   cosine) schedule='{ kind = "cosine", warmup_fraction = 0.05, min_lr_ratio = 0.0 }' ;;
   *) echo "SCHEDULE=$SCHEDULE: expected constant or cosine" >&2; exit 2 ;;
@@ -135,7 +140,7 @@ TOML
 
 [policy]
 kind = "proxy"
-${PROXY:-}
+$proxy_lines
 
 [training]
 total_steps = $steps
