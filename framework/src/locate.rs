@@ -7,11 +7,15 @@
 //! ([`crate::engine::greedy::run_episodes`]); the baseline is the study's
 //! BM25 top-k ([`crate::study::baseline::bm25_tasks`]). Both are scored and
 //! aggregated as the study's baseline rows are, so the rows compare like for like.
+//!
+//! [`reach`] says where a miss was lost: it runs the policy's first-turn calls on their own and
+//! compares the gold files they name with what the episode saw and answered.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use rewardlab_rewards::rollout::Rollout;
+use rewardlab_sandbox::{Entity, Error as SandboxError, Sandbox, Status, ToolCall, TreeKind};
 use serde::{Deserialize, Serialize};
 
 use crate::bm25::{Bm25Error, TermCache};
@@ -185,4 +189,165 @@ pub fn markdown(rows: &[TableRow]) -> String {
         ));
     }
     out
+}
+
+/// Where an instance's answer was lost (`rewardlab locate --reach`): whether one of the policy's
+/// first-turn calls, run on its own, names a gold file; whether the policy's episode named one in
+/// any tool result; whether its answer named one. An instance lost with a reachable gold file was
+/// lost to the choice of calls or to the ranking; an unreachable one, to the calls on offer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Reach {
+    /// The instance's id.
+    pub instance_id: String,
+    /// The repository (`owner/name` or a store name).
+    pub repo: String,
+    /// First-turn calls run.
+    pub calls: usize,
+    /// The gold files some first-turn call named (a grep or read line, a glob hit), sorted.
+    pub reachable: Vec<String>,
+    /// The first-turn calls that named one, in the policy's candidate order.
+    pub reaching: Vec<ReachingCall>,
+    /// The gold files the policy's episode named in any tool result, sorted.
+    pub seen: Vec<String>,
+    /// Whether the answer named a gold file (recall above 0).
+    pub answered: bool,
+}
+
+/// A first-turn call that named a gold file ([`Reach::reaching`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReachingCall {
+    /// The call.
+    pub call: ToolCall,
+    /// Distinct files its result named, gold or not.
+    pub files: usize,
+    /// Whether its output was complete (not cut at the output limit, no timeout).
+    pub complete: bool,
+}
+
+impl ReachingCall {
+    /// A complete result naming at most [`SELECTIVE_FILES`] files: the call points at the gold
+    /// file rather than listing it among many (a grep of `returns` names hundreds).
+    pub fn selective(&self) -> bool {
+        self.complete && self.files <= SELECTIVE_FILES
+    }
+}
+
+/// See [`ReachingCall::selective`]; the proxy's "rare hit" uses the same bound.
+pub const SELECTIVE_FILES: usize = 3;
+
+/// The gold files among the paths `named`, sorted and deduplicated.
+fn gold_among<'a>(task: &EngineTask, named: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let gold = task.target.files.as_deref().unwrap_or_default();
+    let found: std::collections::BTreeSet<&str> = named.into_iter().filter(|p| gold.iter().any(|g| g == p)).collect();
+    found.into_iter().map(str::to_owned).collect()
+}
+
+/// Runs each of `calls` (the policy's first-turn calls for the task) at the task's commit and
+/// compares what they and the episode (`rollout`, `prediction`) named with the gold files.
+pub fn reach(
+    sandbox: &Sandbox,
+    task: &EngineTask,
+    calls: &[ToolCall],
+    rollout: &Rollout,
+    prediction: &Prediction,
+) -> Result<Reach, SandboxError> {
+    let tree = sandbox.tree(&task.repo, &task.commit, TreeKind::View)?;
+    let mut reachable = Vec::new();
+    let mut reaching = Vec::new();
+    for call in calls {
+        let result = sandbox.call(&tree, call);
+        let found = gold_among(task, result.entities.iter().map(Entity::path));
+        if !found.is_empty() {
+            reachable.extend(found);
+            let files: std::collections::HashSet<&str> = result.entities.iter().map(Entity::path).collect();
+            let complete = result.status == Status::Ok;
+            reaching.push(ReachingCall { call: call.clone(), files: files.len(), complete });
+        }
+    }
+    reachable.sort();
+    reachable.dedup();
+    let logged = rollout.turns.iter().flatten().flatten();
+    let seen = gold_among(task, logged.flat_map(|call| call.entities.iter().flatten().map(Entity::path)));
+    Ok(Reach {
+        instance_id: task.id.clone(),
+        repo: task.repo.clone(),
+        calls: calls.len(),
+        reachable,
+        reaching,
+        seen,
+        answered: prediction.recall > 0.0,
+    })
+}
+
+/// Counts of [`Reach`] records as a markdown table: instances, reachable by one first-turn call
+/// (and by a [selective](ReachingCall::selective) one), seen by the episode, answered, and the
+/// answered share of the seen; overall, then per repository (sorted) when there are several.
+pub fn reach_markdown(reach: &[Reach]) -> String {
+    let mut out = String::from(
+        "| scope | instances | reachable in one call | by a selective call | seen by the episode | answered | answered of seen |\n|---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    let mut scopes: Vec<(&str, Vec<&Reach>)> = vec![("all", reach.iter().collect())];
+    let repos: std::collections::BTreeSet<&str> = reach.iter().map(|r| r.repo.as_str()).collect();
+    if repos.len() > 1 {
+        scopes.extend(repos.into_iter().map(|repo| (repo, reach.iter().filter(|r| r.repo == repo).collect())));
+    }
+    for (scope, records) in scopes {
+        let count = |f: fn(&Reach) -> bool| records.iter().filter(|r| f(r)).count();
+        let (reachable, seen, answered) =
+            (count(|r| !r.reachable.is_empty()), count(|r| !r.seen.is_empty()), count(|r| r.answered));
+        let selective = count(|r| r.reaching.iter().any(ReachingCall::selective));
+        let share = if seen == 0 { 0.0 } else { count(|r| r.answered && !r.seen.is_empty()) as f64 / seen as f64 };
+        out.push_str(&format!(
+            "| {scope} | {} | {reachable} | {selective} | {seen} | {answered} | {share:.2} |\n",
+            records.len()
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(repo: &str, reaching: Vec<(usize, bool)>, seen: bool, answered: bool) -> Reach {
+        let call = ToolCall::Glob(rewardlab_sandbox::GlobArgs { pattern: "**/a.py".into() });
+        Reach {
+            instance_id: format!("{repo}-1"),
+            repo: repo.into(),
+            calls: 5,
+            reachable: if reaching.is_empty() { vec![] } else { vec!["a.py".into()] },
+            reaching: reaching
+                .into_iter()
+                .map(|(files, complete)| ReachingCall { call: call.clone(), files, complete })
+                .collect(),
+            seen: if seen { vec!["a.py".into()] } else { vec![] },
+            answered,
+        }
+    }
+
+    #[test]
+    fn reach_table_counts_overall_and_per_repository() {
+        let records = [
+            // Reached only by a call listing many files; seen and answered.
+            record("x", vec![(40, true)], true, true),
+            // Reached by a selective call, never seen.
+            record("x", vec![(40, false), (2, true)], false, false),
+            // A cut output naming one file is not selective.
+            record("y", vec![(1, false)], true, false),
+            // Unreachable, unseen, not answered.
+            record("y", vec![], false, false),
+        ];
+        let table = reach_markdown(&records);
+        let rows: Vec<&str> = table.lines().skip(2).collect();
+        assert_eq!(
+            rows,
+            [
+                "| all | 4 | 3 | 1 | 2 | 1 | 0.50 |",
+                "| x | 2 | 2 | 1 | 1 | 1 | 1.00 |",
+                "| y | 2 | 1 | 0 | 1 | 0 | 0.00 |"
+            ]
+        );
+        // One repository: no per-repository rows.
+        assert_eq!(reach_markdown(&records[..2]).lines().count(), 3);
+    }
 }

@@ -402,6 +402,40 @@ fn locate_runs_a_trained_run_over_instances_and_scores_it_beside_bm25() {
     // The same greedy episodes as the study's last evaluation: the same held-out F_β.
     assert_locate_scores_the_last_evaluation(&run, &predictions);
 
+    // `--reach`: each issue names a function of each gold file, so a grep of that name (one of
+    // the policy's first-turn calls) names the gold file and nothing else. What the episode saw
+    // and answered agrees with its rollouts and predictions.
+    let out = locate(dir, &run, &["--rollouts", "rollouts.jsonl", "--reach", "reach.jsonl"]);
+    assert_ok(&out, "rewardlab locate --reach");
+    let reach = read_jsonl(&dir.join("reach.jsonl"));
+    let rollouts = read_jsonl(&dir.join("rollouts.jsonl"));
+    assert_eq!(reach.len(), 2);
+    assert_eq!(reach[0]["reachable"], serde_json::json!(["src/parser.py"]), "{reach:?}");
+    assert_eq!(reach[1]["reachable"], serde_json::json!(["src/config.py", "src/render.py"]), "{reach:?}");
+    for ((r, rollout), prediction) in reach.iter().zip(&rollouts).zip(&predictions) {
+        assert!(r["calls"].as_u64().is_some_and(|n| n >= 2), "{r}");
+        let name = if r["instance_id"] == "acme__widgets-0" { "parser_5" } else { "render_5" };
+        let reaching = r["reaching"].as_array().expect("reaching calls");
+        let grep = reaching.iter().find(|c| c["call"]["tool"] == "grep" && c["call"]["args"]["pattern"] == name);
+        assert!(grep.is_some_and(|c| c["files"] == 1 && c["complete"] == true), "a grep of {name}: {r}");
+        let gold: Vec<&str> = r["reachable"].as_array().unwrap().iter().map(|g| g.as_str().unwrap()).collect();
+        let mut seen: Vec<&str> = rollout["turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|t| t.as_array().unwrap())
+            .flat_map(|call| call["entities"].as_array().unwrap())
+            .map(|e| e.as_str().unwrap().split(':').next().unwrap())
+            .filter(|p| gold.contains(p))
+            .collect();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(r["seen"], serde_json::json!(seen), "{r}");
+        assert_eq!(r["answered"], serde_json::json!(prediction["recall"].as_f64().unwrap() > 0.0), "{r}");
+    }
+    let table = stdout_of(&out);
+    assert!(table.contains("| all | 2 | 2 | 2 |"), "both reachable, by a call naming one or two files: {table}");
+
     // A snapshot without one blob (the parser as instance 1's base has it): BM25 cannot read the
     // commit, so locate fails, unless it skips what the store lacks.
     let mirror = dir.join("repos/acme__widgets.git");
@@ -477,6 +511,11 @@ reward = 'Fb(file)'
     let out = locate(&[]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("pass the run's study file with --study"), "{out:?}");
+
+    // `--reach` runs a proxy's candidate calls; a Qwen3 run has none to offer.
+    let out = locate(&["--study", file, "--reach", "reach.jsonl"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a Qwen3 run"), "{out:?}");
 
     let out = locate(&["--study", file, "--out", "predictions.jsonl", "--rollouts", "rollouts.jsonl"]);
     assert_ok(&out, "rewardlab locate --study");

@@ -503,6 +503,16 @@ impl ProxyPolicy {
         &self.theta
     }
 
+    /// Every call this policy can make in the first turn of an episode on `issue`, before any
+    /// result has come back: the greps and globs of the issue's terms, in candidate order (reads,
+    /// source-only repeats and names from results are offered later). A diagnostic
+    /// (`rewardlab locate --reach`): run them all to learn whether a single call could have shown
+    /// the files the answer needs.
+    pub fn first_turn_calls(&self, issue: &str) -> Vec<rewardlab_sandbox::ToolCall> {
+        let episode = ProxyEpisode::new(issue, ChaCha8Rng::seed_from_u64(0), None, self.config);
+        episode.available(0).into_iter().map(|candidate| candidate.call).collect()
+    }
+
     fn draw(episode: &ProxyEpisode) -> Draw {
         episode.temperature.map_or(Draw::Greedy, Draw::Sample)
     }

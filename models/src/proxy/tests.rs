@@ -1373,3 +1373,23 @@ fn capitalised_words_are_prose_words_as_code_spells_them() {
     assert!(off.iter().all(|w| w != "mathematica" && w != "zarr"), "{off:?}");
     assert!(off.iter().any(|w| w == "stores"), "{off:?}");
 }
+
+#[test]
+fn first_turn_calls_are_the_first_turns_candidates() {
+    let policy = ProxyPolicy::default();
+    let calls = policy.first_turn_calls(ISSUE);
+    let episode = ProxyEpisode::new(ISSUE, ChaCha8Rng::seed_from_u64(7), None, *policy.config());
+    let offered: Vec<ToolCall> = episode.available(6).into_iter().map(|c| c.call).collect();
+    assert_eq!(calls, offered, "nothing is seen yet, so no read is on offer");
+    assert!(calls.iter().any(|c| matches!(c, ToolCall::Grep(g) if g.pattern == "(?:def|class) send\\b")), "{calls:?}");
+    assert!(calls.iter().any(|c| matches!(c, ToolCall::Glob(_))), "{calls:?}");
+    // Every call a sampled first turn makes is one of them.
+    let task = TaskPrompt { id: "t".into(), text: ISSUE.into() };
+    for seed in 0..8 {
+        let mut episode = policy.begin(&task, Sampling::Sample { temperature: 1.0 }, seed).expect("begin");
+        let turn = TurnInfo { index: 0, max_turns: 4, max_calls_per_turn: 8, must_answer: false };
+        if let Some(TurnOutput::Calls(made)) = policy.act(&mut [&mut episode], turn).expect("act").pop() {
+            assert!(made.iter().flatten().all(|c| calls.contains(c)), "seed {seed}: {made:?}");
+        }
+    }
+}

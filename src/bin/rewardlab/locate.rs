@@ -10,17 +10,21 @@
 //! needs nothing else; a Qwen3 run also needs its study file (`--study`) for the base model and
 //! adapter shape. Prints the seeds' Table 2 beside BM25 top-k, overall and per repository.
 //! `--rollouts` also writes the episodes themselves (calls, the entities they returned, answers).
+//! `--reach FILE` (proxy policies) also runs every call the policy could make in its first turn
+//! and tells, per instance and in a table, whether one of them names a gold file, whether the
+//! episode's results named one, and whether the answer did: where the misses are lost.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressStyle};
 use rewardlab_framework::bm25::TermCache;
 use rewardlab_framework::engine::checkpoint::{checkpoint_config, read_policy_state};
 use rewardlab_framework::engine::greedy::run_episodes;
 use rewardlab_framework::engine::{EngineConfig, EngineTask, latest_checkpoint};
-use rewardlab_framework::locate::{self, Prediction};
+use rewardlab_framework::locate::{self, Prediction, Reach};
 use rewardlab_framework::study::{self, PolicySpec, StudyError, StudyTasks};
 use rewardlab_models::agent::Policy;
 use rewardlab_models::proxy::{ProxyPolicy, ProxyState};
@@ -51,6 +55,13 @@ pub struct LocateArgs {
     /// them under another formula with `rewardlab eval`.
     #[arg(long)]
     rollouts: Option<PathBuf>,
+    /// Proxy policies: also run every call the policy could make in an episode's first turn (the
+    /// greps and globs of the terms), write per instance whether one of them names a gold
+    /// file, whether the episode's results named one and whether the answer did (JSONL), and
+    /// print their counts: a miss with a reachable gold file was lost to the policy's choice of
+    /// calls or its ranking, one without, to the calls it has on offer.
+    #[arg(long)]
+    reach: Option<PathBuf>,
     /// The study file the run belongs to: needed for Qwen3 runs (the base model), optional for proxy runs.
     #[arg(long)]
     study: Option<PathBuf>,
@@ -104,11 +115,13 @@ pub fn run(args: LocateArgs) -> Result<u8> {
             Some(PolicySpec::Qwen3(_)) => bail!("--fresh-proxy takes a proxy study's settings"),
             None => Default::default(),
         };
-        let policy = episodes(&ProxyPolicy::new(settings), &sandbox, &tasks, &config)?;
-        return finish(&args, policy, &tasks, prepared, started, (sandbox, temporary));
+        let proxy = ProxyPolicy::new(settings);
+        let policy = episodes(&proxy, &sandbox, &tasks, &config)?;
+        let reach = reach(&args, &proxy, &sandbox, &tasks, &policy)?;
+        return finish(&args, policy, reach, &tasks, prepared, started, (sandbox, temporary));
     };
     eprintln!("locating {} instance(s) with {}", tasks.len(), checkpoint.display());
-    let policy = match policy_spec(args.study.as_deref())? {
+    let (policy, reach) = match policy_spec(args.study.as_deref())? {
         None | Some(PolicySpec::Proxy(_)) => {
             let state: ProxyState = read_policy_state(&checkpoint).with_context(|| {
                 format!(
@@ -119,17 +132,22 @@ pub fn run(args: LocateArgs) -> Result<u8> {
             // `restore` takes the state's own config.
             let mut policy = ProxyPolicy::default();
             policy.restore(state)?;
-            episodes(&policy, &sandbox, &tasks, &config)?
+            let predicted = episodes(&policy, &sandbox, &tasks, &config)?;
+            let reach = reach(&args, &policy, &sandbox, &tasks, &predicted)?;
+            (predicted, reach)
         }
         Some(PolicySpec::Qwen3(spec)) => {
+            if args.reach.is_some() {
+                bail!("--reach runs a proxy policy's first-turn calls; {} is a Qwen3 run", checkpoint.display());
+            }
             let device = study::qwen3::device(&spec)?;
             let mut agent = study::qwen3::load_agent(&spec, &device, config.seed)
                 .with_context(|| format!("loading the Qwen3 checkpoint {}", spec.model.display()))?;
             agent.restore(read_policy_state(&checkpoint)?)?;
-            episodes(&agent, &sandbox, &tasks, &config)?
+            (episodes(&agent, &sandbox, &tasks, &config)?, None)
         }
     };
-    finish(&args, policy, &tasks, prepared, started, (sandbox, temporary))
+    finish(&args, policy, reach, &tasks, prepared, started, (sandbox, temporary))
 }
 
 /// Scores BM25 beside the policy's predictions, writes them and prints the table; then drops the
@@ -138,6 +156,7 @@ pub fn run(args: LocateArgs) -> Result<u8> {
 fn finish(
     args: &LocateArgs,
     (policy, rollouts): (Vec<Prediction>, Vec<Rollout>),
+    reach: Option<Vec<Reach>>,
     tasks: &[EngineTask],
     prepared: StudyTasks,
     started: std::time::Instant,
@@ -156,6 +175,11 @@ fn finish(
     let bm25_name = format!("BM25 top-{}", args.bm25_k);
     let rows = locate::table(&[("policy", &policy), (&bm25_name, &bm25)]);
     print!("{}", locate::markdown(&rows));
+    if let (Some(path), Some(reach)) = (&args.reach, &reach) {
+        write_jsonl(path, reach)?;
+        println!();
+        print!("{}", locate::reach_markdown(reach));
+    }
     eprintln!("{} episode(s) in {seconds:.1} s", tasks.len());
     let (sandbox, temporary) = held;
     drop(sandbox);
@@ -186,6 +210,35 @@ fn episodes<P: Policy>(
 ) -> Result<(Vec<Prediction>, Vec<Rollout>)> {
     let rollouts = run_episodes(policy, sandbox, tasks, config)?;
     Ok((locate::from_rollouts(tasks, &rollouts), rollouts))
+}
+
+/// With `--reach`: every instance's first-turn calls run beside its episode ([`locate::reach`]).
+fn reach(
+    args: &LocateArgs,
+    policy: &ProxyPolicy,
+    sandbox: &Sandbox,
+    tasks: &[EngineTask],
+    (predictions, rollouts): &(Vec<Prediction>, Vec<Rollout>),
+) -> Result<Option<Vec<Reach>>> {
+    if args.reach.is_none() {
+        return Ok(None);
+    }
+    let bar = ProgressBar::new(tasks.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("first-turn calls {bar:40} {pos}/{len} instances ({per_sec}, eta {eta})")
+            .expect("the progress template is valid"),
+    );
+    let mut out = Vec::with_capacity(tasks.len());
+    for ((task, rollout), prediction) in tasks.iter().zip(rollouts).zip(predictions) {
+        let calls = policy.first_turn_calls(&task.prompt);
+        out.push(
+            locate::reach(sandbox, task, &calls, rollout, prediction)
+                .with_context(|| format!("running the first-turn calls of {}", task.id))?,
+        );
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(Some(out))
 }
 
 /// Writes one JSON line per record.
