@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use rewardlab_models::proxy::RARE_FILES;
 use rewardlab_rewards::rollout::Rollout;
 use rewardlab_sandbox::{Entity, Error as SandboxError, Sandbox, Status, ToolCall, TreeKind};
 use serde::{Deserialize, Serialize};
@@ -225,15 +226,13 @@ pub struct ReachingCall {
 }
 
 impl ReachingCall {
-    /// A complete result naming at most [`SELECTIVE_FILES`] files: the call points at the gold
-    /// file rather than listing it among many (a grep of `returns` names hundreds).
+    /// A complete result naming at most [`RARE_FILES`] files (the proxy's "rare hit" bound): the
+    /// call points at the gold file rather than listing it among many (a grep of `returns` names
+    /// hundreds).
     pub fn selective(&self) -> bool {
-        self.complete && self.files <= SELECTIVE_FILES
+        self.complete && self.files <= RARE_FILES
     }
 }
-
-/// See [`ReachingCall::selective`]; the proxy's "rare hit" uses the same bound.
-pub const SELECTIVE_FILES: usize = 3;
 
 /// The gold files among the paths `named`, sorted and deduplicated.
 fn gold_among<'a>(task: &EngineTask, named: impl IntoIterator<Item = &'a str>) -> Vec<String> {
@@ -256,10 +255,10 @@ pub fn reach(
     let mut reaching = Vec::new();
     for call in calls {
         let result = sandbox.call(&tree, call);
-        let found = gold_among(task, result.entities.iter().map(Entity::path));
+        let files: std::collections::HashSet<&str> = result.entities.iter().map(Entity::path).collect();
+        let found = gold_among(task, files.iter().copied());
         if !found.is_empty() {
             reachable.extend(found);
-            let files: std::collections::HashSet<&str> = result.entities.iter().map(Entity::path).collect();
             let complete = result.status == Status::Ok;
             reaching.push(ReachingCall { call: call.clone(), files: files.len(), complete });
         }

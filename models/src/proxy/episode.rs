@@ -42,8 +42,9 @@ pub(crate) enum CallKind {
 /// Number of [`CallKind`]s.
 pub(crate) const CALL_KINDS: usize = 13;
 
-/// A grep that hit at most this many files (complete output) is a rare hit.
-pub(crate) const RARE_FILES: usize = 3;
+/// A grep that hit at most this many files (complete output) is a rare hit; `rewardlab locate
+/// --reach` calls a first-turn call selective by the same bound.
+pub const RARE_FILES: usize = 3;
 
 /// Names taken from read results per rollout, at most.
 const MAX_RESULT_NAMES: usize = 12;

@@ -218,7 +218,7 @@ use thiserror::Error;
 use crate::agent::{Answer, OptimStep, Policy, PolicyState, Sampling, StepStats, TaskPrompt, TurnInfo, TurnOutput};
 use rewardlab_sandbox::ToolResult;
 
-pub use episode::ProxyEpisode;
+pub use episode::{ProxyEpisode, RARE_FILES};
 pub use features::DIM;
 pub use loglinear::Adam as AdamW;
 use loglinear::{Adam, Draw, decide};
