@@ -16,6 +16,7 @@ pub mod bm25;
 pub mod engine;
 pub mod heuristic;
 pub mod locate;
+mod markdown;
 pub mod study;
 pub mod synthetic;
 pub mod warm_start;

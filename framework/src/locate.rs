@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bm25::{Bm25Error, TermCache};
 use crate::engine::{EngineTask, TaskSet};
+use crate::markdown::{Align, Table};
 use crate::study::baseline::{self, bm25_tasks_cached, file_scores};
 
 /// One instance's prediction and its scores (a line of `predictions.jsonl`).
@@ -180,16 +181,24 @@ pub fn table(methods: &[(&str, &[Prediction])]) -> Vec<TableRow> {
 
 /// The rows as a markdown table.
 pub fn markdown(rows: &[TableRow]) -> String {
-    let mut out = String::from(
-        "| scope | method | tasks | F_β mean | F_β median | P | R | F_β ≥ 0.8 | turns |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
-    );
+    use Align::{Left as L, Right as R};
+    let header = ["scope", "method", "tasks", "F_β mean", "F_β median", "P", "R", "F_β ≥ 0.8", "turns"];
+    let mut table = Table::aligned(header, &[L, L, R, R, R, R, R, R, R]);
+    let cell = |x: f64| format!("{x:.3}");
     for r in rows {
-        out.push_str(&format!(
-            "| {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} |\n",
-            r.scope, r.method, r.tasks, r.fb_mean, r.fb_median, r.precision, r.recall, r.fb_ge_0_8, r.turns
-        ));
+        table.row([
+            r.scope.clone(),
+            r.method.clone(),
+            r.tasks.to_string(),
+            cell(r.fb_mean),
+            cell(r.fb_median),
+            cell(r.precision),
+            cell(r.recall),
+            cell(r.fb_ge_0_8),
+            format!("{:.2}", r.turns),
+        ]);
     }
-    out
+    table.finish()
 }
 
 /// Where an instance's answer was lost (`rewardlab locate --reach`): whether one of the policy's
@@ -282,9 +291,17 @@ pub fn reach(
 /// (and by a [selective](ReachingCall::selective) one), seen by the episode, answered, and the
 /// answered share of the seen; overall, then per repository (sorted) when there are several.
 pub fn reach_markdown(reach: &[Reach]) -> String {
-    let mut out = String::from(
-        "| scope | instances | reachable in one call | by a selective call | seen by the episode | answered | answered of seen |\n|---|---:|---:|---:|---:|---:|---:|\n",
-    );
+    use Align::{Left as L, Right as R};
+    let header = [
+        "scope",
+        "instances",
+        "reachable in one call",
+        "by a selective call",
+        "seen by the episode",
+        "answered",
+        "answered of seen",
+    ];
+    let mut table = Table::aligned(header, &[L, R, R, R, R, R, R]);
     let mut scopes: Vec<(&str, Vec<&Reach>)> = vec![("all", reach.iter().collect())];
     let repos: std::collections::BTreeSet<&str> = reach.iter().map(|r| r.repo.as_str()).collect();
     if repos.len() > 1 {
@@ -296,12 +313,17 @@ pub fn reach_markdown(reach: &[Reach]) -> String {
             (count(|r| !r.reachable.is_empty()), count(|r| !r.seen.is_empty()), count(|r| r.answered));
         let selective = count(|r| r.reaching.iter().any(ReachingCall::selective));
         let share = if seen == 0 { 0.0 } else { count(|r| r.answered && !r.seen.is_empty()) as f64 / seen as f64 };
-        out.push_str(&format!(
-            "| {scope} | {} | {reachable} | {selective} | {seen} | {answered} | {share:.2} |\n",
-            records.len()
-        ));
+        table.row([
+            scope.to_owned(),
+            records.len().to_string(),
+            reachable.to_string(),
+            selective.to_string(),
+            seen.to_string(),
+            answered.to_string(),
+            format!("{share:.2}"),
+        ]);
     }
-    out
+    table.finish()
 }
 
 #[cfg(test)]

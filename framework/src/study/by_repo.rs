@@ -27,6 +27,7 @@ use super::baseline::{BaselineTask, baseline_row};
 use super::stats::MeanCi;
 use super::summary::{BaselineRow, COLUMNS, SummaryError, baseline_cells, io, stats_cells, stats_header, write_csv};
 use crate::engine::EvalRecord;
+use crate::markdown::Table;
 
 /// File names under `results/<study>/`.
 pub const SUMMARY_BY_REPO_CSV: &str = "summary_by_repo.csv";
@@ -193,8 +194,7 @@ pub fn render_repo_markdown(name: &str, repos: &[RepoSummary]) -> String {
     header.push("tasks".to_string());
     for r in repos {
         out.push_str(&format!("\n## `{}`\n\n", r.repo));
-        out.push_str(&format!("| {} |\n", header.join(" | ")));
-        out.push_str(&format!("|{}\n", "---|".repeat(header.len())));
+        let mut table = Table::new(&header);
         for v in &r.variants {
             let mut cells = vec![v.name.clone(), v.seeds.to_string()];
             for (s, (key, _)) in v.stats.iter().zip(REPO_COLUMNS) {
@@ -202,14 +202,15 @@ pub fn render_repo_markdown(name: &str, repos: &[RepoSummary]) -> String {
                 cells.push(s.map_or("–".to_string(), |s| s.display(decimals)));
             }
             cells.push(v.tasks.to_string());
-            out.push_str(&format!("| {} |\n", cells.join(" | ")));
+            table.row(cells);
         }
         for b in &r.baselines {
             let mut cells = vec![b.name.clone(), "–".to_string()];
             cells.extend(b.held_out().iter().map(|x| format!("{x:.3}")));
             cells.extend(["–".to_string(), b.tasks.to_string()]);
-            out.push_str(&format!("| {} |\n", cells.join(" | ")));
+            table.row(cells);
         }
+        out.push_str(&table.finish());
     }
     out
 }

@@ -29,6 +29,7 @@ use serde::Serialize;
 use super::stats::{MeanCi, t_975};
 use super::summary::VariantSummary;
 use crate::engine::MetricsRow;
+use crate::markdown::Table;
 
 /// The metrics compared, in table order: (key, header).
 pub const METRICS: [(&str, &str); 6] = [
@@ -168,11 +169,7 @@ pub fn render_markdown(diffs: &[PairedDiff], reference: &str) -> String {
         pairs.saturating_sub(1),
         if pairs > 1 { t_975(pairs - 1) } else { f64::NAN },
     );
-    out.push_str("| variant |");
-    for (_, header) in METRICS {
-        out.push_str(&format!(" {header} |"));
-    }
-    out.push_str(&format!("\n|---|{}\n", "---|".repeat(METRICS.len())));
+    let mut table = Table::new(std::iter::once("variant").chain(METRICS.map(|(_, header)| header)));
     let mut variants: Vec<&str> = Vec::new();
     for d in diffs {
         if !variants.contains(&d.variant.as_str()) {
@@ -180,18 +177,17 @@ pub fn render_markdown(diffs: &[PairedDiff], reference: &str) -> String {
         }
     }
     for variant in variants {
-        out.push_str(&format!("| {variant} |"));
-        for (key, _) in METRICS {
-            let cell = diffs.iter().find(|d| d.variant == variant && d.metric == key).map_or("–".to_owned(), |d| {
+        let cells = METRICS.into_iter().map(|(key, _)| {
+            diffs.iter().find(|d| d.variant == variant && d.metric == key).map_or("–".to_owned(), |d| {
                 let decimals = if matches!(key, "completion_len" | "wrong_len" | "turns") { 1 } else { 3 };
                 let ci = d.ci95.map_or(String::new(), |h| format!(" ± {h:.decimals$}"));
                 let p = d.p_value.map_or(String::new(), |p| format!(" (p {p:.3})"));
                 format!("{:+.decimals$}{ci}{p}{}", d.mean, if d.significant { " *" } else { "" })
-            });
-            out.push_str(&format!(" {cell} |"));
-        }
-        out.push('\n');
+            })
+        });
+        table.row(std::iter::once(variant.to_owned()).chain(cells));
     }
+    out.push_str(&table.finish());
     out
 }
 

@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use super::publish::{PublishError, publish_file};
 use super::summary::{Manifest, SummaryError, io, write_csv};
 use crate::engine::{TIMINGS_FILE, Timings};
+use crate::markdown::Table;
 
 /// The phase split as CSV.
 pub const PHASES_CSV: &str = "phases.csv";
@@ -190,28 +191,39 @@ pub fn render(name: &str, rows: &[PhaseRow], calls: Option<&SandboxStats>, index
          held-out evaluation is amortised over all steps, and its tool calls are counted inside it. \
          Times vary from run to run; `summary.md` holds the reproducible results.\n\n",
     );
-    out.push_str(
-        "| variant | runs | steps | rollout | tools | reward | update | eval (its tools) | shadow | step | tools share | with eval's tools |\n",
-    );
-    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    let mut table = Table::new([
+        "variant",
+        "runs",
+        "steps",
+        "rollout",
+        "tools",
+        "reward",
+        "update",
+        "eval (its tools)",
+        "shadow",
+        "step",
+        "tools share",
+        "with eval's tools",
+    ]);
+    let seconds = |s: f64| format!("{s:.3} s");
+    let percent = |share: f64| format!("{:.0}%", 100.0 * share);
     for r in rows {
-        out.push_str(&format!(
-            "| {} | {} | {} | {:.3} s | {:.3} s | {:.3} s | {:.3} s | {:.3} s ({:.3} s) | {:.3} s | {:.3} s | {:.0}% | {:.0}% |\n",
-            r.variant,
-            r.runs,
-            r.steps,
-            r.rollout_s,
-            r.tools_s,
-            r.reward_s,
-            r.update_s,
-            r.eval_s,
-            r.eval_tools_s,
-            r.shadow_s,
-            r.step_s,
-            100.0 * r.tools_share,
-            100.0 * r.all_tools_share
-        ));
+        table.row([
+            r.variant.clone(),
+            r.runs.to_string(),
+            r.steps.to_string(),
+            seconds(r.rollout_s),
+            seconds(r.tools_s),
+            seconds(r.reward_s),
+            seconds(r.update_s),
+            format!("{} ({})", seconds(r.eval_s), seconds(r.eval_tools_s)),
+            seconds(r.shadow_s),
+            seconds(r.step_s),
+            percent(r.tools_share),
+            percent(r.all_tools_share),
+        ]);
     }
+    out.push_str(&table.finish());
     if let Some(calls) = calls {
         out.push_str(&render_calls(calls));
     }
@@ -224,30 +236,38 @@ pub fn render(name: &str, rows: &[PhaseRow], calls: Option<&SandboxStats>, index
 /// The tool calls' counters: how many the result cache answered.
 fn render_calls(s: &SandboxStats) -> String {
     let share = |n: u64| if s.calls > 0 { 100.0 * n as f64 / s.calls as f64 } else { 0.0 };
+    let mut table = Table::new([
+        "calls",
+        "answered from the result cache",
+        "joined a call in flight",
+        "timeouts",
+        "errors",
+        "results loaded",
+        "results cached",
+        "cache",
+    ]);
+    table.row([
+        s.calls.to_string(),
+        format!("{} ({:.0}%)", s.cache_hits, share(s.cache_hits)),
+        format!("{} ({:.0}%)", s.joined, share(s.joined)),
+        s.timeouts.to_string(),
+        s.errors.to_string(),
+        s.loaded.to_string(),
+        s.cache_entries.to_string(),
+        format!("{:.0} MiB", s.cache_bytes as f64 / f64::from(1 << 20)),
+    ]);
     format!(
         "\n## Tool calls\n\n\
          Counters of the last training process (`sandbox.json`), every run of it together: one result \
          cache serves them all (`[sandbox] result_cache_mib`), filled first with the results the \
-         study's previous process (the same binary) left in the store (loaded).\n\n\
-         | calls | answered from the result cache | joined a call in flight | timeouts | errors | results loaded | results cached | cache |\n\
-         |---|---|---|---|---|---|---|---|\n\
-         | {} | {} ({:.0}%) | {} ({:.0}%) | {} | {} | {} | {} | {:.0} MiB |\n",
-        s.calls,
-        s.cache_hits,
-        share(s.cache_hits),
-        s.joined,
-        share(s.joined),
-        s.timeouts,
-        s.errors,
-        s.loaded,
-        s.cache_entries,
-        s.cache_bytes as f64 / f64::from(1 << 20)
+         study's previous process (the same binary) left in the store (loaded).\n\n{}",
+        table.finish()
     )
 }
 
 /// The counters' table: one row per repository.
 fn render_index(rows: &[IndexRow]) -> String {
-    let mib = |bytes: usize| bytes as f64 / f64::from(1 << 20);
+    let mib = |bytes: usize| format!("{:.0} MiB", bytes as f64 / f64::from(1 << 20));
     let mut out = String::from(
         "\n## Content index and blob cache\n\n\
          Counters of the last training process, per repository (`index.json`). Evictions mean the \
@@ -255,29 +275,45 @@ fn render_index(rows: &[IndexRow]) -> String {
          blobs' files again; a compaction follows each round of evictions. Memo files: files greps took \
          from the grep memo (what the pattern matched in the blob at an earlier grep) instead of reading \
          them (memo loaded: entries read back from the file an earlier process of the study wrote); its \
-         size is bounded by `[sandbox] grep_memo_mib`.\n\n\
-         | repository | blobs | index | bound | built | loaded | evicted | compactions | files skipped | indexed greps | memo files | memo loaded | memo | blob cache hits | misses |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         size is bounded by `[sandbox] grep_memo_mib`.\n\n",
     );
+    let mut table = Table::new([
+        "repository",
+        "blobs",
+        "index",
+        "bound",
+        "built",
+        "loaded",
+        "evicted",
+        "compactions",
+        "files skipped",
+        "indexed greps",
+        "memo files",
+        "memo loaded",
+        "memo",
+        "blob cache hits",
+        "misses",
+    ]);
     for IndexRow { repository, index: i, blob_cache: b } in rows {
-        out.push_str(&format!(
-            "| {repository} | {} | {:.0} MiB | {:.0} MiB | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} MiB | {} | {} |\n",
-            i.blobs,
+        table.row([
+            repository.clone(),
+            i.blobs.to_string(),
             mib(i.bytes),
             mib(i.capacity_bytes),
-            i.built,
-            i.loaded,
-            i.evicted,
-            i.compactions,
-            i.files_skipped,
-            i.indexed_greps,
-            i.memo_files,
-            i.memo_loaded,
+            i.built.to_string(),
+            i.loaded.to_string(),
+            i.evicted.to_string(),
+            i.compactions.to_string(),
+            i.files_skipped.to_string(),
+            i.indexed_greps.to_string(),
+            i.memo_files.to_string(),
+            i.memo_loaded.to_string(),
             mib(i.memo_bytes),
-            b.hits,
-            b.misses
-        ));
+            b.hits.to_string(),
+            b.misses.to_string(),
+        ]);
     }
+    out.push_str(&table.finish());
     out
 }
 

@@ -4,8 +4,6 @@
 //! often does the advantage's sign flip, how many groups carry no signal, and
 //! how large are the advantages. No training: only features and programs.
 
-use std::fmt::Write as _;
-
 use rewardlab_dsl::check::{CheckOptions, compile_source};
 use rewardlab_dsl::cpu::CompiledProgram;
 use rewardlab_dsl::diag::render_all;
@@ -17,6 +15,7 @@ use serde::Serialize;
 
 use super::load::Variant;
 use super::stats::Agreement;
+use crate::markdown::Table;
 
 /// One variant's replay statistics against the reference (the first variant).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -191,22 +190,20 @@ pub(super) fn compare(name: &str, reference: &[f64], adv: &[f64], groups: &[std:
 
 /// The markdown table of a replay.
 pub fn replay_markdown(rows: &[ReplayRow]) -> String {
-    let mut out = String::new();
     let reference = rows.first().map_or("", |r| r.variant.as_str());
-    let _ = writeln!(
-        out,
-        "| variant | Kendall τ-b vs `{reference}` | sign flips | zero-variance groups | mean abs advantage |"
-    );
-    out.push_str("|---|---|---|---|---|\n");
+    let tau = format!("Kendall τ-b vs `{reference}`");
+    let mut table = Table::new(["variant", &tau, "sign flips", "zero-variance groups", "mean abs advantage"]);
     for r in rows {
         let tau = r.kendall_tau.map_or("–".to_string(), |t| format!("{t:.3} ({} groups)", r.tau_groups));
-        let _ = writeln!(
-            out,
-            "| {} | {tau} | {:.3} | {:.3} | {:.4} |",
-            r.variant, r.sign_flips, r.zero_variance_groups, r.mean_abs_advantage
-        );
+        table.row([
+            r.variant.clone(),
+            tau,
+            format!("{:.3}", r.sign_flips),
+            format!("{:.3}", r.zero_variance_groups),
+            format!("{:.4}", r.mean_abs_advantage),
+        ]);
     }
-    out
+    table.finish()
 }
 
 /// Writes the replay as CSV.

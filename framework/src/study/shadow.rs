@@ -8,6 +8,7 @@ use super::plots::Band;
 use super::summary::{Manifest, SummaryError};
 use crate::engine::SHADOW_FILE;
 use crate::engine::shadow::{ShadowRow, read_shadow};
+use crate::markdown::Table;
 
 /// One trained variant against one shadow variant, over every step of every seed.
 #[derive(Clone, Debug, PartialEq)]
@@ -91,20 +92,19 @@ pub fn render(pairs: &[ShadowPair]) -> String {
          advantage changes sign, share of the shadow's zero-variance groups, Pearson correlation of the \
          advantages. Plot: `plots/shadow_tau.png`.\n\n"
     );
-    out.push_str("| trained | shadow | τ-b | sign flips | zero-variance groups | Pearson | rows |\n");
-    out.push_str("|---|---|---|---|---|---|---|\n");
+    let mut table = Table::new(["trained", "shadow", "τ-b", "sign flips", "zero-variance groups", "Pearson", "rows"]);
     for p in pairs {
-        out.push_str(&format!(
-            "| {} | {} | {} | {:.3} | {:.3} | {} | {} |\n",
-            p.trained,
-            p.shadow,
+        table.row([
+            p.trained.clone(),
+            p.shadow.clone(),
             opt(p.kendall_tau_b),
-            p.sign_flips,
-            p.zero_variance_groups,
+            format!("{:.3}", p.sign_flips),
+            format!("{:.3}", p.zero_variance_groups),
             opt(p.pearson),
-            p.rows
-        ));
+            p.rows.to_string(),
+        ]);
     }
+    out.push_str(&table.finish());
     out
 }
 

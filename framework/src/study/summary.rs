@@ -25,6 +25,7 @@ use super::paired::{self, PairedDiff};
 use super::stats::MeanCi;
 use crate::engine::alerts::read_alerts;
 use crate::engine::{ALERTS_FILE, EvalRecord, FiredAlert, MetricsRow};
+use crate::markdown::Table;
 
 /// File names under `results/<study>/`: the [`Manifest`].
 pub const MANIFEST_FILE: &str = "manifest.json";
@@ -473,8 +474,7 @@ pub fn render_markdown(summary: &Summary) -> String {
     let mut header = vec!["variant".to_string(), "seeds".to_string()];
     header.extend(COLUMNS.iter().map(|(_, h)| h.to_string()));
     header.push(format!("precision ≥ {}", summary.precision_gate));
-    out.push_str(&format!("| {} |\n", header.join(" | ")));
-    out.push_str(&format!("|{}\n", "---|".repeat(header.len())));
+    let mut table = Table::new(header);
     let gate = |p: Option<bool>| match p {
         Some(true) => "pass",
         Some(false) => "fail",
@@ -485,7 +485,7 @@ pub fn render_markdown(summary: &Summary) -> String {
         if let Some(text) = merged_cell(summary, &v.name) {
             let mut cells = vec![v.name.clone(), text];
             cells.extend(std::iter::repeat_n("–".to_string(), COLUMNS.len() + 1));
-            out.push_str(&format!("| {} |\n", cells.join(" | ")));
+            table.row(cells);
             continue;
         }
         let mut cells = vec![v.name.clone(), v.runs.len().to_string()];
@@ -494,15 +494,16 @@ pub fn render_markdown(summary: &Summary) -> String {
             cells.push(s.map_or("–".to_string(), |s| s.display(decimals)));
         }
         cells.push(gate(v.passes_gate).to_string());
-        out.push_str(&format!("| {} |\n", cells.join(" | ")));
+        table.row(cells);
     }
     for b in &summary.baselines {
         let mut cells = vec![b.name.clone(), "–".to_string()];
         cells.extend(b.held_out().iter().map(|x| format!("{x:.3}")));
         cells.extend(std::iter::repeat_n("–".to_string(), COLUMNS.len() - 5));
         cells.push(gate(Some(b.precision >= summary.precision_gate)).to_string());
-        out.push_str(&format!("| {} |\n", cells.join(" | ")));
+        table.row(cells);
     }
+    out.push_str(&table.finish());
     if let Some(reference) = &summary.reference {
         out.push_str(&paired::render_markdown(&summary.paired, reference));
     }
@@ -524,20 +525,20 @@ pub fn render_markdown(summary: &Summary) -> String {
             "\n## Alerts\n\n{} alert(s) fired (each run's `{ALERTS_FILE}`):\n\n",
             summary.alerts.len()
         ));
-        out.push_str("| variant | seed | step | held | condition | message |\n|---|---|---|---|---|---|\n");
+        let mut table = Table::new(["variant", "seed", "step", "held", "condition", "message"]);
         for a in &summary.alerts {
             let f = &a.fired;
             let cell = |s: &str| s.replace('|', "\\|");
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | `{}` | {} |\n",
-                a.variant,
-                a.seed_index,
-                f.step,
-                f.held,
-                cell(&f.condition),
-                cell(&f.message)
-            ));
+            table.row([
+                a.variant.clone(),
+                a.seed_index.to_string(),
+                f.step.to_string(),
+                f.held.to_string(),
+                format!("`{}`", cell(&f.condition)),
+                cell(&f.message),
+            ]);
         }
+        out.push_str(&table.finish());
     }
     out.push_str(&super::shadow::render(&summary.shadow));
     if !summary.missing.is_empty() {
