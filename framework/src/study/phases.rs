@@ -254,7 +254,7 @@ fn render_calls(s: &SandboxStats) -> String {
         s.errors.to_string(),
         s.loaded.to_string(),
         s.cache_entries.to_string(),
-        format!("{:.0} MiB", s.cache_bytes as f64 / f64::from(1 << 20)),
+        mib(s.cache_bytes),
     ]);
     format!(
         "\n## Tool calls\n\n\
@@ -265,9 +265,13 @@ fn render_calls(s: &SandboxStats) -> String {
     )
 }
 
+/// `bytes` in whole MiB, as the counters' tables show sizes.
+fn mib(bytes: usize) -> String {
+    format!("{:.0} MiB", bytes as f64 / f64::from(1 << 20))
+}
+
 /// The counters' table: one row per repository.
 fn render_index(rows: &[IndexRow]) -> String {
-    let mib = |bytes: usize| format!("{:.0} MiB", bytes as f64 / f64::from(1 << 20));
     let mut out = String::from(
         "\n## Content index and blob cache\n\n\
          Counters of the last training process, per repository (`index.json`). Evictions mean the \
