@@ -5,6 +5,9 @@
 //!   `git worktree add` (+ `git worktree remove`) as subprocesses;
 //! - grep over the whole tree: the sandbox on a view (warm blob cache) and on a worktree vs
 //!   `grep -rn -E --include='*.py'` as a subprocess (seed 000's choice) and `rg` when installed;
+//! - glob over the whole tree: the sandbox's glob tool (a literal prefilter before globset's
+//!   matcher, compiled on demand) vs globset's `GlobMatcher` compiled and tried on every path,
+//!   as the tool ran before;
 //! - 64 concurrent mixed calls (grep/glob/read over 8 commits) through `Sandbox::run_call`
 //!   under the global semaphore, result cache off: batch time here, per-call p50/p99 and
 //!   throughput printed.
@@ -36,6 +39,9 @@ const VERSION: &str = "sandbox-v1";
 const FILES: usize = 2000;
 const COMMITS: usize = 50;
 const GREPS: &[(&str, &str)] = &[("literal", "Content-Length"), ("regex", r"def [a-z]+_[0-9]+\(self, x\)")];
+/// The proxy's kinds of glob: a file name, a word of the issue, a dotted module's path.
+const GLOBS: &[(&str, &str)] =
+    &[("name", "**/mod123.py"), ("word", "**/*od12*"), ("module", "**/pkg07/sub1/mod047.py"), ("none", "**/*cache*")];
 
 #[path = "common/repo.rs"]
 mod repo;
@@ -170,6 +176,39 @@ fn bench(c: &mut Criterion) {
         if rg {
             group.bench_function("baseline: rg -n --type py, subprocess", subprocess("rg", ["-n", "--type", "py"]));
         }
+        group.finish();
+    }
+
+    // Glob over the whole tree at the last commit, beside globset's matcher on every path.
+    let paths: Vec<String> = view.files().iter().map(|f| f.path.clone()).collect();
+    for (name, pattern) in GLOBS {
+        let call = ToolCall::Glob(GlobArgs { pattern: (*pattern).to_owned() });
+        let compile = || {
+            globset::GlobBuilder::new(pattern)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .expect("glob")
+                .compile_matcher()
+        };
+        let matcher = compile();
+        let listed: Vec<&String> = paths.iter().filter(|p| matcher.is_match(p.as_str())).collect();
+        assert_eq!(
+            call.run(&view, &limits).entities.len(),
+            listed.len(),
+            "{pattern}: the tool lists what globset does"
+        );
+        println!("sandbox bench: glob {name} {pattern:?}: {} of {} paths", listed.len(), paths.len());
+        let mut group = c.benchmark_group(format!("sandbox_glob_{name}"));
+        group.sample_size(20).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(2));
+        group.throughput(Throughput::Elements(paths.len() as u64));
+        group.bench_function("sandbox glob, view", |b| b.iter(|| black_box(call.run(&view, &limits))));
+        group.bench_function("baseline: globset GlobMatcher compiled, on every path", |b| {
+            b.iter(|| {
+                let matcher = compile();
+                black_box(paths.iter().filter(|p| matcher.is_match(p.as_str())).cloned().collect::<Vec<String>>())
+            })
+        });
         group.finish();
     }
 
