@@ -54,7 +54,7 @@ impl PathFilter {
 /// `**/pkg/sub/mod.py` (the proxy's file and module globs) are a path compare; other patterns
 /// first look for their longest literal run ([`required_literal`]), which rules most paths out
 /// in about a tenth of the matcher's time, and the matcher, compiled when the first path passes,
-/// decides the rest. Neither changes what a glob lists (a property test checks both against
+/// decides the rest. Neither changes what a glob lists (property tests check both against
 /// globset).
 pub(crate) struct GlobPattern {
     shape: Shape,
