@@ -19,7 +19,7 @@ impl PathFilter {
     pub(crate) fn new(pattern: &str, limits: &Limits) -> Result<Self, ToolResult> {
         let pattern = clean(pattern, "grep: `path`", limits)?;
         let has_slash = pattern.contains('/');
-        let has_wildcard = pattern.contains(['*', '?', '[', '{', '\\']);
+        let has_wildcard = !is_literal(pattern);
         let mut variants = vec![pattern.to_owned()];
         if !has_slash {
             variants.push(format!("**/{pattern}"));
@@ -63,7 +63,7 @@ pub(crate) struct GlobPattern {
 }
 
 enum Shape {
-    /// No wildcard, class, alternative or escape: only this path.
+    /// A pattern without wildcard, class, alternative or escape ([`is_literal`]): only this path.
     Path(String),
     /// `**/` and then such a path: this path, or it below any directory.
     AtAnyDepth(String),
@@ -94,16 +94,21 @@ impl GlobPattern {
 pub(crate) fn glob_matcher(pattern: &str, limits: &Limits) -> Result<GlobPattern, ToolResult> {
     let pattern = clean(pattern, "glob: `pattern`", limits)?;
     let glob = compile(pattern, "glob: `pattern`")?;
-    let is_path = |p: &str| !p.is_empty() && !p.contains(['*', '?', '[', ']', '{', '}', '\\']);
     let shape = match pattern.strip_prefix("**/") {
-        _ if is_path(pattern) => Shape::Path(pattern.to_owned()),
-        Some(rest) if is_path(rest) => Shape::AtAnyDepth(rest.to_owned()),
+        _ if is_literal(pattern) => Shape::Path(pattern.to_owned()),
+        Some(rest) if is_literal(rest) => Shape::AtAnyDepth(rest.to_owned()),
         _ => Shape::General(
             required_literal(pattern)
                 .map(|literal| Box::new(memchr::memmem::Finder::new(literal.as_bytes()).into_owned())),
         ),
     };
     Ok(GlobPattern { shape, glob, matcher: std::cell::OnceCell::new() })
+}
+
+/// Whether a glob pattern is a path as written: no wildcard, class, alternative or escape (a
+/// lone `]` stands for itself; a lone `}` is no valid glob).
+fn is_literal(pattern: &str) -> bool {
+    !pattern.contains(['*', '?', '[', '{', '\\'])
 }
 
 /// The longest run of characters that every path a (valid) glob pattern matches contains, in
@@ -285,13 +290,13 @@ mod tests {
         #[test]
         fn the_shortcuts_agree_with_globset(
             parts in proptest::collection::vec(
-                proptest::sample::select(vec!["a", "b", "ab", ".py", "/", "*", "?", "**/", "/**", "[ab]", "[!a]", "{a,b}", "{ab,/}", r"\*", r"\a"]),
+                proptest::sample::select(vec!["a", "b", "ab", ".py", "/", "*", "?", "**/", "/**", "[ab]", "[!a]", "{a,b}", "{ab,/}", r"\*", r"\a", "]", "}"]),
                 1..7,
             ),
             paths in proptest::collection::vec(
                 proptest::collection::vec(
                     proptest::prop_oneof![
-                        proptest::sample::select(vec!["a", "b", "ab", "a.py", "ab.py", ".py", "*", "?"]).prop_map(str::to_owned),
+                        proptest::sample::select(vec!["a", "b", "ab", "a.py", "ab.py", ".py", "*", "?", "]", "}"]).prop_map(str::to_owned),
                         "[ab.*?]{1,4}",
                     ],
                     1..5,
@@ -313,9 +318,9 @@ mod tests {
         #[test]
         fn literal_paths_agree_with_globset(
             any_depth in proptest::bool::ANY,
-            names in proptest::collection::vec(proptest::sample::select(vec!["a", "b", "a.py"]), 1..3),
+            names in proptest::collection::vec(proptest::sample::select(vec!["a", "b", "a.py", "a]"]), 1..3),
             paths in proptest::collection::vec(
-                proptest::collection::vec(proptest::sample::select(vec!["a", "b", "a.py", "xa"]), 1..5),
+                proptest::collection::vec(proptest::sample::select(vec!["a", "b", "a.py", "xa", "a]", "b}"]), 1..5),
                 1..40,
             ),
         ) {
