@@ -3,8 +3,9 @@
 # requests mined from the histories of the repositories you have mirrors of, evaluate greedily on
 # their SWE-bench Lite instances (../shared/data/swebench_lite.jsonl; the leakage rule drops every
 # training task that descends from an instance's base and touches its gold files), and print the
-# summary, the per-repository table, `rewardlab locate`'s Table 2 and its `--reach` counts (where the
-# misses are lost: calls on offer, the choice of calls, the ranking).
+# summary, the per-repository table, `rewardlab locate`'s Table 2, its `--reach` counts (where the
+# misses are lost: calls on offer, the choice of calls, the ranking) and its `--ranking` counts (where
+# the gold files ranked among the answer's candidates; scripts/ranker-ceiling.sh fits rankers to them).
 #
 #   scripts/real-eval.sh MIRRORS_DIR [OUT_DIR]
 #
@@ -248,4 +249,5 @@ if printf '%s\n' "${SANDBOX:-}" | grep -Eq '^[[:space:]]*skip_missing_blobs[[:sp
   skip_missing=(--skip-missing-blobs)
 fi
 "$bin/rewardlab" locate "${skip_missing[@]}" --run "$out/real/runs/$first/seed-000" --instances "$out/eval.jsonl" --repos "$mirrors" \
-  --out "$out/real/predictions.jsonl" --rollouts "$out/real/rollouts.jsonl" --reach "$out/real/reach.jsonl"
+  --out "$out/real/predictions.jsonl" --rollouts "$out/real/rollouts.jsonl" --reach "$out/real/reach.jsonl" \
+  --ranking "$out/real/ranking.jsonl"

@@ -9,12 +9,13 @@
 //! aggregated as the study's baseline rows are, so the rows compare like for like.
 //!
 //! [`reach`] says where a miss was lost: it runs the policy's first-turn calls on their own and
-//! compares the gold files they name with what the episode saw and answered.
+//! compares the gold files they name with what the episode saw and answered. [`ranking`] says how
+//! a proxy policy's answer ranked the files it could answer, with the features it scored them by.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use rewardlab_models::proxy::RARE_FILES;
+use rewardlab_models::proxy::{RARE_FILES, RankedFile};
 use rewardlab_rewards::rollout::Rollout;
 use rewardlab_sandbox::{Entity, Error as SandboxError, Sandbox, Status, ToolCall, TreeKind};
 use serde::{Deserialize, Serialize};
@@ -302,12 +303,7 @@ pub fn reach_markdown(reach: &[Reach]) -> String {
         "answered of seen",
     ];
     let mut table = Table::aligned(header, &[L, R, R, R, R, R, R]);
-    let mut scopes: Vec<(&str, Vec<&Reach>)> = vec![("all", reach.iter().collect())];
-    let repos: std::collections::BTreeSet<&str> = reach.iter().map(|r| r.repo.as_str()).collect();
-    if repos.len() > 1 {
-        scopes.extend(repos.into_iter().map(|repo| (repo, reach.iter().filter(|r| r.repo == repo).collect())));
-    }
-    for (scope, records) in scopes {
+    for (scope, records) in scopes(reach, |r| &r.repo) {
         let count = |f: fn(&Reach) -> bool| records.iter().filter(|r| f(r)).count();
         let (reachable, seen, answered) =
             (count(|r| !r.reachable.is_empty()), count(|r| !r.seen.is_empty()), count(|r| r.answered));
@@ -321,6 +317,65 @@ pub fn reach_markdown(reach: &[Reach]) -> String {
             seen.to_string(),
             answered.to_string(),
             format!("{share:.2}"),
+        ]);
+    }
+    table.finish()
+}
+
+/// The records of every scope of a table: all of them, then each repository's (sorted) when
+/// there are several.
+fn scopes<T>(records: &[T], repo: impl Fn(&T) -> &str) -> Vec<(&str, Vec<&T>)> {
+    let mut scopes: Vec<(&str, Vec<&T>)> = vec![("all", records.iter().collect())];
+    let repos: std::collections::BTreeSet<&str> = records.iter().map(&repo).collect();
+    if repos.len() > 1 {
+        scopes.extend(repos.into_iter().map(|name| (name, records.iter().filter(|r| repo(r) == name).collect())));
+    }
+    scopes
+}
+
+/// How a proxy policy's answer ranked the files it could answer in one instance's episode
+/// (`rewardlab locate --ranking`): every candidate, best first, with its score and its features.
+/// Where the gold file is among them but not first, the miss was the ranking's; where it is
+/// not among them, the calls'.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Ranking {
+    /// The instance's id.
+    pub instance_id: String,
+    /// The repository (`owner/name` or a store name).
+    pub repo: String,
+    /// The instance's gold files.
+    pub gold: Vec<String>,
+    /// The best rank (1 = first) of a gold file among the candidates; none when no gold file is
+    /// one.
+    pub gold_rank: Option<usize>,
+    /// The candidates, best first.
+    pub candidates: Vec<RankedFile>,
+}
+
+/// The ranking record of `task`'s episode, from the policy's ranked candidates.
+pub fn ranking(task: &EngineTask, candidates: Vec<RankedFile>) -> Ranking {
+    let gold = task.target.files.clone().unwrap_or_default();
+    let gold_rank = candidates.iter().position(|c| gold.contains(&c.path)).map(|i| i + 1);
+    Ranking { instance_id: task.id.clone(), repo: task.repo.clone(), gold, gold_rank, candidates }
+}
+
+/// Counts of [`Ranking`] records as a markdown table: instances, those with a gold file among
+/// the answer's candidates, ranked first, ranked in the first three, and the gold file's mean
+/// rank where it is a candidate; overall, then per repository (sorted) when there are several.
+pub fn ranking_markdown(rankings: &[Ranking]) -> String {
+    use Align::{Left as L, Right as R};
+    let header = ["scope", "instances", "gold among candidates", "ranked first", "in the first 3", "mean rank"];
+    let mut table = Table::aligned(header, &[L, R, R, R, R, R]);
+    for (scope, records) in scopes(rankings, |r| &r.repo) {
+        let ranks: Vec<usize> = records.iter().filter_map(|r| r.gold_rank).collect();
+        let mean = if ranks.is_empty() { 0.0 } else { ranks.iter().sum::<usize>() as f64 / ranks.len() as f64 };
+        table.row([
+            scope.to_owned(),
+            records.len().to_string(),
+            ranks.len().to_string(),
+            ranks.iter().filter(|&&r| r == 1).count().to_string(),
+            ranks.iter().filter(|&&r| r <= 3).count().to_string(),
+            format!("{mean:.1}"),
         ]);
     }
     table.finish()
@@ -370,5 +425,38 @@ mod tests {
         );
         // One repository: no per-repository rows.
         assert_eq!(reach_markdown(&records[..2]).lines().count(), 3);
+    }
+
+    #[test]
+    fn ranking_finds_the_gold_rank_and_the_table_counts_it() {
+        let task = |id: &str, repo: &str| EngineTask {
+            id: id.into(),
+            repo: repo.into(),
+            commit: "c".into(),
+            prompt: "issue".into(),
+            target: rewardlab_rewards::rollout::Selection { files: Some(vec!["g.py".into()]), ..Default::default() },
+        };
+        let candidates = |paths: &[&str]| -> Vec<RankedFile> {
+            paths
+                .iter()
+                .enumerate()
+                .map(|(i, p)| RankedFile { path: (*p).into(), score: -(i as f64), features: BTreeMap::new() })
+                .collect()
+        };
+        let records = [
+            ranking(&task("x-1", "x"), candidates(&["g.py", "a.py"])),
+            ranking(&task("x-2", "x"), candidates(&["a.py", "b.py", "c.py", "g.py"])),
+            ranking(&task("y-1", "y"), candidates(&["a.py", "g.py"])),
+            ranking(&task("y-2", "y"), candidates(&["a.py"])),
+        ];
+        let ranks: Vec<Option<usize>> = records.iter().map(|r| r.gold_rank).collect();
+        assert_eq!(ranks, [Some(1), Some(4), Some(2), None]);
+        assert_eq!(records[0].gold, ["g.py"]);
+        let table = ranking_markdown(&records);
+        let rows: Vec<&str> = table.lines().skip(2).collect();
+        assert_eq!(
+            rows,
+            ["| all | 4 | 3 | 1 | 2 | 2.3 |", "| x | 2 | 2 | 1 | 1 | 2.5 |", "| y | 2 | 1 | 0 | 1 | 2.0 |"]
+        );
     }
 }

@@ -436,6 +436,31 @@ fn locate_runs_a_trained_run_over_instances_and_scores_it_beside_bm25() {
     let table = stdout_of(&out);
     assert!(table.contains("| all | 2 | 2 | 2 |"), "both reachable, by a call naming one or two files: {table}");
 
+    // `--ranking`: every file the answer could name, best first; the answer is its first file(s),
+    // and the gold rank and the table agree with the candidates.
+    let out = locate(dir, &run, &["--ranking", "ranking.jsonl"]);
+    assert_ok(&out, "rewardlab locate --ranking");
+    let ranking = read_jsonl(&dir.join("ranking.jsonl"));
+    assert_eq!(ranking.len(), 2);
+    let mut first = 0;
+    for (r, prediction) in ranking.iter().zip(&predictions) {
+        assert_eq!(r["instance_id"], prediction["instance_id"]);
+        let candidates = r["candidates"].as_array().expect("candidates");
+        let paths: Vec<&str> = candidates.iter().map(|c| c["path"].as_str().unwrap()).collect();
+        let answered: Vec<&str> = prediction["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+        assert!(!answered.is_empty() && paths.starts_with(&answered), "{paths:?} vs {answered:?}");
+        let scores: Vec<f64> = candidates.iter().map(|c| c["score"].as_f64().unwrap()).collect();
+        assert!(scores.windows(2).all(|w| w[0] >= w[1]), "best first: {scores:?}");
+        assert!(candidates.iter().all(|c| c["features"].as_object().is_some_and(|f| f.len() == 25)), "{r}");
+        let gold: Vec<&str> = r["gold"].as_array().unwrap().iter().map(|g| g.as_str().unwrap()).collect();
+        let rank = paths.iter().position(|p| gold.contains(p)).map(|i| i as u64 + 1);
+        assert_eq!(r["gold_rank"].as_u64(), rank, "{r}");
+        first += usize::from(rank == Some(1));
+    }
+    let table = stdout_of(&out);
+    assert!(table.contains("| scope | instances | gold among candidates | ranked first |"), "{table}");
+    assert!(table.contains(&format!("| all | 2 | 2 | {first} |")), "both gold files are candidates: {table}");
+
     // A snapshot without one blob (the parser as instance 1's base has it): BM25 cannot read the
     // commit, so locate fails, unless it skips what the store lacks.
     let mirror = dir.join("repos/acme__widgets.git");

@@ -12,6 +12,16 @@ use super::rollout::{EpisodeSpec, TurnLimits, run_batch, tool_runtime};
 use super::seed::{Stream, derive};
 use super::tasks::EngineTask;
 
+/// The episodes of [`run_episodes`], one per task, in task order.
+#[derive(Debug)]
+pub struct Episodes<E> {
+    /// Each episode's record (calls, the entities they returned, the answer, the target).
+    pub rollouts: Vec<Rollout>,
+    /// The policy's own episodes as they finished (for a policy's diagnostics, such as the
+    /// proxy's answer ranking).
+    pub episodes: Vec<E>,
+}
+
 /// One rollout per task of `tasks`, in order, under `config`'s evaluation
 /// sampling (greedy unless configured otherwise) and turn limits, with tool
 /// calls on `sandbox`. Seeds come from (`config.seed`, task index), so the
@@ -22,7 +32,7 @@ pub fn run_episodes<P: Policy>(
     sandbox: &Sandbox,
     tasks: &[EngineTask],
     config: &EngineConfig,
-) -> Result<Vec<Rollout>, EngineError> {
+) -> Result<Episodes<P::Episode>, EngineError> {
     let runtime = tool_runtime(config.runtime_threads, sandbox, "rewardlab-episodes")?;
     let specs: Vec<EpisodeSpec<'_>> = tasks
         .iter()
@@ -36,5 +46,5 @@ pub fn run_episodes<P: Policy>(
     let limits = TurnLimits { max_turns: config.max_turns, max_calls_per_turn: config.max_calls_per_turn };
     let batch =
         run_batch(policy, sandbox, &runtime, &specs, config.eval_sampling.sampling(), limits, 0, Phase::Evaluate)?;
-    Ok(batch.records)
+    Ok(Episodes { rollouts: batch.records, episodes: batch.episodes })
 }

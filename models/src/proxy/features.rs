@@ -77,6 +77,35 @@ pub(crate) const FILE_DEFINES: usize = 16;
 pub(crate) const FILE_NOT_SOURCE: usize = 9;
 /// Index of the summed term rarity in the file features.
 pub(crate) const FILE_RARITY_SUM: usize = 13;
+/// The file features' names, by index (`rewardlab locate --ranking` writes them; see the module
+/// docs of [`super`] for what each measures).
+pub(crate) const FILE_NAMES: [&str; FILE] = [
+    "hits",
+    "terms",
+    "read",
+    "by_message",
+    "by_identifier",
+    "prose_only",
+    "glob_only",
+    "hit_rank_inverse",
+    "hit_rank_first",
+    "not_source",
+    "stem_is_issue_word",
+    "hit_share",
+    "by_title",
+    "rarity_sum",
+    "rarity_max",
+    "rare_hit",
+    "defines",
+    "defines_title_name",
+    "named_path",
+    "path_overlap",
+    "depth",
+    "definitions",
+    "earliest_definition",
+    "stem_holds_issue_word",
+    "read_words",
+];
 
 /// The turn state: `[1, turn 0, turn 1, turn ≥ 2, no file seen, 1–3, 4–10, > 10,
 /// any grep hit, a message grep hit, ≤ 2 candidates left, 3–8, > 8, new files

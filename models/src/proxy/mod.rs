@@ -223,6 +223,18 @@ pub use features::DIM;
 pub use loglinear::Adam as AdamW;
 use loglinear::{Adam, Draw, decide};
 
+/// One answer candidate of a finished episode as the ranking scored it
+/// ([`ProxyPolicy::answer_ranking`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RankedFile {
+    /// The file's path.
+    pub path: String,
+    /// Its rank logit under the greedy parameters.
+    pub score: f64,
+    /// Its file features by name (the module docs' "File features").
+    pub features: std::collections::BTreeMap<String, f64>,
+}
+
 /// Recommended peak learning rate for the proxy policy (the LLM's 5e-6 would
 /// not move a log-linear model in 100 steps).
 pub const RECOMMENDED_LR: f64 = 0.05;
@@ -609,7 +621,8 @@ impl ProxyPolicy {
         if episode.over_budget { TurnOutput::Truncated } else { TurnOutput::Answer(answer) }
     }
 
-    fn answer(&self, episode: &mut ProxyEpisode) -> Answer {
+    /// The answer's candidates (indices into `episode.seen`, in hit order) and their file features.
+    fn answer_candidates(&self, episode: &ProxyEpisode) -> (Vec<usize>, Vec<Vec<(usize, f64)>>) {
         let mut ranked = episode.ranked_files();
         if self.config.code_answers {
             let code: Vec<usize> =
@@ -619,11 +632,45 @@ impl ProxyPolicy {
             }
         }
         ranked.truncate(self.config.max_answer_files);
-        let phis: Vec<Vec<(usize, f64)>> = ranked
+        let phis = ranked
             .iter()
             .enumerate()
             .map(|(rank, &i)| features::file_features(episode, &episode.seen[i], rank))
             .collect();
+        (ranked, phis)
+    }
+
+    /// The answer's candidates in a finished greedy episode as its ranking scored them, best
+    /// first (a diagnostic: `rewardlab locate --ranking`). The score is a rank pick's logit
+    /// under the greedy parameters; every pick of the Plackett–Luce ranking scores the files left
+    /// the same way, so this order is the greedy ranking (ties to the file with more grep hits,
+    /// as the greedy pick takes the first of equal options). The features are all
+    /// [`features::FILE`] of them, by name, zeros included.
+    pub fn answer_ranking(&self, episode: &ProxyEpisode) -> Vec<RankedFile> {
+        let (ranked, phis) = self.answer_candidates(episode);
+        let scores = loglinear::logits(self.greedy_params(), &features::rank_options(&phis), 1.0);
+        let mut out: Vec<RankedFile> = ranked
+            .iter()
+            .zip(&phis)
+            .zip(scores)
+            .map(|((&i, phi), score)| {
+                let mut values = [0.0; features::FILE];
+                for &(k, x) in phi {
+                    values[k] = x;
+                }
+                RankedFile {
+                    path: episode.seen[i].path.clone(),
+                    score,
+                    features: features::FILE_NAMES.iter().map(|name| (*name).to_owned()).zip(values).collect(),
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| b.score.total_cmp(&a.score));
+        out
+    }
+
+    fn answer(&self, episode: &mut ProxyEpisode) -> Answer {
+        let (ranked, phis) = self.answer_candidates(episode);
         let chosen: Vec<usize> = if self.config.answer_size {
             self.ranked_answer(episode, phis)
         } else {

@@ -429,6 +429,39 @@ fn reinforce_raises_the_probability_of_the_rewarded_choices() {
 }
 
 #[test]
+fn the_answer_ranking_is_the_order_a_greedy_answer_picks_in() {
+    // Perturbed parameters, so the scores differ from the hit order; the size decision of a
+    // greedy answer takes a prefix of the greedy ranking.
+    let config = ProxyConfig { max_answer_size: 4, ..ProxyConfig::default() };
+    let theta = (0..DIM).map(|i| (i as f64 * 0.7311).sin() * 0.8).collect();
+    let policy = ProxyPolicy::with_theta(config, theta);
+    let (episode, answer) = rollout(&policy, Sampling::Greedy, 0, 4);
+    let Some(Answer::Structured { files, .. }) = answer else { panic!("greedy answers: {answer:?}") };
+    let ranking = policy.answer_ranking(&episode);
+    assert!(ranking.len() >= 2 && !files.is_empty(), "{ranking:?}");
+    let ranked: Vec<&str> = ranking.iter().map(|r| r.path.as_str()).collect();
+    assert_eq!(&ranked[..files.len()], files.iter().map(String::as_str).collect::<Vec<_>>().as_slice());
+    assert!(ranking.windows(2).all(|w| w[0].score >= w[1].score), "best first: {ranking:?}");
+    // Every feature by name; the scores are θ's rank block dotted with them.
+    for file in &ranking {
+        assert_eq!(file.features.len(), features::FILE);
+        let by_index = features::FILE_NAMES.iter().enumerate();
+        let score: f64 = by_index.map(|(k, name)| policy.theta()[features::RANK_FILE + k] * file.features[*name]).sum();
+        assert!((score - file.score).abs() < 1e-12, "{score} vs {}", file.score);
+    }
+}
+
+#[test]
+fn file_feature_names_are_distinct_and_match_the_named_indices() {
+    let names: BTreeSet<&str> = features::FILE_NAMES.into_iter().collect();
+    assert_eq!(names.len(), features::FILE);
+    assert_eq!(features::FILE_NAMES[features::FILE_BY_MESSAGE], "by_message");
+    assert_eq!(features::FILE_NAMES[features::FILE_DEFINES], "defines");
+    assert_eq!(features::FILE_NAMES[features::FILE_NOT_SOURCE], "not_source");
+    assert_eq!(features::FILE_NAMES[features::FILE_RARITY_SUM], "rarity_sum");
+}
+
+#[test]
 fn state_round_trip_restores_bitwise_the_same_behaviour() {
     let mut policy = perturbed();
     let episodes = episodes(&policy, 3);

@@ -13,6 +13,9 @@
 //! `--reach FILE` (proxy policies) also runs every call the policy could make in its first turn
 //! and tells, per instance and in a table, whether one of them names a gold file, whether the
 //! episode's results named one, and whether the answer did: where the misses are lost.
+//! `--ranking FILE` (proxy policies) writes, per instance, every file the answer could have named,
+//! best first, with its score and the features the ranking scored it by, and prints where the gold
+//! file ranked: where the ranking lost the misses the calls did not.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -22,9 +25,9 @@ use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use rewardlab_framework::bm25::TermCache;
 use rewardlab_framework::engine::checkpoint::{checkpoint_config, read_policy_state};
-use rewardlab_framework::engine::greedy::run_episodes;
+use rewardlab_framework::engine::greedy::{Episodes, run_episodes};
 use rewardlab_framework::engine::{EngineConfig, EngineTask, latest_checkpoint};
-use rewardlab_framework::locate::{self, Prediction, Reach};
+use rewardlab_framework::locate::{self, Prediction, Ranking, Reach};
 use rewardlab_framework::study::{self, PolicySpec, StudyError, StudyTasks};
 use rewardlab_models::agent::Policy;
 use rewardlab_models::proxy::{ProxyPolicy, ProxyState};
@@ -62,6 +65,12 @@ pub struct LocateArgs {
     /// calls or its ranking, one without, to the calls it has on offer.
     #[arg(long)]
     reach: Option<PathBuf>,
+    /// Proxy policies: also write per instance every file the answer could have named, best
+    /// first, with its score and the file features the ranking scored it by (JSONL), and print
+    /// where the gold file ranked among them: a gold file among the candidates but not first is
+    /// a miss of the ranking. `scripts/ranker-ceiling.sh` fits rankers to these features.
+    #[arg(long)]
+    ranking: Option<PathBuf>,
     /// The study file the run belongs to: needed for Qwen3 runs (the base model), optional for proxy runs.
     #[arg(long)]
     study: Option<PathBuf>,
@@ -115,13 +124,11 @@ pub fn run(args: LocateArgs) -> Result<u8> {
             Some(PolicySpec::Qwen3(_)) => bail!("--fresh-proxy takes a proxy study's settings"),
             None => Default::default(),
         };
-        let proxy = ProxyPolicy::new(settings);
-        let policy = episodes(&proxy, &sandbox, &tasks, &config)?;
-        let reach = reach(&args, &proxy, &sandbox, &tasks, &policy)?;
-        return finish(&args, policy, reach, &tasks, prepared, started, (sandbox, temporary));
+        let located = proxy_episodes(&args, &ProxyPolicy::new(settings), &sandbox, &tasks, &config)?;
+        return finish(&args, located, &tasks, prepared, started, (sandbox, temporary));
     };
     eprintln!("locating {} instance(s) with {}", tasks.len(), checkpoint.display());
-    let (policy, reach) = match policy_spec(args.study.as_deref())? {
+    let located = match policy_spec(args.study.as_deref())? {
         None | Some(PolicySpec::Proxy(_)) => {
             let state: ProxyState = read_policy_state(&checkpoint).with_context(|| {
                 format!(
@@ -132,22 +139,32 @@ pub fn run(args: LocateArgs) -> Result<u8> {
             // `restore` takes the state's own config.
             let mut policy = ProxyPolicy::default();
             policy.restore(state)?;
-            let predicted = episodes(&policy, &sandbox, &tasks, &config)?;
-            let reach = reach(&args, &policy, &sandbox, &tasks, &predicted)?;
-            (predicted, reach)
+            proxy_episodes(&args, &policy, &sandbox, &tasks, &config)?
         }
         Some(PolicySpec::Qwen3(spec)) => {
             if args.reach.is_some() {
                 bail!("--reach runs a proxy policy's first-turn calls; {} is a Qwen3 run", checkpoint.display());
             }
+            if args.ranking.is_some() {
+                bail!("--ranking shows a proxy policy's answer ranking; {} is a Qwen3 run", checkpoint.display());
+            }
             let device = study::qwen3::device(&spec)?;
             let mut agent = study::qwen3::load_agent(&spec, &device, config.seed)
                 .with_context(|| format!("loading the Qwen3 checkpoint {}", spec.model.display()))?;
             agent.restore(read_policy_state(&checkpoint)?)?;
-            (episodes(&agent, &sandbox, &tasks, &config)?, None)
+            let Episodes { rollouts, .. } = run_episodes(&agent, &sandbox, &tasks, &config)?;
+            Located { predictions: locate::from_rollouts(&tasks, &rollouts), rollouts, reach: None, ranking: None }
         }
     };
-    finish(&args, policy, reach, &tasks, prepared, started, (sandbox, temporary))
+    finish(&args, located, &tasks, prepared, started, (sandbox, temporary))
+}
+
+/// What the policy's episodes gave, and a proxy policy's diagnostics when asked for.
+struct Located {
+    predictions: Vec<Prediction>,
+    rollouts: Vec<Rollout>,
+    reach: Option<Vec<Reach>>,
+    ranking: Option<Vec<Ranking>>,
 }
 
 /// Scores BM25 beside the policy's predictions, writes them and prints the table; then drops the
@@ -155,8 +172,7 @@ pub fn run(args: LocateArgs) -> Result<u8> {
 /// they live in).
 fn finish(
     args: &LocateArgs,
-    (policy, rollouts): (Vec<Prediction>, Vec<Rollout>),
-    reach: Option<Vec<Reach>>,
+    Located { predictions: policy, rollouts, reach, ranking }: Located,
     tasks: &[EngineTask],
     prepared: StudyTasks,
     started: std::time::Instant,
@@ -180,6 +196,11 @@ fn finish(
         println!();
         print!("{}", locate::reach_markdown(reach));
     }
+    if let (Some(path), Some(ranking)) = (&args.ranking, &ranking) {
+        write_jsonl(path, ranking)?;
+        println!();
+        print!("{}", locate::ranking_markdown(ranking));
+    }
     eprintln!("{} episode(s) in {seconds:.1} s", tasks.len());
     let (sandbox, temporary) = held;
     drop(sandbox);
@@ -202,14 +223,25 @@ fn policy_spec(study_file: Option<&Path>) -> Result<Option<PolicySpec>> {
     }
 }
 
-fn episodes<P: Policy>(
-    policy: &P,
+/// A proxy policy's episodes, with `--ranking`'s answer rankings and `--reach`'s first-turn calls.
+fn proxy_episodes(
+    args: &LocateArgs,
+    policy: &ProxyPolicy,
     sandbox: &Sandbox,
     tasks: &[EngineTask],
     config: &EngineConfig,
-) -> Result<(Vec<Prediction>, Vec<Rollout>)> {
-    let rollouts = run_episodes(policy, sandbox, tasks, config)?;
-    Ok((locate::from_rollouts(tasks, &rollouts), rollouts))
+) -> Result<Located> {
+    let Episodes { rollouts, episodes } = run_episodes(policy, sandbox, tasks, config)?;
+    let predictions = locate::from_rollouts(tasks, &rollouts);
+    let ranking = args.ranking.as_ref().map(|_| {
+        tasks
+            .iter()
+            .zip(&episodes)
+            .map(|(task, episode)| locate::ranking(task, policy.answer_ranking(episode)))
+            .collect()
+    });
+    let reach = reach(args, policy, sandbox, tasks, &predictions, &rollouts)?;
+    Ok(Located { predictions, rollouts, reach, ranking })
 }
 
 /// With `--reach`: every instance's first-turn calls run beside its episode ([`locate::reach`]).
@@ -218,7 +250,8 @@ fn reach(
     policy: &ProxyPolicy,
     sandbox: &Sandbox,
     tasks: &[EngineTask],
-    (predictions, rollouts): &(Vec<Prediction>, Vec<Rollout>),
+    predictions: &[Prediction],
+    rollouts: &[Rollout],
 ) -> Result<Option<Vec<Reach>>> {
     if args.reach.is_none() {
         return Ok(None);
