@@ -18,9 +18,13 @@ With --repos and --instances it also reads each candidate's whole file at the in
 commit from the mirrors and adds probe features the proxy's tools cannot show (a read shows a
 window of a file, a grep the lines a pattern matches), one at a time and together:
 `tfidf` (the issue's words against the whole file, idf over the instance's candidates),
-`top_def` (the file defines a code-shaped name of the issue at module level), `names_in` (how
-many such names the file holds). The comparison says whether a miss is the features' or the
-training's: a policy close to the cross-validated fit has learned what its features allow.
+`tfidf_head` (the same over the file's first 100 lines: its docstring and imports, which one read
+could show), `top_def` (the file defines a code-shaped name of the issue at module level),
+`names_in` (how many such names the file holds). With --pairs N, also the products of the N
+features of largest weight in the first fit, two by two (a ranker that is still log-linear in its
+features, but no longer linear in the policy's). The comparison says whether a miss is the
+features' or the training's: a policy close to the cross-validated fit has learned what its
+features allow.
 
 Usage: python ranker_ceiling.py [--instances X.jsonl --repos MIRRORS] RANKING.jsonl [...]
 (scripts/ranker-ceiling.sh sets up numpy).
@@ -28,6 +32,7 @@ Usage: python ranker_ceiling.py [--instances X.jsonl --repos MIRRORS] RANKING.js
 
 import argparse
 import collections
+import itertools
 import json
 import math
 import re
@@ -177,26 +182,43 @@ def add_probes(records, names, instances, repos):
 
     for r in records:
         instance = texts.get(r["id"])
-        extra = np.zeros((len(r["paths"]), 3))
+        extra = np.zeros((len(r["paths"]), 4))
         if instance is not None and r["paths"]:
             issue = instance["problem_statement"]
             code = {n for n in set(re.findall(r"[A-Za-z_][A-Za-z0-9_]{2,}", issue))
                     if re.search(r"[A-Z].*[a-z]|[a-z].*[A-Z]|_", n.strip("_"))}
             files = [show(instance["repo"], instance["base_commit"], p) for p in r["paths"]]
             issue_words = collections.Counter(words(issue))
-            df = collections.Counter(w for t in files for w in set(words(t)))
+
+            def tfidf(texts):
+                df = collections.Counter(w for t in texts for w in set(words(t)))
+                out = []
+                for text in texts:
+                    tf = collections.Counter(words(text))
+                    length = 1 + math.log(1 + sum(tf.values()))
+                    out.append(sum(min(tf[w], 10) / length * math.log(1 + len(texts) / df[w]) for w in issue_words if tf[w]))
+                return out
+
+            extra[:, 0] = tfidf(files)
+            extra[:, 1] = tfidf(["\n".join(t.split("\n")[:100]) for t in files])
             alternatives = "|".join(map(re.escape, sorted(code)))
             named = re.compile(rf"\b({alternatives})\b") if code else None
             top_def = re.compile(rf"^(?:def|class) ({alternatives})\b", re.M) if code else None
             for j, text in enumerate(files):
-                tf = collections.Counter(words(text))
-                length = 1 + math.log(1 + sum(tf.values()))
-                extra[j, 0] = sum(min(tf[w], 10) / length * math.log(1 + len(files) / df[w]) for w in issue_words if tf[w])
                 if code:
-                    extra[j, 1] = float(bool(top_def.search(text)))
-                    extra[j, 2] = math.log1p(len(set(named.findall(text))))
+                    extra[j, 2] = float(bool(top_def.search(text)))
+                    extra[j, 3] = math.log1p(len(set(named.findall(text))))
         r["x"] = np.hstack([r["x"], extra])
-    return names + ["probe:tfidf", "probe:top_def", "probe:names_in"]
+    return names + ["probe:tfidf", "probe:tfidf_head", "probe:top_def", "probe:names_in"]
+
+
+def add_pairs(records, names, chosen):
+    """Appends the products of the features `chosen` (indices), two by two; returns the names."""
+    pairs = list(itertools.combinations(chosen, 2))
+    for r in records:
+        products = np.array([r["x"][:, i] * r["x"][:, j] for i, j in pairs]).T
+        r["x"] = np.hstack([r["x"], products.reshape(len(r["paths"]), len(pairs))])
+    return names + [f"{names[i]}*{names[j]}" for i, j in pairs]
 
 
 def main():
@@ -204,11 +226,13 @@ def main():
     parser.add_argument("rankings", nargs="+", help="`rewardlab locate --ranking` files (one per seed)")
     parser.add_argument("--instances", help="the SWE-bench-style JSONL the rankings were located on")
     parser.add_argument("--repos", help="the mirrors (`owner__name.git`): enables the whole-file probes")
+    parser.add_argument("--pairs", type=int, default=0, help="also fit products of the N strongest features")
     args = parser.parse_args()
     records, names = load(args.rankings)
     base = list(range(len(names)))
     if args.repos and args.instances:
         names = add_probes(records, names, args.instances, args.repos)
+    probes = list(range(len(base), len(names)))
     ids = sorted({r["id"] for r in records})
     order = np.random.default_rng(0).permutation(len(ids))
     folds = [{ids[i] for i in order[k::5]} for k in range(5)]
@@ -229,10 +253,15 @@ def main():
         return w
 
     w = row("conditional logit, the policy's features", base)
-    for k in range(len(base), len(names)):
+    for k in probes:
         row(f"… + {names[k]}", base + [k])
-    if len(names) > len(base):
-        row("… + every probe", list(range(len(names))))
+    if probes:
+        row("… + every probe", base + probes)
+    if args.pairs:
+        strongest = sorted(np.argsort(-np.abs(w))[: args.pairs].tolist())
+        first = len(names)
+        names = add_pairs(records, names, strongest)
+        row(f"… + products of the {args.pairs} strongest, two by two", base + list(range(first, len(names))))
     print()
     print("fitted weights, the policy's features:", ", ".join(f"{n} {x:+.2f}" for n, x in zip(names, w)))
 
