@@ -20,7 +20,9 @@ window of a file, a grep the lines a pattern matches), one at a time and togethe
 `tfidf` (the issue's words against the whole file, idf over the instance's candidates),
 `tfidf_head` (the same over the file's first 100 lines: its docstring and imports, which one read
 could show), `top_def` (the file defines a code-shaped name of the issue at module level),
-`names_in` (how many such names the file holds). With --pairs N, also the products of the N
+`names_in` (how many such names the file holds), `rare_lines` (ln(1 + the file's lines that hold
+an issue word found in at most half of the candidates): what one case-insensitive grep of those
+words restricted to the file tells in its cut notice, within the tools' limits). With --pairs N, also the products of the N
 features of largest weight in the first fit, two by two (a ranker that is still log-linear in its
 features, but no longer linear in the policy's). The comparison says whether a miss is the
 features' or the training's: a policy close to the cross-validated fit has learned what its
@@ -182,7 +184,7 @@ def add_probes(records, names, instances, repos):
 
     for r in records:
         instance = texts.get(r["id"])
-        extra = np.zeros((len(r["paths"]), 4))
+        extra = np.zeros((len(r["paths"]), 5))
         if instance is not None and r["paths"]:
             issue = instance["problem_statement"]
             code = {n for n in set(re.findall(r"[A-Za-z_][A-Za-z0-9_]{2,}", issue))
@@ -201,6 +203,9 @@ def add_probes(records, names, instances, repos):
 
             extra[:, 0] = tfidf(files)
             extra[:, 1] = tfidf(["\n".join(t.split("\n")[:100]) for t in files])
+            present = collections.Counter(w for t in files for w in set(words(t)) if w in issue_words)
+            rare = {w for w, n in present.items() if n <= max(1, len(files) // 2)}
+            extra[:, 4] = [math.log1p(sum(1 for line in t.split("\n") if rare & set(words(line)))) for t in files]
             alternatives = "|".join(map(re.escape, sorted(code)))
             named = re.compile(rf"\b({alternatives})\b") if code else None
             top_def = re.compile(rf"^(?:def|class) ({alternatives})\b", re.M) if code else None
@@ -209,7 +214,7 @@ def add_probes(records, names, instances, repos):
                     extra[j, 2] = float(bool(top_def.search(text)))
                     extra[j, 3] = math.log1p(len(set(named.findall(text))))
         r["x"] = np.hstack([r["x"], extra])
-    return names + ["probe:tfidf", "probe:tfidf_head", "probe:top_def", "probe:names_in"]
+    return names + ["probe:tfidf", "probe:tfidf_head", "probe:top_def", "probe:names_in", "probe:rare_lines"]
 
 
 def add_pairs(records, names, chosen):
