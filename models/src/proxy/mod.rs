@@ -644,8 +644,8 @@ impl ProxyPolicy {
     /// first (a diagnostic: `rewardlab locate --ranking`). The score is a rank pick's logit
     /// under the greedy parameters; every pick of the Plackett–Luce ranking scores the files left
     /// the same way, so this order is the greedy ranking (ties to the file with more grep hits,
-    /// as the greedy pick takes the first of equal options). The features are all
-    /// [`features::FILE`] of them, by name, zeros included. With [`ProxyConfig::answer_size`]
+    /// as the greedy pick takes the first of equal options). The features are every file
+    /// feature (the module docs' list), by name, zeros included. With [`ProxyConfig::answer_size`]
     /// off the answer includes or leaves out each candidate on its own and follows no ranking;
     /// the scores are still those the rank block gives.
     pub fn answer_ranking(&self, episode: &ProxyEpisode) -> Vec<RankedFile> {
