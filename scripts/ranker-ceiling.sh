@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # How far a linear ranker over the proxy's file features can go on real instances: fits one to
 # `rewardlab locate --ranking` files (cross-validated by instance and by repository) beside the
-# trained policy, and with the mirrors adds whole-file probe features the tools cannot show
-# (scripts/ranker_ceiling.py says what each row means). Extra arguments after the rankings go to
+# trained policy, and with the mirrors adds probe features computed from each candidate's whole
+# file (scripts/ranker_ceiling.py says what each row means). Extra arguments after the rankings go to
 # it, e.g. --pairs 10.
 #
 #   scripts/ranker-ceiling.sh MIRRORS_DIR INSTANCES.jsonl RANKING.jsonl [RANKING.jsonl ...]

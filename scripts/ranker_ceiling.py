@@ -15,18 +15,19 @@ F_β (β = 0.5) of answering each instance's top file:
   leaving one repository out at a time.
 
 With --repos and --instances it also reads each candidate's whole file at the instance's base
-commit from the mirrors and adds probe features the proxy's tools cannot show (a read shows a
-window of a file, a grep the lines a pattern matches), one at a time and together:
+commit from the mirrors and adds probe features computed from it, one at a time and together.
+The proxy's episodes do not show these (a read shows a window of a file, a grep the lines a
+pattern matches); the last one a tool call could:
 `tfidf` (the issue's words against the whole file, idf over the instance's candidates),
 `tfidf_head` (the same over the file's first 100 lines: its docstring and imports, which one read
 could show), `top_def` (the file defines a code-shaped name of the issue at module level),
 `names_in` (how many such names the file holds), `rare_lines` (ln(1 + the file's lines that hold
 an issue word found in at most half of the candidates): what one case-insensitive grep of those
-words restricted to the file tells in its cut notice, within the tools' limits). With --pairs N, also the products of the N
-features of largest weight in the first fit, two by two (a ranker that is still log-linear in its
-features, but no longer linear in the policy's). The comparison says whether a miss is the
-features' or the training's: a policy close to the cross-validated fit has learned what its
-features allow.
+words restricted to the file tells in its cut notice, within the tools' limits). With --pairs N,
+also the products of the N features of largest weight in the first fit, two by two (a ranker
+that is still log-linear in its features, but no longer linear in the policy's). The comparison
+says whether a miss is the features' or the training's: a policy close to the cross-validated fit
+has learned what its features allow.
 
 Usage: python ranker_ceiling.py [--instances X.jsonl --repos MIRRORS] RANKING.jsonl [...]
 (scripts/ranker-ceiling.sh sets up numpy).
@@ -47,7 +48,8 @@ BETA2 = 0.25
 
 
 def load(paths):
-    """(instance id, repo, gold set, candidate paths, feature matrix, names) per record."""
+    """The records (instance id, repo, gold set, candidate paths, feature matrix) and the
+    feature names, in the matrices' column order."""
     records, names = [], None
     for path in paths:
         with open(path) as f:
@@ -190,29 +192,31 @@ def add_probes(records, names, instances, repos):
             code = {n for n in set(re.findall(r"[A-Za-z_][A-Za-z0-9_]{2,}", issue))
                     if re.search(r"[A-Z].*[a-z]|[a-z].*[A-Z]|_", n.strip("_"))}
             files = [show(instance["repo"], instance["base_commit"], p) for p in r["paths"]]
+            # Each file's words, line by line, split once for every probe.
+            lines = [[words(line) for line in text.split("\n")] for text in files]
             issue_words = collections.Counter(words(issue))
 
             def tfidf(texts):
-                df = collections.Counter(w for t in texts for w in set(words(t)))
+                """tf-idf of the issue's words against each text (a list of its lines' words)."""
+                tfs = [collections.Counter(w for line in text for w in line) for text in texts]
+                df = collections.Counter(w for tf in tfs for w in tf)
                 out = []
-                for text in texts:
-                    tf = collections.Counter(words(text))
+                for tf in tfs:
                     length = 1 + math.log(1 + sum(tf.values()))
                     out.append(sum(min(tf[w], 10) / length * math.log(1 + len(texts) / df[w]) for w in issue_words if tf[w]))
                 return out
 
-            extra[:, 0] = tfidf(files)
-            extra[:, 1] = tfidf(["\n".join(t.split("\n")[:100]) for t in files])
-            present = collections.Counter(w for t in files for w in set(words(t)) if w in issue_words)
+            extra[:, 0] = tfidf(lines)
+            extra[:, 1] = tfidf([text[:100] for text in lines])
+            present = collections.Counter(w for text in lines for w in {w for line in text for w in line} if w in issue_words)
             rare = {w for w, n in present.items() if n <= max(1, len(files) // 2)}
-            extra[:, 4] = [math.log1p(sum(1 for line in t.split("\n") if rare & set(words(line)))) for t in files]
-            alternatives = "|".join(map(re.escape, sorted(code)))
-            named = re.compile(rf"\b({alternatives})\b") if code else None
-            top_def = re.compile(rf"^(?:def|class) ({alternatives})\b", re.M) if code else None
-            for j, text in enumerate(files):
-                if code:
-                    extra[j, 2] = float(bool(top_def.search(text)))
-                    extra[j, 3] = math.log1p(len(set(named.findall(text))))
+            extra[:, 4] = [math.log1p(sum(1 for line in text if rare.intersection(line))) for text in lines]
+            if code:
+                alternatives = "|".join(map(re.escape, sorted(code)))
+                named = re.compile(rf"\b({alternatives})\b")
+                top_def = re.compile(rf"^(?:def|class) ({alternatives})\b", re.M)
+                extra[:, 2] = [float(bool(top_def.search(text))) for text in files]
+                extra[:, 3] = [math.log1p(len(set(named.findall(text)))) for text in files]
         r["x"] = np.hstack([r["x"], extra])
     return names + ["probe:tfidf", "probe:tfidf_head", "probe:top_def", "probe:names_in", "probe:rare_lines"]
 
